@@ -1,0 +1,593 @@
+package plugin
+
+// This file is the one place where csikit types become CSI spec (csipb)
+// messages and back. Requests are validated before they get here, so the
+// ...ToPB functions do not fail; responses come from a plugin and are
+// checked where a wrong value would mislead the caller.
+
+import (
+	"fmt"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+
+	"github.com/csikit/csikit/csi"
+)
+
+// ResponseError is a plugin answer the Client could not use (a required
+// field missing, an undefined enum value). The call happened; its class
+// is Final.
+type ResponseError struct {
+	Method string
+	Reason string
+}
+
+func (e *ResponseError) Error() string {
+	return fmt.Sprintf("%s: the plugin sent an invalid response: %s", e.Method, e.Reason)
+}
+
+// Capability values that CSI spec 1.12 and earlier defined and 1.13
+// withdrew in favour of the volume health RPCs. Plugins built against an
+// older spec still send them.
+const (
+	legacyControllerVolumeCondition csipb.ControllerServiceCapability_RPC_Type = 11
+	legacyNodeVolumeCondition       csipb.NodeServiceCapability_RPC_Type       = 4
+)
+
+// capabilityToPB builds a VolumeCapability. Mount options go into the
+// mount access type; a block capability ignores them.
+func capabilityToPB(c csi.Capability, mo *csi.MountOptions) *csipb.VolumeCapability {
+	vc := &csipb.VolumeCapability{
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_Mode(c.AccessMode)},
+	}
+	if c.AttachmentMode == csi.AttachmentModeBlockDevice {
+		vc.AccessType = &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}}
+		return vc
+	}
+	m := &csipb.VolumeCapability_MountVolume{}
+	if mo != nil {
+		m.FsType = mo.FSType
+		m.MountFlags = mo.MountFlags
+		m.VolumeMountGroup = mo.VolumeMountGroup
+	}
+	vc.AccessType = &csipb.VolumeCapability_Mount{Mount: m}
+	return vc
+}
+
+// capabilityFromPB reads a VolumeCapability. The mount options are nil
+// for a block capability and for a mount capability without any.
+func capabilityFromPB(vc *csipb.VolumeCapability) (csi.Capability, *csi.MountOptions, error) {
+	if vc == nil {
+		return csi.Capability{}, nil, fmt.Errorf("volume capability is missing")
+	}
+	c := csi.Capability{AccessMode: csi.AccessMode(vc.GetAccessMode().GetMode())}
+	if !c.AccessMode.Valid() {
+		return csi.Capability{}, nil, fmt.Errorf("access mode %d is not a CSI access mode", int32(c.AccessMode))
+	}
+	var mo *csi.MountOptions
+	switch t := vc.GetAccessType().(type) {
+	case *csipb.VolumeCapability_Block:
+		c.AttachmentMode = csi.AttachmentModeBlockDevice
+	case *csipb.VolumeCapability_Mount:
+		c.AttachmentMode = csi.AttachmentModeFileSystem
+		m := t.Mount
+		if m.GetFsType() != "" || len(m.GetMountFlags()) > 0 || m.GetVolumeMountGroup() != "" {
+			mo = &csi.MountOptions{
+				FSType:           m.GetFsType(),
+				MountFlags:       append([]string(nil), m.GetMountFlags()...),
+				VolumeMountGroup: m.GetVolumeMountGroup(),
+			}
+		}
+	default:
+		return csi.Capability{}, nil, fmt.Errorf("volume capability has neither block nor mount access type")
+	}
+	return c, mo, nil
+}
+
+func capabilitiesToPB(cs []csi.Capability, mo *csi.MountOptions) []*csipb.VolumeCapability {
+	out := make([]*csipb.VolumeCapability, len(cs))
+	for i, c := range cs {
+		out[i] = capabilityToPB(c, mo)
+	}
+	return out
+}
+
+// optionalCapabilityToPB converts a capability that a request may leave
+// out.
+func optionalCapabilityToPB(c *csi.Capability, mo *csi.MountOptions) *csipb.VolumeCapability {
+	if c == nil {
+		return nil
+	}
+	return capabilityToPB(*c, mo)
+}
+
+func topologyToPB(t *csi.Topology) *csipb.Topology {
+	if t == nil {
+		return nil
+	}
+	return &csipb.Topology{Segments: t.Segments}
+}
+
+func topologyFromPB(t *csipb.Topology) *csi.Topology {
+	if t == nil {
+		return nil
+	}
+	return &csi.Topology{Segments: t.GetSegments()}
+}
+
+func topologiesToPB(ts []*csi.Topology) []*csipb.Topology {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]*csipb.Topology, len(ts))
+	for i, t := range ts {
+		out[i] = topologyToPB(t)
+	}
+	return out
+}
+
+func topologiesFromPB(ts []*csipb.Topology) []*csi.Topology {
+	if len(ts) == 0 {
+		return nil
+	}
+	out := make([]*csi.Topology, 0, len(ts))
+	for _, t := range ts {
+		if t != nil {
+			out = append(out, topologyFromPB(t))
+		}
+	}
+	return out
+}
+
+func topologyRequestToPB(r *csi.TopologyRequest) *csipb.TopologyRequirement {
+	if r == nil || len(r.Required)+len(r.Preferred) == 0 {
+		return nil
+	}
+	return &csipb.TopologyRequirement{Requisite: topologiesToPB(r.Required), Preferred: topologiesToPB(r.Preferred)}
+}
+
+func topologyRequestFromPB(r *csipb.TopologyRequirement) *csi.TopologyRequest {
+	if r == nil {
+		return nil
+	}
+	return &csi.TopologyRequest{Required: topologiesFromPB(r.GetRequisite()), Preferred: topologiesFromPB(r.GetPreferred())}
+}
+
+func capacityToPB(min, max int64) *csipb.CapacityRange {
+	if min == 0 && max == 0 {
+		return nil
+	}
+	return &csipb.CapacityRange{RequiredBytes: min, LimitBytes: max}
+}
+
+func contentSourceToPB(s *ContentSource) *csipb.VolumeContentSource {
+	switch {
+	case s == nil:
+		return nil
+	case s.SnapshotID != "":
+		return &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Snapshot{
+			Snapshot: &csipb.VolumeContentSource_SnapshotSource{SnapshotId: s.SnapshotID}}}
+	default:
+		return &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Volume{
+			Volume: &csipb.VolumeContentSource_VolumeSource{VolumeId: s.VolumeID}}}
+	}
+}
+
+func contentSourceFromPB(s *csipb.VolumeContentSource) *ContentSource {
+	switch t := s.GetType().(type) {
+	case *csipb.VolumeContentSource_Snapshot:
+		return &ContentSource{SnapshotID: t.Snapshot.GetSnapshotId()}
+	case *csipb.VolumeContentSource_Volume:
+		return &ContentSource{VolumeID: t.Volume.GetVolumeId()}
+	}
+	return nil
+}
+
+// pluginCapsFromPB folds GetPluginCapabilities' list into a struct;
+// unknown capabilities are ignored.
+func pluginCapsFromPB(list []*csipb.PluginCapability) Capabilities {
+	var c Capabilities
+	for _, x := range list {
+		switch x.GetService().GetType() {
+		case csipb.PluginCapability_Service_CONTROLLER_SERVICE:
+			c.ControllerService = true
+		case csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS:
+			c.VolumeAccessibilityConstraints = true
+		case csipb.PluginCapability_Service_GROUP_CONTROLLER_SERVICE:
+			c.GroupControllerService = true
+		case csipb.PluginCapability_Service_SNAPSHOT_METADATA_SERVICE:
+			c.SnapshotMetadataService = true
+		case csipb.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS:
+			c.SnapshotAccessibilityConstraints = true
+		}
+		switch x.GetVolumeExpansion().GetType() {
+		case csipb.PluginCapability_VolumeExpansion_ONLINE:
+			c.OnlineExpansion = true
+		case csipb.PluginCapability_VolumeExpansion_OFFLINE:
+			c.OfflineExpansion = true
+		}
+	}
+	return c
+}
+
+// pluginCapsToPB is the inverse of pluginCapsFromPB.
+func pluginCapsToPB(c Capabilities) []*csipb.PluginCapability {
+	var out []*csipb.PluginCapability
+	svc := func(on bool, t csipb.PluginCapability_Service_Type) {
+		if on {
+			out = append(out, &csipb.PluginCapability{Type: &csipb.PluginCapability_Service_{
+				Service: &csipb.PluginCapability_Service{Type: t}}})
+		}
+	}
+	exp := func(on bool, t csipb.PluginCapability_VolumeExpansion_Type) {
+		if on {
+			out = append(out, &csipb.PluginCapability{Type: &csipb.PluginCapability_VolumeExpansion_{
+				VolumeExpansion: &csipb.PluginCapability_VolumeExpansion{Type: t}}})
+		}
+	}
+	svc(c.ControllerService, csipb.PluginCapability_Service_CONTROLLER_SERVICE)
+	svc(c.VolumeAccessibilityConstraints, csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)
+	svc(c.GroupControllerService, csipb.PluginCapability_Service_GROUP_CONTROLLER_SERVICE)
+	svc(c.SnapshotMetadataService, csipb.PluginCapability_Service_SNAPSHOT_METADATA_SERVICE)
+	svc(c.SnapshotAccessibilityConstraints, csipb.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS)
+	exp(c.OnlineExpansion, csipb.PluginCapability_VolumeExpansion_ONLINE)
+	exp(c.OfflineExpansion, csipb.PluginCapability_VolumeExpansion_OFFLINE)
+	return out
+}
+
+// controllerCapsFromPB folds ControllerGetCapabilities' list into a
+// struct; unknown capabilities are ignored. csi's VolumeCondition is read
+// from GET_VOLUME_HEALTH, and from the VOLUME_CONDITION value older
+// plugins send.
+func controllerCapsFromPB(list []*csipb.ControllerServiceCapability) csi.ControllerCapabilities {
+	var c csi.ControllerCapabilities
+	for _, x := range list {
+		switch x.GetRpc().GetType() {
+		case csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME:
+			c.CreateDeleteVolume = true
+		case csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME:
+			c.PublishUnpublishVolume = true
+		case csipb.ControllerServiceCapability_RPC_LIST_VOLUMES:
+			c.ListVolumes = true
+		case csipb.ControllerServiceCapability_RPC_GET_CAPACITY:
+			c.GetCapacity = true
+		case csipb.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT:
+			c.CreateDeleteSnapshot = true
+		case csipb.ControllerServiceCapability_RPC_LIST_SNAPSHOTS:
+			c.ListSnapshots = true
+		case csipb.ControllerServiceCapability_RPC_CLONE_VOLUME:
+			c.CloneVolume = true
+		case csipb.ControllerServiceCapability_RPC_PUBLISH_READONLY:
+			c.PublishReadonly = true
+		case csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME:
+			c.ExpandVolume = true
+		case csipb.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES:
+			c.ListVolumesPublishedNodes = true
+		case csipb.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH, legacyControllerVolumeCondition:
+			c.VolumeCondition = true
+		case csipb.ControllerServiceCapability_RPC_GET_VOLUME:
+			c.GetVolume = true
+		case csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER:
+			c.SingleNodeMultiWriter = true
+		case csipb.ControllerServiceCapability_RPC_MODIFY_VOLUME:
+			c.ModifyVolume = true
+		case csipb.ControllerServiceCapability_RPC_GET_SNAPSHOT:
+			c.GetSnapshot = true
+		}
+	}
+	return c
+}
+
+// controllerCapsToPB is the inverse of controllerCapsFromPB, in the
+// spec's enum order.
+func controllerCapsToPB(c csi.ControllerCapabilities) []*csipb.ControllerServiceCapability {
+	var out []*csipb.ControllerServiceCapability
+	add := func(on bool, t csipb.ControllerServiceCapability_RPC_Type) {
+		if on {
+			out = append(out, &csipb.ControllerServiceCapability{Type: &csipb.ControllerServiceCapability_Rpc{
+				Rpc: &csipb.ControllerServiceCapability_RPC{Type: t}}})
+		}
+	}
+	add(c.CreateDeleteVolume, csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME)
+	add(c.PublishUnpublishVolume, csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME)
+	add(c.ListVolumes, csipb.ControllerServiceCapability_RPC_LIST_VOLUMES)
+	add(c.GetCapacity, csipb.ControllerServiceCapability_RPC_GET_CAPACITY)
+	add(c.CreateDeleteSnapshot, csipb.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT)
+	add(c.ListSnapshots, csipb.ControllerServiceCapability_RPC_LIST_SNAPSHOTS)
+	add(c.CloneVolume, csipb.ControllerServiceCapability_RPC_CLONE_VOLUME)
+	add(c.PublishReadonly, csipb.ControllerServiceCapability_RPC_PUBLISH_READONLY)
+	add(c.ExpandVolume, csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME)
+	add(c.ListVolumesPublishedNodes, csipb.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES)
+	add(c.GetVolume, csipb.ControllerServiceCapability_RPC_GET_VOLUME)
+	add(c.SingleNodeMultiWriter, csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
+	add(c.ModifyVolume, csipb.ControllerServiceCapability_RPC_MODIFY_VOLUME)
+	add(c.GetSnapshot, csipb.ControllerServiceCapability_RPC_GET_SNAPSHOT)
+	add(c.VolumeCondition, csipb.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH)
+	return out
+}
+
+// nodeCapsFromPB folds NodeGetCapabilities' list into a struct; unknown
+// capabilities are ignored. VolumeCondition is read as for controllers.
+func nodeCapsFromPB(list []*csipb.NodeServiceCapability) csi.NodeCapabilities {
+	var c csi.NodeCapabilities
+	for _, x := range list {
+		switch x.GetRpc().GetType() {
+		case csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME:
+			c.StageUnstageVolume = true
+		case csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS:
+			c.GetVolumeStats = true
+		case csipb.NodeServiceCapability_RPC_EXPAND_VOLUME:
+			c.ExpandVolume = true
+		case csipb.NodeServiceCapability_RPC_GET_VOLUME_HEALTH, legacyNodeVolumeCondition:
+			c.VolumeCondition = true
+		case csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER:
+			c.SingleNodeMultiWriter = true
+		case csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP:
+			c.VolumeMountGroup = true
+		}
+	}
+	return c
+}
+
+// nodeCapsToPB is the inverse of nodeCapsFromPB.
+func nodeCapsToPB(c csi.NodeCapabilities) []*csipb.NodeServiceCapability {
+	var out []*csipb.NodeServiceCapability
+	add := func(on bool, t csipb.NodeServiceCapability_RPC_Type) {
+		if on {
+			out = append(out, &csipb.NodeServiceCapability{Type: &csipb.NodeServiceCapability_Rpc{
+				Rpc: &csipb.NodeServiceCapability_RPC{Type: t}}})
+		}
+	}
+	add(c.StageUnstageVolume, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
+	add(c.GetVolumeStats, csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS)
+	add(c.ExpandVolume, csipb.NodeServiceCapability_RPC_EXPAND_VOLUME)
+	add(c.SingleNodeMultiWriter, csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
+	add(c.VolumeMountGroup, csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP)
+	add(c.VolumeCondition, csipb.NodeServiceCapability_RPC_GET_VOLUME_HEALTH)
+	return out
+}
+
+func infoFromPB(r *csipb.GetPluginInfoResponse) *Info {
+	return &Info{Name: r.GetName(), VendorVersion: r.GetVendorVersion(), Manifest: r.GetManifest()}
+}
+
+// readyFromPB reads Probe's optional ready field: absent means ready.
+func readyFromPB(r *csipb.ProbeResponse) bool {
+	if r.GetReady() == nil {
+		return true
+	}
+	return r.GetReady().GetValue()
+}
+
+func nodeInfoFromPB(r *csipb.NodeGetInfoResponse) *csi.NodeInfo {
+	return &csi.NodeInfo{
+		ID:                 r.GetNodeId(),
+		MaxVolumes:         r.GetMaxVolumesPerNode(),
+		AccessibleTopology: topologyFromPB(r.GetAccessibleTopology()),
+	}
+}
+
+func volumeFromPB(v *csipb.Volume) Volume {
+	return Volume{
+		ExternalID: v.GetVolumeId(),
+		Capacity:   v.GetCapacityBytes(),
+		Context:    v.GetVolumeContext(),
+		Source:     contentSourceFromPB(v.GetContentSource()),
+		Topologies: topologiesFromPB(v.GetAccessibleTopology()),
+	}
+}
+
+func createVolumeResponseFromPB(r *csipb.CreateVolumeResponse) (*Volume, error) {
+	if r.GetVolume().GetVolumeId() == "" {
+		return nil, &ResponseError{Method: "CreateVolume", Reason: "no volume ID"}
+	}
+	v := volumeFromPB(r.GetVolume())
+	return &v, nil
+}
+
+func listVolumesResponseFromPB(r *csipb.ListVolumesResponse) (*ListVolumesResponse, error) {
+	out := &ListVolumesResponse{NextToken: r.GetNextToken()}
+	if n := len(r.GetEntries()); n > 0 {
+		out.Entries = make([]VolumeEntry, 0, n)
+	}
+	for i, e := range r.GetEntries() {
+		if e.GetVolume().GetVolumeId() == "" {
+			return nil, &ResponseError{Method: "ListVolumes", Reason: fmt.Sprintf("entry %d has no volume ID", i)}
+		}
+		out.Entries = append(out.Entries, VolumeEntry{
+			Volume:           volumeFromPB(e.GetVolume()),
+			PublishedNodeIDs: e.GetStatus().GetPublishedNodeIds(),
+		})
+	}
+	return out, nil
+}
+
+func validateResponseFromPB(r *csipb.ValidateVolumeCapabilitiesResponse) (*ValidateCapabilitiesResponse, error) {
+	out := &ValidateCapabilitiesResponse{Confirmed: r.GetConfirmed() != nil, Message: r.GetMessage()}
+	for i, vc := range r.GetConfirmed().GetVolumeCapabilities() {
+		c, _, err := capabilityFromPB(vc)
+		if err != nil {
+			return nil, &ResponseError{Method: "ValidateVolumeCapabilities", Reason: fmt.Sprintf("confirmed capability %d: %v", i, err)}
+		}
+		out.Capabilities = append(out.Capabilities, c)
+	}
+	return out, nil
+}
+
+func snapshotFromPB(s *csipb.Snapshot) Snapshot {
+	out := Snapshot{
+		ID:              s.GetSnapshotId(),
+		SourceID:        s.GetSourceVolumeId(),
+		Size:            s.GetSizeBytes(),
+		ReadyToUse:      s.GetReadyToUse(),
+		GroupSnapshotID: s.GetGroupSnapshotId(),
+		Topologies:      topologiesFromPB(s.GetAccessibleTopology()),
+	}
+	if t := s.GetCreationTime(); t != nil {
+		out.CreateTime = t.AsTime()
+	}
+	return out
+}
+
+func createSnapshotResponseFromPB(r *csipb.CreateSnapshotResponse) (*Snapshot, error) {
+	if r.GetSnapshot().GetSnapshotId() == "" {
+		return nil, &ResponseError{Method: "CreateSnapshot", Reason: "no snapshot ID"}
+	}
+	s := snapshotFromPB(r.GetSnapshot())
+	return &s, nil
+}
+
+func listSnapshotsResponseFromPB(r *csipb.ListSnapshotsResponse) *ListSnapshotsResponse {
+	out := &ListSnapshotsResponse{NextToken: r.GetNextToken()}
+	for _, e := range r.GetEntries() {
+		if e.GetSnapshot() != nil {
+			out.Entries = append(out.Entries, snapshotFromPB(e.GetSnapshot()))
+		}
+	}
+	return out
+}
+
+func volumeStatsFromPB(r *csipb.NodeGetVolumeStatsResponse) *VolumeStats {
+	out := &VolumeStats{}
+	for _, u := range r.GetUsage() {
+		x := &Usage{Available: u.GetAvailable(), Total: u.GetTotal(), Used: u.GetUsed()}
+		switch u.GetUnit() {
+		case csipb.VolumeUsage_BYTES:
+			out.Bytes = x
+		case csipb.VolumeUsage_INODES:
+			out.Inodes = x
+		}
+	}
+	return out
+}
+
+func (r *ControllerPublishRequest) toPB() *csipb.ControllerPublishVolumeRequest {
+	return &csipb.ControllerPublishVolumeRequest{
+		VolumeId:         r.ExternalID,
+		NodeId:           r.ExternalNodeID,
+		VolumeCapability: capabilityToPB(r.Capability, r.MountOptions),
+		Readonly:         r.ReadOnly,
+		Secrets:          r.Secrets,
+		VolumeContext:    r.VolumeContext,
+	}
+}
+
+func (r *ControllerUnpublishRequest) toPB() *csipb.ControllerUnpublishVolumeRequest {
+	return &csipb.ControllerUnpublishVolumeRequest{VolumeId: r.ExternalID, NodeId: r.ExternalNodeID, Secrets: r.Secrets}
+}
+
+func (r *ValidateCapabilitiesRequest) toPB() *csipb.ValidateVolumeCapabilitiesRequest {
+	return &csipb.ValidateVolumeCapabilitiesRequest{
+		VolumeId:           r.ExternalID,
+		VolumeContext:      r.VolumeContext,
+		VolumeCapabilities: capabilitiesToPB(r.Capabilities, r.MountOptions),
+		Parameters:         r.Parameters,
+		MutableParameters:  r.MutableParameters,
+		Secrets:            r.Secrets,
+	}
+}
+
+func (r *CreateVolumeRequest) toPB() *csipb.CreateVolumeRequest {
+	return &csipb.CreateVolumeRequest{
+		Name:                      r.Name,
+		CapacityRange:             capacityToPB(r.CapacityMin, r.CapacityMax),
+		VolumeCapabilities:        capabilitiesToPB(r.Capabilities, r.MountOptions),
+		Parameters:                r.Parameters,
+		MutableParameters:         r.MutableParameters,
+		Secrets:                   r.Secrets,
+		VolumeContentSource:       contentSourceToPB(r.Source),
+		AccessibilityRequirements: topologyRequestToPB(r.Topology),
+	}
+}
+
+func (r *DeleteVolumeRequest) toPB() *csipb.DeleteVolumeRequest {
+	return &csipb.DeleteVolumeRequest{VolumeId: r.ExternalID, Secrets: r.Secrets}
+}
+
+func (r *ListVolumesRequest) toPB() *csipb.ListVolumesRequest {
+	if r == nil {
+		return &csipb.ListVolumesRequest{}
+	}
+	return &csipb.ListVolumesRequest{MaxEntries: r.MaxEntries, StartingToken: r.StartingToken}
+}
+
+func (r *ControllerExpandRequest) toPB() *csipb.ControllerExpandVolumeRequest {
+	return &csipb.ControllerExpandVolumeRequest{
+		VolumeId:         r.ExternalID,
+		CapacityRange:    capacityToPB(r.CapacityMin, r.CapacityMax),
+		Secrets:          r.Secrets,
+		VolumeCapability: optionalCapabilityToPB(r.Capability, r.MountOptions),
+	}
+}
+
+func (r *CreateSnapshotRequest) toPB() *csipb.CreateSnapshotRequest {
+	return &csipb.CreateSnapshotRequest{
+		SourceVolumeId: r.SourceID,
+		Name:           r.Name,
+		Secrets:        r.Secrets,
+		Parameters:     r.Parameters,
+	}
+}
+
+func (r *DeleteSnapshotRequest) toPB() *csipb.DeleteSnapshotRequest {
+	return &csipb.DeleteSnapshotRequest{SnapshotId: r.ID, Secrets: r.Secrets}
+}
+
+func (r *ListSnapshotsRequest) toPB() *csipb.ListSnapshotsRequest {
+	if r == nil {
+		return &csipb.ListSnapshotsRequest{}
+	}
+	return &csipb.ListSnapshotsRequest{
+		MaxEntries:     r.MaxEntries,
+		StartingToken:  r.StartingToken,
+		SourceVolumeId: r.SourceID,
+		SnapshotId:     r.ID,
+		Secrets:        r.Secrets,
+	}
+}
+
+func (r *NodeStageRequest) toPB() *csipb.NodeStageVolumeRequest {
+	return &csipb.NodeStageVolumeRequest{
+		VolumeId:          r.ExternalID,
+		PublishContext:    r.PublishContext,
+		StagingTargetPath: r.StagingPath,
+		VolumeCapability:  capabilityToPB(r.Capability, r.MountOptions),
+		Secrets:           r.Secrets,
+		VolumeContext:     r.VolumeContext,
+	}
+}
+
+func (r *NodeUnstageRequest) toPB() *csipb.NodeUnstageVolumeRequest {
+	return &csipb.NodeUnstageVolumeRequest{VolumeId: r.ExternalID, StagingTargetPath: r.StagingPath}
+}
+
+func (r *NodePublishRequest) toPB() *csipb.NodePublishVolumeRequest {
+	return &csipb.NodePublishVolumeRequest{
+		VolumeId:          r.ExternalID,
+		PublishContext:    r.PublishContext,
+		StagingTargetPath: r.StagingPath,
+		TargetPath:        r.TargetPath,
+		VolumeCapability:  capabilityToPB(r.Capability, r.MountOptions),
+		Readonly:          r.ReadOnly,
+		Secrets:           r.Secrets,
+		VolumeContext:     r.VolumeContext,
+	}
+}
+
+func (r *NodeUnpublishRequest) toPB() *csipb.NodeUnpublishVolumeRequest {
+	return &csipb.NodeUnpublishVolumeRequest{VolumeId: r.ExternalID, TargetPath: r.TargetPath}
+}
+
+func (r *NodeExpandRequest) toPB() *csipb.NodeExpandVolumeRequest {
+	return &csipb.NodeExpandVolumeRequest{
+		VolumeId:          r.ExternalID,
+		VolumePath:        r.VolumePath,
+		CapacityRange:     capacityToPB(r.CapacityMin, r.CapacityMax),
+		StagingTargetPath: r.StagingPath,
+		VolumeCapability:  optionalCapabilityToPB(r.Capability, r.MountOptions),
+		Secrets:           r.Secrets,
+	}
+}
+
+func (r *NodeVolumeStatsRequest) toPB() *csipb.NodeGetVolumeStatsRequest {
+	return &csipb.NodeGetVolumeStatsRequest{VolumeId: r.ExternalID, VolumePath: r.VolumePath, StagingTargetPath: r.StagingPath}
+}
