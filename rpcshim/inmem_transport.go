@@ -1,0 +1,191 @@
+package rpcshim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/csikit/csikit/csi"
+)
+
+// InmemTransport is a Transport that calls node Handlers in the same
+// process. Tests use it to wire a server and several nodes without
+// sockets; single-process hosts use it in production. It behaves like the
+// gRPC transport: the request and reply go through JSON, and a handler's
+// error goes through EncodeError and WireError.Err, so a caller cannot
+// tell the two apart by their results.
+//
+// All methods are safe for concurrent use. The zero value is not ready;
+// use NewInmemTransport.
+type InmemTransport struct {
+	mu    sync.RWMutex
+	nodes map[string]*inmemNode
+}
+
+type inmemNode struct {
+	h    Handler
+	down bool
+}
+
+var _ Transport = (*InmemTransport)(nil)
+
+// NewInmemTransport returns a transport with no nodes.
+func NewInmemTransport() *InmemTransport {
+	return &InmemTransport{nodes: make(map[string]*inmemNode)}
+}
+
+// Register makes h the endpoint of nodeID, replacing any earlier one (an
+// agent restart). A node that was set down stays down.
+func (t *InmemTransport) Register(nodeID string, h Handler) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n, ok := t.nodes[nodeID]; ok {
+		n.h = h
+		return
+	}
+	t.nodes[nodeID] = &inmemNode{h: h}
+}
+
+// Deregister forgets nodeID; later calls to it fail with
+// csi.ErrNodeNotReady. Calls already running finish.
+func (t *InmemTransport) Deregister(nodeID string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.nodes, nodeID)
+}
+
+// SetDown simulates a partition: while down is true, calls to nodeID fail
+// with csi.ErrNodeNotReady without reaching its handler. Calls already
+// running finish. Setting an unregistered node down has no effect.
+func (t *InmemTransport) SetDown(nodeID string, down bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n, ok := t.nodes[nodeID]; ok {
+		n.down = down
+	}
+}
+
+// Call implements Transport. The handler runs in its own goroutine so
+// that Call returns when ctx ends even if the handler ignores ctx, as it
+// would over gRPC; such a handler keeps running until it returns.
+func (t *InmemTransport) Call(ctx context.Context, nodeID, method string, req, resp any) error {
+	if err := csi.ValidateNodeID(nodeID); err != nil {
+		return fmt.Errorf("rpcshim: call %s: %w", method, err)
+	}
+	body, err := json.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("%w: call %s on node %s: encode request %T: %v; the call was not sent",
+			csi.ErrInvalidRequest, method, nodeID, req, err)
+	}
+
+	t.mu.RLock()
+	n, ok := t.nodes[nodeID]
+	var h Handler
+	down := false
+	if ok {
+		h, down = n.h, n.down
+	}
+	t.mu.RUnlock()
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: node %s has no endpoint on the in-memory transport; call %s was not sent, retry once the node registers",
+			csi.ErrNodeNotReady, nodeID, method)
+	case down:
+		return fmt.Errorf("%w: node %s is set down on the in-memory transport; call %s was not sent, retry once it is back",
+			csi.ErrNodeNotReady, nodeID, method)
+	}
+	if err := ctx.Err(); err != nil {
+		return ctxError(nodeID, method, err)
+	}
+
+	type result struct {
+		body []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b, err := h.ServeCall(ctx, method, body)
+		done <- result{b, err}
+	}()
+	var r result
+	select {
+	case r = <-done:
+	case <-ctx.Done():
+		// A reply that raced with the end of ctx still counts.
+		select {
+		case r = <-done:
+		default:
+			return ctxError(nodeID, method, ctx.Err())
+		}
+	}
+	if r.err != nil {
+		if ctx.Err() != nil {
+			// Over gRPC the caller sees its own deadline, not what the
+			// handler answered after it: do the same here.
+			return ctxError(nodeID, method, ctx.Err())
+		}
+		return EncodeError(r.err).Err()
+	}
+	return decodeReply(nodeID, method, r.body, resp)
+}
+
+// ctxError reports a call cut short by its context: Uncertain, with
+// ctx.Err() in the chain.
+func ctxError(nodeID, method string, err error) error {
+	return fmt.Errorf("rpcshim: call %s on node %s did not complete, it may or may not have run: %w", method, nodeID, err)
+}
+
+// decodeReply decodes a node's JSON reply into resp. A reply that does not
+// decode means server and node disagree on the method's types; the call
+// ran, so retrying does not help: Final.
+func decodeReply(nodeID, method string, body []byte, resp any) error {
+	if resp == nil || len(body) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(body, resp); err != nil {
+		return &classedError{
+			msg:   fmt.Sprintf("rpcshim: call %s on node %s ran but its reply does not decode into %T: %v; check that server and node run compatible csikit versions", method, nodeID, resp, err),
+			class: csi.ClassFinal,
+		}
+	}
+	return nil
+}
+
+// classedError is a transport error with an explicit class and no
+// sentinel.
+type classedError struct {
+	msg   string
+	class csi.Class
+}
+
+func (e *classedError) Error() string         { return e.msg }
+func (e *classedError) ErrorClass() csi.Class { return e.class }
+
+// InmemNodeStatuses is a NodeStatuses kept in a map, for tests and
+// single-process hosts that know their nodes' liveness directly. Nodes
+// never Set are NodeStatusUnknown. The zero value is ready to use; all
+// methods are safe for concurrent use.
+type InmemNodeStatuses struct {
+	mu       sync.RWMutex
+	statuses map[string]csi.NodeStatus
+}
+
+var _ NodeStatuses = (*InmemNodeStatuses)(nil)
+
+// Set records the status of nodeID.
+func (s *InmemNodeStatuses) Set(nodeID string, status csi.NodeStatus) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.statuses == nil {
+		s.statuses = make(map[string]csi.NodeStatus)
+	}
+	s.statuses[nodeID] = status
+}
+
+// NodeStatus implements NodeStatuses. It never fails.
+func (s *InmemNodeStatuses) NodeStatus(_ context.Context, nodeID string) (csi.NodeStatus, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.statuses[nodeID], nil
+}
