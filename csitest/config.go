@@ -1,0 +1,143 @@
+package csitest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/internal/clock"
+)
+
+// Defaults filled in by New.
+const (
+	DefaultName    = "csitest.csikit.io"
+	DefaultVersion = "1.0.0"
+	DefaultNodeID  = "csitest-node"
+	// DefaultVolumeCapacity is what CreateVolume provisions when the
+	// request gives no capacity range.
+	DefaultVolumeCapacity int64 = 1 << 30
+	// DefaultAvailableCapacity is the pool CreateVolume draws from and
+	// GetCapacity reports, when Config.AvailableCapacity is 0.
+	DefaultAvailableCapacity int64 = 1 << 40
+)
+
+// maxSocketPath is the longest unix socket path that fits sun_path on
+// every platform Go supports (104 bytes on BSD and macOS, 108 on Linux,
+// both including the terminating NUL).
+const maxSocketPath = 103
+
+// Config describes the fake plugin. The zero value is a monolith with no
+// optional capabilities, serving on a fresh temporary socket.
+type Config struct {
+	// Type selects the services the fake serves usefully. The default is
+	// csi.PluginTypeMonolith. A controller-only fake answers every Node
+	// RPC Unimplemented; a node-only fake answers every Controller RPC
+	// Unimplemented and does not advertise CONTROLLER_SERVICE.
+	Type csi.PluginType
+	// Name is the provider name GetPluginInfo reports; default
+	// DefaultName.
+	Name string
+	// Version is the vendor version GetPluginInfo reports; default
+	// DefaultVersion.
+	Version string
+
+	// Controller and Node are the advertised capabilities. An RPC whose
+	// capability is not advertised answers Unimplemented.
+	Controller csi.ControllerCapabilities
+	Node       csi.NodeCapabilities
+	// RequiresTopologies advertises VOLUME_ACCESSIBILITY_CONSTRAINTS.
+	RequiresTopologies bool
+
+	// NodeID is the CSI node ID NodeGetInfo reports; default
+	// DefaultNodeID. The lifecycle checker treats it as the one node this
+	// fake serves.
+	NodeID string
+	// MaxVolumes is NodeGetInfo's max_volumes_per_node (0: no limit).
+	// ControllerPublishVolume answers ResourceExhausted when a node
+	// already holds this many attachments.
+	MaxVolumes int64
+	// Topology is NodeGetInfo's accessible topology, and the topology of
+	// created volumes when RequiresTopologies is set and the request has
+	// no accessibility requirements.
+	Topology *csi.Topology
+
+	// AvailableCapacity is the pool that CreateVolume draws from and
+	// GetCapacity reports; default DefaultAvailableCapacity.
+	AvailableCapacity int64
+	// AdmitUnknownVolumes makes NodeStageVolume and NodePublishVolume add
+	// a volume they do not know to the model instead of answering
+	// NotFound. Use it for a node-only fake paired with a separate
+	// controller fake, so that the test need not AddVolume on both.
+	AdmitUnknownVolumes bool
+
+	// Endpoint is the unix socket path. The default is "csi.sock" in a
+	// new, short temporary directory that Stop removes. The path must fit
+	// a unix socket address (at most 103 bytes).
+	Endpoint string
+
+	// Logger receives one debug line per call (requests with secrets
+	// stripped); nil means no logging.
+	Logger hclog.Logger
+	// Clock times injected latency and stamps the call log and
+	// snapshots; nil means the wall clock.
+	Clock clock.Clock
+}
+
+// withDefaults validates c and returns it with defaults filled. ownDir is
+// the temporary directory reserved for the default socket, or "".
+func (c Config) withDefaults() (cfg Config, ownDir string, err error) {
+	if c.Type == "" {
+		c.Type = csi.PluginTypeMonolith
+	}
+	if !c.Type.Valid() {
+		return c, "", fmt.Errorf("%w: csitest: plugin type %q is not controller, node or monolith", csi.ErrInvalidRequest, c.Type)
+	}
+	if c.Name == "" {
+		c.Name = DefaultName
+	}
+	if c.Version == "" {
+		c.Version = DefaultVersion
+	}
+	if c.NodeID == "" {
+		c.NodeID = DefaultNodeID
+	}
+	if err := csi.ValidateExternalID("CSI node ID", c.NodeID); err != nil {
+		return c, "", fmt.Errorf("csitest: Config.NodeID: %w", err)
+	}
+	if c.MaxVolumes < 0 {
+		return c, "", fmt.Errorf("%w: csitest: MaxVolumes is %d; use 0 for no limit", csi.ErrInvalidRequest, c.MaxVolumes)
+	}
+	if c.AvailableCapacity < 0 {
+		return c, "", fmt.Errorf("%w: csitest: AvailableCapacity is %d; use 0 for the default", csi.ErrInvalidRequest, c.AvailableCapacity)
+	}
+	if c.AvailableCapacity == 0 {
+		c.AvailableCapacity = DefaultAvailableCapacity
+	}
+	c.Topology = c.Topology.Copy()
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	c.Clock = clock.Or(c.Clock)
+	if c.Endpoint == "" {
+		// Reserve a unique short name now and create the directory in
+		// Start, so that New touches nothing that could leak when the
+		// plugin is never started.
+		d, err := os.MkdirTemp("", "csitest")
+		if err != nil {
+			return c, "", fmt.Errorf("csitest: create a temporary directory for the socket: %w", err)
+		}
+		if err := os.Remove(d); err != nil {
+			return c, "", fmt.Errorf("csitest: reserve a temporary socket directory: %w", err)
+		}
+		ownDir = d
+		c.Endpoint = filepath.Join(d, "csi.sock")
+	}
+	if len(c.Endpoint) > maxSocketPath {
+		return c, "", fmt.Errorf("%w: csitest: socket path %q is %d bytes; a unix socket path may be at most %d, so choose a shorter Endpoint (for example under os.MkdirTemp(\"\", \"csi\"))",
+			csi.ErrInvalidRequest, c.Endpoint, len(c.Endpoint), maxSocketPath)
+	}
+	return c, ownDir, nil
+}

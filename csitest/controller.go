@@ -1,0 +1,488 @@
+package csitest
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
+)
+
+type controllerServer struct {
+	csipb.UnimplementedControllerServer
+	p *Plugin
+}
+
+var _ csipb.ControllerServer = controllerServer{}
+
+// fits reports whether capacity satisfies a capacity range.
+func fits(capacity, requiredBytes, limitBytes int64) bool {
+	return capacity >= requiredBytes && (limitBytes == 0 || capacity <= limitBytes)
+}
+
+func checkRange(method string, r *csipb.CapacityRange) error {
+	req, lim := r.GetRequiredBytes(), r.GetLimitBytes()
+	if req < 0 || lim < 0 || lim > 0 && req > lim {
+		return errorf(codes.OutOfRange, method, "capacity range [%d, %d] is not satisfiable", req, lim)
+	}
+	return nil
+}
+
+func (s controllerServer) CreateVolume(_ context.Context, req *csipb.CreateVolumeRequest) (*csipb.CreateVolumeResponse, error) {
+	const m = MethodCreateVolume
+	name := req.GetName()
+	if name == "" {
+		return nil, required(m, "name")
+	}
+	if len(req.GetVolumeCapabilities()) == 0 {
+		return nil, required(m, "volume_capabilities")
+	}
+	for i, vc := range req.GetVolumeCapabilities() {
+		if err := checkCapability(m, fmt.Sprintf("volume_capabilities[%d]", i), vc); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkRange(m, req.GetCapacityRange()); err != nil {
+		return nil, err
+	}
+	reqBytes, limBytes := req.GetCapacityRange().GetRequiredBytes(), req.GetCapacityRange().GetLimitBytes()
+	src := req.GetVolumeContentSource()
+
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, v := range p.volumes {
+		if v.name != name {
+			continue
+		}
+		if !fits(v.capacity, reqBytes, limBytes) || !maps.Equal(v.parameters, req.GetParameters()) ||
+			!proto.Equal(v.source, src) {
+			return nil, errorf(codes.AlreadyExists, m, "volume named %q exists as %q with capacity %d and other parameters; use another name or the same request", name, v.id, v.capacity)
+		}
+		return &csipb.CreateVolumeResponse{Volume: v.toProto()}, nil
+	}
+
+	capacity := reqBytes
+	if capacity == 0 {
+		capacity = DefaultVolumeCapacity
+		if limBytes > 0 {
+			capacity = min(capacity, limBytes)
+		}
+	}
+	if avail := p.availableLocked(); capacity > avail {
+		return nil, errorf(codes.ResourceExhausted, m, "volume %q needs %d bytes but %d are available", name, capacity, avail)
+	}
+	if snap := src.GetSnapshot(); snap != nil && p.snapshots[snap.GetSnapshotId()] == nil {
+		return nil, errorf(codes.NotFound, m, "source snapshot %q does not exist", snap.GetSnapshotId())
+	}
+	if vol := src.GetVolume(); vol != nil && p.volumes[vol.GetVolumeId()] == nil {
+		return nil, errorf(codes.NotFound, m, "source volume %q does not exist", vol.GetVolumeId())
+	}
+
+	p.volumeSeq++
+	v := newVolume(volumeIDf("vol", p.volumeSeq))
+	v.name = name
+	v.capacity = capacity
+	v.context = map[string]string{"name": name}
+	v.parameters = maps.Clone(req.GetParameters())
+	v.mutableParameters = maps.Clone(req.GetMutableParameters())
+	for _, vc := range req.GetVolumeCapabilities() {
+		v.capabilities = append(v.capabilities, cloneCapability(vc))
+	}
+	if src != nil {
+		v.source = proto.Clone(src).(*csipb.VolumeContentSource)
+	}
+	if p.requiresTopologies {
+		v.topology = p.chooseTopologyLocked(req.GetAccessibilityRequirements())
+	}
+	p.volumes[v.id] = v
+	return &csipb.CreateVolumeResponse{Volume: v.toProto()}, nil
+}
+
+// chooseTopologyLocked places a new volume: the first preferred
+// topology, else the first requisite one, else this fake's node.
+func (p *Plugin) chooseTopologyLocked(r *csipb.TopologyRequirement) []*csipb.Topology {
+	var t *csipb.Topology
+	switch {
+	case len(r.GetPreferred()) > 0:
+		t = r.GetPreferred()[0]
+	case len(r.GetRequisite()) > 0:
+		t = r.GetRequisite()[0]
+	case p.topology != nil:
+		t = &csipb.Topology{Segments: maps.Clone(p.topology.Segments)}
+	default:
+		return nil
+	}
+	return []*csipb.Topology{proto.Clone(t).(*csipb.Topology)}
+}
+
+func (s controllerServer) DeleteVolume(_ context.Context, req *csipb.DeleteVolumeRequest) (*csipb.DeleteVolumeResponse, error) {
+	const m = MethodDeleteVolume
+	id := req.GetVolumeId()
+	if id == "" {
+		return nil, required(m, "volume_id")
+	}
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := p.volumes[id]
+	if v == nil {
+		return &csipb.DeleteVolumeResponse{}, nil
+	}
+	if v.inUse() {
+		p.violateLocked(m, id, RuleDeleteWhileInUse, "volume is attached to %v, staged at %d path(s) and published at %d target(s)",
+			v.attachedNodes(), len(v.staged), len(v.published))
+	}
+	delete(p.volumes, id)
+	return &csipb.DeleteVolumeResponse{}, nil
+}
+
+func (s controllerServer) ControllerPublishVolume(_ context.Context, req *csipb.ControllerPublishVolumeRequest) (*csipb.ControllerPublishVolumeResponse, error) {
+	const m = MethodControllerPublishVolume
+	id, node := req.GetVolumeId(), req.GetNodeId()
+	switch {
+	case id == "":
+		return nil, required(m, "volume_id")
+	case node == "":
+		return nil, required(m, "node_id")
+	}
+	if err := checkCapability(m, "volume_capability", req.GetVolumeCapability()); err != nil {
+		return nil, err
+	}
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := p.volumes[id]
+	if v == nil {
+		return nil, errorf(codes.NotFound, m, "volume %q does not exist", id)
+	}
+	vc := req.GetVolumeCapability()
+	if a := v.attachments[node]; a != nil {
+		if a.readonly != req.GetReadonly() || !proto.Equal(a.capability, vc) {
+			return nil, errorf(codes.AlreadyExists, m, "volume %q is already published to node %q with another capability or readonly flag; unpublish it first", id, node)
+		}
+		return &csipb.ControllerPublishVolumeResponse{PublishContext: maps.Clone(a.publishContext)}, nil
+	}
+	for other, a := range v.attachments {
+		if singleNode(vc) || singleNode(a.capability) {
+			p.violateLocked(m, id, RuleIncompatiblePublish, "single-node volume is published to node %q and was asked for node %q", other, node)
+			return nil, errorf(codes.FailedPrecondition, m, "volume %q is published to node %q and its access mode is single-node; unpublish it there first", id, other)
+		}
+	}
+	if p.maxVolumes > 0 && p.attachmentsOnLocked(node) >= p.maxVolumes {
+		return nil, errorf(codes.ResourceExhausted, m, "node %q already holds %d volumes, its maximum", node, p.maxVolumes)
+	}
+	a := &attachment{
+		readonly:       req.GetReadonly(),
+		capability:     cloneCapability(vc),
+		publishContext: map[string]string{"devicePath": "/dev/fake-" + id},
+	}
+	v.attachments[node] = a
+	return &csipb.ControllerPublishVolumeResponse{PublishContext: maps.Clone(a.publishContext)}, nil
+}
+
+func (s controllerServer) ControllerUnpublishVolume(_ context.Context, req *csipb.ControllerUnpublishVolumeRequest) (*csipb.ControllerUnpublishVolumeResponse, error) {
+	const m = MethodControllerUnpublishVolume
+	id, node := req.GetVolumeId(), req.GetNodeId()
+	if id == "" {
+		return nil, required(m, "volume_id")
+	}
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := p.volumes[id]
+	if v == nil {
+		return &csipb.ControllerUnpublishVolumeResponse{}, nil
+	}
+	// An empty node_id means every node, this fake's included.
+	if (node == "" || node == p.nodeID) && len(v.staged)+len(v.published) > 0 {
+		p.violateLocked(m, id, RuleControllerUnpublishWhileNodeInUse, "node %q still has the volume staged at %d path(s) and published at %d target(s)",
+			p.nodeID, len(v.staged), len(v.published))
+	}
+	if node == "" {
+		clear(v.attachments)
+	} else {
+		delete(v.attachments, node)
+	}
+	return &csipb.ControllerUnpublishVolumeResponse{}, nil
+}
+
+func (s controllerServer) ValidateVolumeCapabilities(_ context.Context, req *csipb.ValidateVolumeCapabilitiesRequest) (*csipb.ValidateVolumeCapabilitiesResponse, error) {
+	const m = MethodValidateVolumeCapabilities
+	id := req.GetVolumeId()
+	if id == "" {
+		return nil, required(m, "volume_id")
+	}
+	if len(req.GetVolumeCapabilities()) == 0 {
+		return nil, required(m, "volume_capabilities")
+	}
+	for i, vc := range req.GetVolumeCapabilities() {
+		if err := checkCapability(m, fmt.Sprintf("volume_capabilities[%d]", i), vc); err != nil {
+			return nil, err
+		}
+	}
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := p.volumes[id]
+	if v == nil {
+		return nil, errorf(codes.NotFound, m, "volume %q does not exist", id)
+	}
+	// A created volume supports the access modes and types it was
+	// created with; a pre-provisioned one supports anything.
+	if v.capabilities != nil {
+		for _, want := range req.GetVolumeCapabilities() {
+			if !slices.ContainsFunc(v.capabilities, func(have *csipb.VolumeCapability) bool { return sameKind(have, want) }) {
+				return &csipb.ValidateVolumeCapabilitiesResponse{
+					Message: fmt.Sprintf("volume %q was not created with access mode %s and this access type", id, want.GetAccessMode().GetMode()),
+				}, nil
+			}
+		}
+	}
+	confirmed := &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{
+		VolumeContext:      maps.Clone(req.GetVolumeContext()),
+		Parameters:         maps.Clone(req.GetParameters()),
+		MutableParameters:  maps.Clone(req.GetMutableParameters()),
+		VolumeCapabilities: make([]*csipb.VolumeCapability, 0, len(req.GetVolumeCapabilities())),
+	}
+	for _, vc := range req.GetVolumeCapabilities() {
+		confirmed.VolumeCapabilities = append(confirmed.VolumeCapabilities, cloneCapability(vc))
+	}
+	return &csipb.ValidateVolumeCapabilitiesResponse{Confirmed: confirmed}, nil
+}
+
+func (s controllerServer) ListVolumes(_ context.Context, req *csipb.ListVolumesRequest) (*csipb.ListVolumesResponse, error) {
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	ids, next, err := page(MethodListVolumes, slices.Sorted(maps.Keys(p.volumes)), req.GetMaxEntries(), req.GetStartingToken())
+	if err != nil {
+		return nil, err
+	}
+	resp := &csipb.ListVolumesResponse{NextToken: next}
+	for _, id := range ids {
+		v := p.volumes[id]
+		e := &csipb.ListVolumesResponse_Entry{Volume: v.toProto()}
+		if p.ctrlCaps.ListVolumesPublishedNodes {
+			e.Status = &csipb.ListVolumesResponse_VolumeStatus{PublishedNodeIds: v.attachedNodes()}
+		}
+		resp.Entries = append(resp.Entries, e)
+	}
+	return resp, nil
+}
+
+func (s controllerServer) GetCapacity(_ context.Context, req *csipb.GetCapacityRequest) (*csipb.GetCapacityResponse, error) {
+	const m = MethodGetCapacity
+	for i, vc := range req.GetVolumeCapabilities() {
+		if err := checkCapability(m, fmt.Sprintf("volume_capabilities[%d]", i), vc); err != nil {
+			return nil, err
+		}
+	}
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return &csipb.GetCapacityResponse{AvailableCapacity: p.availableLocked()}, nil
+}
+
+func (s controllerServer) ControllerGetCapabilities(context.Context, *csipb.ControllerGetCapabilitiesRequest) (*csipb.ControllerGetCapabilitiesResponse, error) {
+	p := s.p
+	p.mu.Lock()
+	c := p.ctrlCaps
+	p.mu.Unlock()
+	type rpc = csipb.ControllerServiceCapability_RPC_Type
+	var resp csipb.ControllerGetCapabilitiesResponse
+	add := func(on bool, t rpc) {
+		if on {
+			resp.Capabilities = append(resp.Capabilities, &csipb.ControllerServiceCapability{
+				Type: &csipb.ControllerServiceCapability_Rpc{Rpc: &csipb.ControllerServiceCapability_RPC{Type: t}},
+			})
+		}
+	}
+	add(c.CreateDeleteVolume, csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME)
+	add(c.PublishUnpublishVolume, csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME)
+	add(c.ListVolumes, csipb.ControllerServiceCapability_RPC_LIST_VOLUMES)
+	add(c.GetCapacity, csipb.ControllerServiceCapability_RPC_GET_CAPACITY)
+	add(c.CreateDeleteSnapshot, csipb.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT)
+	add(c.ListSnapshots, csipb.ControllerServiceCapability_RPC_LIST_SNAPSHOTS)
+	add(c.CloneVolume, csipb.ControllerServiceCapability_RPC_CLONE_VOLUME)
+	add(c.PublishReadonly, csipb.ControllerServiceCapability_RPC_PUBLISH_READONLY)
+	add(c.ExpandVolume, csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME)
+	add(c.ListVolumesPublishedNodes, csipb.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES)
+	add(c.GetVolume, csipb.ControllerServiceCapability_RPC_GET_VOLUME)
+	add(c.SingleNodeMultiWriter, csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
+	add(c.ModifyVolume, csipb.ControllerServiceCapability_RPC_MODIFY_VOLUME)
+	add(c.GetSnapshot, csipb.ControllerServiceCapability_RPC_GET_SNAPSHOT)
+	// csi.ControllerCapabilities.VolumeCondition has no counterpart in
+	// CSI 1.13 (the health RPCs replaced it), so it is not advertised.
+	return &resp, nil
+}
+
+func (s controllerServer) CreateSnapshot(_ context.Context, req *csipb.CreateSnapshotRequest) (*csipb.CreateSnapshotResponse, error) {
+	const m = MethodCreateSnapshot
+	src, name := req.GetSourceVolumeId(), req.GetName()
+	switch {
+	case src == "":
+		return nil, required(m, "source_volume_id")
+	case name == "":
+		return nil, required(m, "name")
+	}
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, sn := range p.snapshots {
+		if sn.name != name {
+			continue
+		}
+		if sn.source != src {
+			return nil, errorf(codes.AlreadyExists, m, "snapshot named %q exists as %q of volume %q; use another name", name, sn.id, sn.source)
+		}
+		return &csipb.CreateSnapshotResponse{Snapshot: sn.toProto()}, nil
+	}
+	v := p.volumes[src]
+	if v == nil {
+		return nil, errorf(codes.NotFound, m, "source volume %q does not exist", src)
+	}
+	p.snapshotSeq++
+	sn := &snapshot{id: volumeIDf("snap", p.snapshotSeq), name: name, source: src, size: v.capacity, created: p.clock.Now()}
+	p.snapshots[sn.id] = sn
+	return &csipb.CreateSnapshotResponse{Snapshot: sn.toProto()}, nil
+}
+
+func (s controllerServer) DeleteSnapshot(_ context.Context, req *csipb.DeleteSnapshotRequest) (*csipb.DeleteSnapshotResponse, error) {
+	id := req.GetSnapshotId()
+	if id == "" {
+		return nil, required(MethodDeleteSnapshot, "snapshot_id")
+	}
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.snapshots, id)
+	return &csipb.DeleteSnapshotResponse{}, nil
+}
+
+func (s controllerServer) ListSnapshots(_ context.Context, req *csipb.ListSnapshotsRequest) (*csipb.ListSnapshotsResponse, error) {
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var ids []string
+	for _, id := range slices.Sorted(maps.Keys(p.snapshots)) {
+		sn := p.snapshots[id]
+		if (req.GetSnapshotId() == "" || id == req.GetSnapshotId()) &&
+			(req.GetSourceVolumeId() == "" || sn.source == req.GetSourceVolumeId()) {
+			ids = append(ids, id)
+		}
+	}
+	ids, next, err := page(MethodListSnapshots, ids, req.GetMaxEntries(), req.GetStartingToken())
+	if err != nil {
+		return nil, err
+	}
+	resp := &csipb.ListSnapshotsResponse{NextToken: next}
+	for _, id := range ids {
+		resp.Entries = append(resp.Entries, &csipb.ListSnapshotsResponse_Entry{Snapshot: p.snapshots[id].toProto()})
+	}
+	return resp, nil
+}
+
+func (s controllerServer) GetSnapshot(_ context.Context, req *csipb.GetSnapshotRequest) (*csipb.GetSnapshotResponse, error) {
+	const m = MethodGetSnapshot
+	id := req.GetSnapshotId()
+	if id == "" {
+		return nil, required(m, "snapshot_id")
+	}
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	sn := p.snapshots[id]
+	if sn == nil {
+		return nil, errorf(codes.NotFound, m, "snapshot %q does not exist", id)
+	}
+	return &csipb.GetSnapshotResponse{Snapshot: sn.toProto()}, nil
+}
+
+func (s controllerServer) ControllerExpandVolume(_ context.Context, req *csipb.ControllerExpandVolumeRequest) (*csipb.ControllerExpandVolumeResponse, error) {
+	const m = MethodControllerExpandVolume
+	id := req.GetVolumeId()
+	switch {
+	case id == "":
+		return nil, required(m, "volume_id")
+	case req.GetCapacityRange() == nil:
+		return nil, required(m, "capacity_range")
+	}
+	if vc := req.GetVolumeCapability(); vc != nil {
+		if err := checkCapability(m, "volume_capability", vc); err != nil {
+			return nil, err
+		}
+	}
+	if err := checkRange(m, req.GetCapacityRange()); err != nil {
+		return nil, err
+	}
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := p.volumes[id]
+	if v == nil {
+		return nil, errorf(codes.NotFound, m, "volume %q does not exist", id)
+	}
+	if err := p.growLocked(m, v, req.GetCapacityRange()); err != nil {
+		return nil, err
+	}
+	return &csipb.ControllerExpandVolumeResponse{CapacityBytes: v.capacity, NodeExpansionRequired: p.nodeCaps.ExpandVolume}, nil
+}
+
+// growLocked expands v to satisfy r; it never shrinks a volume.
+func (p *Plugin) growLocked(method string, v *volume, r *csipb.CapacityRange) error {
+	want := max(v.capacity, r.GetRequiredBytes())
+	if lim := r.GetLimitBytes(); lim > 0 && want > lim {
+		return errorf(codes.OutOfRange, method, "volume %q has %d bytes, more than the limit %d; the fake does not shrink volumes", v.id, v.capacity, lim)
+	}
+	if grow := want - v.capacity; grow > p.availableLocked() {
+		return errorf(codes.OutOfRange, method, "volume %q cannot grow by %d bytes; %d are available", v.id, grow, p.availableLocked())
+	}
+	v.capacity = want
+	return nil
+}
+
+func (s controllerServer) ControllerGetVolume(_ context.Context, req *csipb.ControllerGetVolumeRequest) (*csipb.ControllerGetVolumeResponse, error) {
+	const m = MethodControllerGetVolume
+	id := req.GetVolumeId()
+	if id == "" {
+		return nil, required(m, "volume_id")
+	}
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := p.volumes[id]
+	if v == nil {
+		return nil, errorf(codes.NotFound, m, "volume %q does not exist", id)
+	}
+	return &csipb.ControllerGetVolumeResponse{
+		Volume: v.toProto(),
+		Status: &csipb.ControllerGetVolumeResponse_VolumeStatus{PublishedNodeIds: v.attachedNodes()},
+	}, nil
+}
+
+func (s controllerServer) ControllerModifyVolume(_ context.Context, req *csipb.ControllerModifyVolumeRequest) (*csipb.ControllerModifyVolumeResponse, error) {
+	const m = MethodControllerModifyVolume
+	id := req.GetVolumeId()
+	switch {
+	case id == "":
+		return nil, required(m, "volume_id")
+	case len(req.GetMutableParameters()) == 0:
+		return nil, required(m, "mutable_parameters")
+	}
+	p := s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := p.volumes[id]
+	if v == nil {
+		return nil, errorf(codes.NotFound, m, "volume %q does not exist", id)
+	}
+	if v.mutableParameters == nil {
+		v.mutableParameters = make(map[string]string)
+	}
+	maps.Copy(v.mutableParameters, req.GetMutableParameters())
+	return &csipb.ControllerModifyVolumeResponse{}, nil
+}

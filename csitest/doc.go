@@ -1,0 +1,83 @@
+// Package csitest is an in-process fake CSI plugin for tests. It serves
+// the CSI Identity, Controller and Node services on a real unix socket,
+// so the code under test talks gRPC exactly as it would to a real plugin,
+// and it records what it was asked so the test can check it.
+//
+// # Usage
+//
+//  1. Start a fake with Start(t, Config{…}) (or New and Plugin.Start, then
+//     Stop). Config picks the plugin type (controller, node or monolith),
+//     its advertised capabilities, and its node ID, max volumes and
+//     topology. By default it listens on csi.sock in a fresh, short
+//     temporary directory; Endpoint and Addr say where.
+//  2. Point the code under test at Addr() (for grpc.NewClient) or
+//     Endpoint() (the bare socket path).
+//  3. Optionally seed the model (AddVolume) and set fault knobs.
+//  4. Drive the code under test, then assert on the model (Volume,
+//     Volumes, Snapshot), the call log (Calls, CallCount, Methods,
+//     RequireSequence) and the lifecycle checker (RequireNoViolations).
+//
+// # Model
+//
+// The fake keeps, in memory, the volumes (ID, capacity, context,
+// parameters), their ControllerPublish attachments by CSI node ID, their
+// staging paths and published target paths (each with its readonly flag,
+// capability and the publish and volume contexts the call received), and
+// snapshots. Every RPC a CO uses is implemented and follows the spec's
+// validation and idempotency rules: a missing field is InvalidArgument, an
+// unknown volume NotFound (teardown calls on unknown volumes or paths
+// succeed), a repeated identical request succeeds, a conflicting one is
+// AlreadyExists, and a single-node volume published to a second node is
+// FailedPrecondition. An RPC whose capability is not advertised, or whose
+// service the plugin type does not serve, answers Unimplemented, as do the
+// CSI 1.13 health RPCs. ControllerPublishVolume returns the publish
+// context {"devicePath": "/dev/fake-<volume ID>"}.
+//
+// On disk, NodeStageVolume writes MarkerFile (holding the volume ID) into
+// the staging directory and NodeUnstageVolume removes it.
+// NodePublishVolume creates the target, a directory holding MarkerFile for
+// a mount or an empty file for a block device, inside a parent directory
+// the CO must have created; NodeUnpublishVolume removes the target.
+//
+// # Fault knobs
+//
+// Every knob is per RPC name (a Method… constant). SetLatency delays a call
+// (ending early with the call's context), FailNext queues failures with a
+// gRPC code, FailAlways fails every call, and SetHook runs a function that
+// sees the live request and may fail the call or block it. They apply in
+// that order, before the fake handles the call; ClearFaults removes them.
+// SetProbeReady, SetCapabilities and SetNodeInfo change what the plugin
+// reports, and Stop and Restart simulate a crash: in-flight calls fail,
+// the socket goes away, and the model, knobs and logs survive. A panic in
+// a handler or hook answers Internal instead of crashing the test.
+//
+// # Call log
+//
+// Every call is logged in arrival order, failed ones too, with a copy of
+// its request in which every field the spec marks csi_secret is cleared:
+// the log, like the Logger, never holds a secret.
+//
+// # Lifecycle checker
+//
+// The fake records a Violation when a CO breaks the CSI lifecycle:
+// NodePublish before NodeStage, NodePublish with the wrong staging path,
+// NodeUnstage while still published, ControllerUnpublish while the fake's
+// node still has the volume staged or published, DeleteVolume of a volume
+// in use, a second publish that the access mode forbids, relative staging
+// or target paths, a target whose parent directory is missing, and (on a
+// monolith advertising PUBLISH_UNPUBLISH_VOLUME) node calls before
+// ControllerPublish or with a publish context other than the one it
+// returned. Each kind has a Rule… constant. A violation fails the call
+// only where the spec requires an error or the call cannot proceed; the
+// Rule constants say which.
+//
+// # What it does not do
+//
+// It mounts nothing and needs no root: "staged" and "published" are
+// entries in the model plus the marker files above. It does not format or
+// store data, enforce topology on node calls, expire snapshots, or check
+// secrets (a hook can). One fake is one node; test several nodes with
+// several fakes (AdmitUnknownVolumes helps node-only fakes paired with a
+// separate controller). It serves no GroupController or SnapshotMetadata
+// service.
+package csitest
