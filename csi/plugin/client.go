@@ -218,7 +218,7 @@ func rpcError(ctx context.Context, method string, err error, secrets csi.Secrets
 		cerr = status.Error(st.Code(), msg)
 	}
 	if code == csi.CodeDeadlineExceeded || code == csi.CodeCanceled {
-		if ctxErr := ctx.Err(); ctxErr != nil {
+		if ctxErr := contextError(ctx); ctxErr != nil {
 			cerr = &cause{err: cerr, ctx: ctxErr}
 		}
 	}
@@ -228,6 +228,20 @@ func rpcError(ctx context.Context, method string, err error, secrets csi.Secrets
 		Message: msg,
 		Err:     cerr,
 	}
+}
+
+// contextError returns ctx's error, or context.DeadlineExceeded when its
+// deadline has passed but ctx's timer has not fired yet: the plugin sees
+// the deadline too (grpc sends it, rounded up) and its answer can arrive
+// first.
+func contextError(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // cause is the Err of an RPCError that also ended because of its context:

@@ -86,11 +86,17 @@ func (c *check) path(field, p string, required bool) {
 	}
 }
 
+// hasDotDot reports whether a "/"-separated path has a ".." element.
 func hasDotDot(p string) bool {
-	for _, e := range strings.Split(filepath.ToSlash(p), "/") {
-		if e == ".." {
+	for p != "" {
+		i := strings.IndexByte(p, '/')
+		if i < 0 {
+			return p == ".."
+		}
+		if p[:i] == ".." {
 			return true
 		}
+		p = p[i+1:]
 	}
 	return false
 }
