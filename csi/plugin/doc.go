@@ -46,7 +46,7 @@
 // A failed RPC returns a *csi.RPCError: Method, the gRPC Code, the
 // plugin's Message and, in Err, the gRPC error itself (and the context
 // error when the call ran out of time or was canceled). So callers may
-// use errors.As(err, &*csi.RPCError), csi.CodeOf(err), csi.Classify(err)
+// use errors.As with a *csi.RPCError, csi.CodeOf(err), csi.Classify(err)
 // (the class comes from csi.ClassOfCode), errors.Is(err,
 // context.DeadlineExceeded), or grpc's status.Code(err). A plugin that
 // stops in the middle of a call gives Unavailable (Retryable) and the
