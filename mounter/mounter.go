@@ -1,0 +1,281 @@
+package mounter
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/plugin"
+)
+
+// VolumeMounter makes CSI volumes available to allocations on one node.
+//
+// Methods may be called from any goroutine. Calls on one volume
+// (namespace, volume ID) run one at a time, in no promised order; calls
+// on different volumes run in parallel. Every method is idempotent: a
+// repeated mount returns the same MountInfo, an unmount of something not
+// mounted succeeds. Errors are classified by csi.Classify: Retryable and
+// Uncertain ones may be retried with the same request.
+type VolumeMounter interface {
+	// MountVolume stages the volume for its usage if the plugin needs it
+	// and no allocation staged it yet, then publishes it for the
+	// allocation, and returns where it is.
+	MountVolume(ctx context.Context, req *MountRequest) (*MountInfo, error)
+	// UnmountVolume unpublishes the volume for the allocation, and
+	// unstages it when no other allocation uses it.
+	UnmountVolume(ctx context.Context, req *UnmountRequest) error
+	// HasMount reports whether the allocation may have the volume
+	// published: true from the start of a MountVolume until an
+	// UnmountVolume has completed (an uncertain outcome counts as
+	// mounted).
+	HasMount(ctx context.Context, namespace, volumeID, allocID string) (bool, error)
+}
+
+// Plugins finds the node plugin for a plugin ID on this node. fingerprint.Manager satisfies it.
+type Plugins interface {
+	NodePlugin(pluginID string) (plugin.NodeClient, *csi.PluginInfo, error)
+}
+
+// DefaultMaxParallel bounds how many volume operations run at once when
+// Config.MaxParallel is 0. Each holds a plugin call in flight; plugins
+// serialize much of their own work, so more rarely helps.
+const DefaultMaxParallel = 16
+
+// Config configures a Mounter.
+type Config struct {
+	// Root is the absolute directory under which volumes are staged and
+	// published. Required. It is created if missing.
+	Root string
+	// StateDir is the absolute directory where the usage tracker is
+	// persisted. Required; it must survive a restart of the node agent
+	// and must not be shared by two Mounters at once.
+	StateDir string
+	// Plugins finds node plugins. Required.
+	Plugins Plugins
+	// Logger; nil means no logging. Secrets are never logged.
+	Logger hclog.Logger
+	// NoSync skips fsync when persisting the tracker. Writes stay atomic
+	// (rename), but an OS crash may lose recent ones. State syncing is
+	// on by default: set NoSync only where losing mount state is
+	// acceptable (tests, throwaway nodes).
+	NoSync bool
+	// MaxParallel bounds volume operations running at once; 0 means
+	// DefaultMaxParallel.
+	MaxParallel int
+}
+
+// Mounter is the VolumeMounter over CSI node plugins, with a usage
+// tracker persisted in Config.StateDir.
+type Mounter struct {
+	root    string
+	plugins Plugins
+	logger  hclog.Logger
+	store   *store
+	sem     chan struct{}
+
+	dirMu sync.Mutex // serializes creating and removing shared parent directories
+
+	mu   sync.Mutex
+	vols map[volKey]*volume
+	caps map[string]capsEntry // by plugin ID
+
+	calls atomic.Uint64
+}
+
+var _ VolumeMounter = (*Mounter)(nil)
+
+type volKey struct{ namespace, volumeID string }
+
+// volume is the lock and tracker record of one volume.
+type volume struct {
+	lock chan struct{} // held while an operation runs on the volume
+	refs int           // holders and waiters; guarded by Mounter.mu
+	rec  *volumeRecord // guarded by lock; nil when nothing is tracked
+}
+
+type capsEntry struct {
+	client plugin.NodeClient
+	stage  bool
+}
+
+// New validates cfg, loads the tracker from cfg.StateDir and returns a
+// Mounter. It starts no goroutine and calls no plugin. A state file that
+// cannot be read fails New with a *StateError (ErrCorruptState).
+func New(cfg Config) (*Mounter, error) {
+	if cfg.Root == "" || !filepath.IsAbs(cfg.Root) {
+		return nil, fmt.Errorf("%w: mounter: Root %q must be an absolute directory", csi.ErrInvalidRequest, cfg.Root)
+	}
+	if cfg.StateDir == "" || !filepath.IsAbs(cfg.StateDir) {
+		return nil, fmt.Errorf("%w: mounter: StateDir %q must be an absolute directory", csi.ErrInvalidRequest, cfg.StateDir)
+	}
+	if cfg.Plugins == nil {
+		return nil, fmt.Errorf("%w: mounter: Plugins is nil; pass the node's plugin registry (fingerprint.Manager)", csi.ErrInvalidRequest)
+	}
+	if cfg.MaxParallel < 0 {
+		return nil, fmt.Errorf("%w: mounter: MaxParallel is %d; use 0 for the default (%d)", csi.ErrInvalidRequest, cfg.MaxParallel, DefaultMaxParallel)
+	}
+	if cfg.MaxParallel == 0 {
+		cfg.MaxParallel = DefaultMaxParallel
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	m := &Mounter{
+		root:    filepath.Clean(cfg.Root),
+		plugins: cfg.Plugins,
+		logger:  cfg.Logger,
+		sem:     make(chan struct{}, cfg.MaxParallel),
+		vols:    map[volKey]*volume{},
+		caps:    map[string]capsEntry{},
+	}
+	if err := ensureDir(m.root); err != nil {
+		return nil, fmt.Errorf("mounter: create mount root: %w", err)
+	}
+	st, err := newStore(filepath.Clean(cfg.StateDir), !cfg.NoSync, cfg.Logger)
+	if err != nil {
+		return nil, fmt.Errorf("mounter: %w", err)
+	}
+	recs, err := st.load()
+	if err != nil {
+		return nil, err
+	}
+	m.store = st
+	for k, rec := range recs {
+		m.vols[k] = &volume{lock: make(chan struct{}, 1), rec: rec}
+	}
+	if len(recs) > 0 {
+		m.logger.Info("loaded mount state", "volumes", len(recs))
+	}
+	return m, nil
+}
+
+// Stats counts what the Mounter did since New.
+type Stats struct {
+	// PluginCalls counts node RPCs issued: NodeStageVolume,
+	// NodePublishVolume, NodeUnpublishVolume, NodeUnstageVolume and
+	// NodeGetCapabilities.
+	PluginCalls uint64
+	// FileSyncs counts fsyncs of a state file's data: one per tracker
+	// write.
+	FileSyncs uint64
+	// DirSyncs counts fsyncs of a state directory: one per tracker write
+	// (to make the rename durable) and one per new namespace directory.
+	DirSyncs uint64
+}
+
+// Stats returns the counters.
+func (m *Mounter) Stats() Stats {
+	return Stats{
+		PluginCalls: m.calls.Load(),
+		FileSyncs:   m.store.fileSyncs.Load(),
+		DirSyncs:    m.store.dirSyncs.Load(),
+	}
+}
+
+// HasMount implements VolumeMounter. It waits for an operation running
+// on the volume. After a crash it may report true for an allocation
+// whose UnmountVolume had succeeded (the removal had not reached the
+// disk); a further UnmountVolume clears it.
+func (m *Mounter) HasMount(ctx context.Context, namespace, volumeID, allocID string) (bool, error) {
+	if err := validateTriple(namespace, volumeID, allocID); err != nil {
+		return false, err
+	}
+	v, err := m.acquire(ctx, volKey{namespace, volumeID})
+	if err != nil {
+		return false, err
+	}
+	defer m.release(volKey{namespace, volumeID}, v)
+	if v.rec == nil {
+		return false, nil
+	}
+	for _, u := range v.rec.Usages {
+		if u.Allocations[allocID] != nil {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// acquire locks the volume, waiting at most until ctx ends.
+func (m *Mounter) acquire(ctx context.Context, k volKey) (*volume, error) {
+	m.mu.Lock()
+	v := m.vols[k]
+	if v == nil {
+		v = &volume{lock: make(chan struct{}, 1)}
+		m.vols[k] = v
+	}
+	v.refs++
+	m.mu.Unlock()
+	select {
+	case v.lock <- struct{}{}:
+		return v, nil
+	case <-ctx.Done():
+		m.mu.Lock()
+		v.refs--
+		m.forgetLocked(k, v)
+		m.mu.Unlock()
+		return nil, fmt.Errorf("waiting for another operation on volume %s/%s: %w", k.namespace, k.volumeID, ctx.Err())
+	}
+}
+
+// release unlocks the volume and forgets it when nothing is tracked and
+// nobody waits.
+func (m *Mounter) release(k volKey, v *volume) {
+	m.mu.Lock()
+	v.refs--
+	m.forgetLocked(k, v)
+	m.mu.Unlock()
+	<-v.lock
+}
+
+func (m *Mounter) forgetLocked(k volKey, v *volume) {
+	if v.refs == 0 && v.rec == nil && m.vols[k] == v {
+		delete(m.vols, k)
+	}
+}
+
+// slot takes one of the MaxParallel places; the returned func gives it
+// back.
+func (m *Mounter) slot(ctx context.Context) (func(), error) {
+	select {
+	case m.sem <- struct{}{}:
+		return func() { <-m.sem }, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for a free operation slot: %w", ctx.Err())
+	}
+}
+
+// stages reports whether the plugin wants NodeStageVolume: from its
+// fingerprint when the registry has one, else by asking
+// NodeGetCapabilities once per client.
+func (m *Mounter) stages(ctx context.Context, pluginID string, c plugin.NodeClient, info *csi.PluginInfo) (bool, error) {
+	if info != nil && info.NodeInfo != nil {
+		return info.NodeInfo.Capabilities.StageUnstageVolume, nil
+	}
+	cacheable := reflect.ValueOf(c).Comparable()
+	if cacheable {
+		m.mu.Lock()
+		e, ok := m.caps[pluginID]
+		m.mu.Unlock()
+		if ok && reflect.ValueOf(e.client).Comparable() && e.client == c {
+			return e.stage, nil
+		}
+	}
+	m.calls.Add(1)
+	caps, err := c.NodeGetCapabilities(ctx)
+	if err != nil {
+		return false, fmt.Errorf("node plugin %s: NodeGetCapabilities: %w", pluginID, err)
+	}
+	if cacheable {
+		m.mu.Lock()
+		m.caps[pluginID] = capsEntry{client: c, stage: caps.StageUnstageVolume}
+		m.mu.Unlock()
+	}
+	return caps.StageUnstageVolume, nil
+}

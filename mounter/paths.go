@@ -1,0 +1,106 @@
+package mounter
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/csikit/csikit/csi"
+)
+
+// Layout under Config.Root. Every element below the root is a validated
+// ID (csi.ValidateID: no separator, no "." or "..", at most 128 bytes) or
+// a Usage's String form, so no request can name a path outside the root.
+//
+//	<root>/staging/<namespace>/<volume>/<usage>       NodeStageVolume's staging_target_path
+//	<root>/per-alloc/<allocation>/<volume>/<usage>    NodePublishVolume's target_path
+const (
+	stagingDir  = "staging"
+	perAllocDir = "per-alloc"
+)
+
+// stagingPath is where (namespace, volume) is staged for usage u.
+func (m *Mounter) stagingPath(namespace, volumeID string, u Usage) (string, error) {
+	return m.underRoot(stagingDir, namespace, volumeID, u.String())
+}
+
+// targetPath is where (volume, usage) is published for an allocation.
+// Allocation IDs are unique on the node, so the namespace is not needed.
+func (m *Mounter) targetPath(allocID, volumeID string, u Usage) (string, error) {
+	return m.underRoot(perAllocDir, allocID, volumeID, u.String())
+}
+
+// underRoot joins elements under the root and checks, as a second line of
+// defence behind ID validation, that the result is a clean path strictly
+// inside the root.
+func (m *Mounter) underRoot(elems ...string) (string, error) {
+	for _, e := range elems {
+		if e == "" || e == "." || e == ".." || strings.ContainsAny(e, "/\\\x00") {
+			return "", fmt.Errorf("%w: path element %q is not a plain name", csi.ErrInvalidRequest, e)
+		}
+	}
+	p := filepath.Join(append([]string{m.root}, elems...)...)
+	if !strings.HasPrefix(p, m.root+string(filepath.Separator)) {
+		return "", fmt.Errorf("%w: path %q leaves the mount root %s", csi.ErrInvalidRequest, p, m.root)
+	}
+	return p, nil
+}
+
+// The CSI spec (v1.13, csi.proto) splits the creation of node paths
+// between the CO and the plugin:
+//
+//   - NodeStageVolumeRequest.staging_target_path: "The CO SHALL ensure
+//     that the path is directory and that the process serving the
+//     request has `read` and `write` permission to that directory. The
+//     CO SHALL be responsible for creating the directory if it does not
+//     exist."
+//   - NodePublishVolumeRequest.target_path: "The CO SHALL ensure that the
+//     parent directory of this path exists and that the process serving
+//     the request has `read` and `write` permissions to that parent
+//     directory. […] Creation of target_path is the responsibility of
+//     the SP."
+//   - NodeUnpublishVolumeRequest.target_path: "The SP MUST delete the file
+//     or directory it created at this path."
+//
+// So the mounter creates the staging directory itself but only the
+// parent of a target, and after a teardown removes only directories it
+// created, and only when they are empty (os.Remove, never RemoveAll: a
+// path under the root may still hold a mount).
+
+// makeStagingDir creates the staging directory and its parents.
+func (m *Mounter) makeStagingDir(p string) error {
+	m.dirMu.Lock()
+	defer m.dirMu.Unlock()
+	return os.MkdirAll(p, 0o750)
+}
+
+// makeTargetParent creates the parent directories of a target path.
+func (m *Mounter) makeTargetParent(target string) error {
+	m.dirMu.Lock()
+	defer m.dirMu.Unlock()
+	return os.MkdirAll(filepath.Dir(target), 0o750)
+}
+
+// removeEmpty removes p and then its parents while they are empty,
+// stopping below stop (the staging or per-alloc directory). Errors are
+// logged, not returned: a leftover empty directory harms nothing, and a
+// non-empty one must stay.
+func (m *Mounter) removeEmpty(p, stop string) {
+	m.dirMu.Lock()
+	defer m.dirMu.Unlock()
+	for p != stop && strings.HasPrefix(p, stop+string(filepath.Separator)) {
+		if err := os.Remove(p); err != nil {
+			if !errors.Is(err, fs.ErrNotExist) {
+				if !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
+					m.logger.Warn("cannot remove directory under the mount root", "path", p, "error", err)
+				}
+				return
+			}
+		}
+		p = filepath.Dir(p)
+	}
+}

@@ -1,0 +1,170 @@
+package mounter
+
+import (
+	"fmt"
+
+	"github.com/csikit/csikit/csi"
+)
+
+// MountRequest asks to make a volume available to one allocation on this
+// node. The mounter does not keep it: it copies what it needs.
+type MountRequest struct {
+	// Namespace and VolumeID are csikit's identity of the volume; with
+	// AllocationID they are the only caller values used in paths.
+	Namespace string
+	VolumeID  string
+	// ExternalID is the plugin's CSI volume ID.
+	ExternalID string
+	// PluginID names the node plugin that serves the volume.
+	PluginID string
+	// AllocationID is the allocation the volume is published for.
+	AllocationID string
+
+	// Capability is the (access, attachment) pair of the claim.
+	Capability csi.Capability
+	// ClaimMode decides the publish's read-only flag: read claims are
+	// published read-only.
+	ClaimMode csi.ClaimMode
+	// MountOptions (fs type, mount flags, mount group) go with a
+	// file-system attachment; they must be unset for a block device.
+	MountOptions *csi.MountOptions
+	// Secrets are passed to NodeStageVolume and NodePublishVolume. They
+	// never reach a log, an error or the state directory.
+	Secrets csi.Secrets
+	// VolumeContext is the volume context from CreateVolume.
+	VolumeContext map[string]string
+	// PublishContext is what ControllerPublishVolume returned for this
+	// node, if it was called.
+	PublishContext map[string]string
+}
+
+// NewMountRequest builds the request that mounts volume v for the claim
+// c: the claim's mount options override the volume's, and the publish
+// context comes from the claim. A block-device claim gets no mount
+// options. It validates the result.
+func NewMountRequest(v *csi.Volume, c *csi.Claim) (*MountRequest, error) {
+	if v == nil || c == nil {
+		return nil, fmt.Errorf("%w: NewMountRequest needs a volume and a claim", csi.ErrInvalidRequest)
+	}
+	r := &MountRequest{
+		Namespace:      v.Namespace,
+		VolumeID:       v.ID,
+		ExternalID:     v.ExternalID,
+		PluginID:       v.PluginID,
+		AllocationID:   c.AllocationID,
+		Capability:     c.Capability(),
+		ClaimMode:      c.Mode,
+		Secrets:        v.Secrets.Copy(),
+		VolumeContext:  copyMap(v.Context),
+		PublishContext: copyMap(c.PublishContext),
+	}
+	if c.AttachmentMode != csi.AttachmentModeBlockDevice {
+		r.MountOptions = v.MountOptions.Merge(c.MountOptions)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// Usage returns the request's usage.
+func (r *MountRequest) Usage() Usage { return UsageOf(r.ClaimMode, r.Capability) }
+
+// Validate checks the request without doing anything: valid IDs (the
+// error matches csi.ErrInvalidID), a defined usage, no mount options on a
+// block device.
+func (r *MountRequest) Validate() error {
+	if r == nil {
+		return fmt.Errorf("%w: nil mount request", csi.ErrInvalidRequest)
+	}
+	if err := validateTriple(r.Namespace, r.VolumeID, r.AllocationID); err != nil {
+		return err
+	}
+	if err := csi.ValidatePluginID(r.PluginID); err != nil {
+		return err
+	}
+	if err := csi.ValidateExternalID("external volume ID", r.ExternalID); err != nil {
+		return err
+	}
+	if err := r.Usage().Validate(); err != nil {
+		return err
+	}
+	mo := r.MountOptions
+	if r.Capability.AttachmentMode == csi.AttachmentModeBlockDevice &&
+		mo != nil && (mo.FSType != "" || len(mo.MountFlags) > 0 || mo.VolumeMountGroup != "") {
+		return fmt.Errorf("%w: volume %s is claimed as a block device, which takes no mount options; pass nil MountOptions",
+			csi.ErrInvalidRequest, r.VolumeID)
+	}
+	return nil
+}
+
+// UnmountRequest asks to undo the mounts of a volume for one allocation.
+// Everything else an unmount needs (the plugin, the external ID, the
+// paths) comes from the mounter's persisted state, so an unmount works
+// after a restart of the node agent.
+type UnmountRequest struct {
+	Namespace    string
+	VolumeID     string
+	AllocationID string
+	// Usage selects one usage of the volume. The zero Usage means every
+	// usage the allocation has (an allocation has at most one claim per
+	// volume, so usually one).
+	Usage Usage
+}
+
+// NewUnmountRequest builds the request that undoes the mount of volume
+// (namespace, volumeID) for the claim c.
+func NewUnmountRequest(namespace, volumeID string, c *csi.Claim) *UnmountRequest {
+	r := &UnmountRequest{Namespace: namespace, VolumeID: volumeID}
+	if c != nil {
+		r.AllocationID = c.AllocationID
+		r.Usage = UsageOf(c.Mode, c.Capability())
+	}
+	return r
+}
+
+// Validate checks the request's IDs (the error matches csi.ErrInvalidID)
+// and, when set, its usage.
+func (r *UnmountRequest) Validate() error {
+	if r == nil {
+		return fmt.Errorf("%w: nil unmount request", csi.ErrInvalidRequest)
+	}
+	if err := validateTriple(r.Namespace, r.VolumeID, r.AllocationID); err != nil {
+		return err
+	}
+	if !r.Usage.IsZero() {
+		return r.Usage.Validate()
+	}
+	return nil
+}
+
+// MountInfo says where a mounted volume is.
+type MountInfo struct {
+	// Path is the published target: a directory for a file-system
+	// attachment, a device file for a block device.
+	Path string
+	// Block is true when Path is a device file.
+	Block bool
+	Usage Usage
+}
+
+func validateTriple(namespace, volumeID, allocID string) error {
+	if err := csi.ValidateNamespace(namespace); err != nil {
+		return err
+	}
+	if err := csi.ValidateVolumeID(volumeID); err != nil {
+		return err
+	}
+	return csi.ValidateAllocationID(allocID)
+}
+
+func copyMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[k] = v
+	}
+	return c
+}
