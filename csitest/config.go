@@ -73,9 +73,10 @@ type Config struct {
 	// controller fake, so that the test need not AddVolume on both.
 	AdmitUnknownVolumes bool
 
-	// Endpoint is the unix socket path. The default is "csi.sock" in a
-	// new, short temporary directory that Stop removes. The path must fit
-	// a unix socket address (at most 103 bytes).
+	// Endpoint is the unix socket path; a relative one is made absolute.
+	// The default is "csi.sock" in a new, short temporary directory that
+	// Stop removes. The path must fit a unix socket address (at most 103
+	// bytes).
 	Endpoint string
 
 	// Logger receives one debug line per call (requests with secrets
@@ -135,6 +136,12 @@ func (c Config) withDefaults() (cfg Config, ownDir string, err error) {
 		ownDir = d
 		c.Endpoint = filepath.Join(d, "csi.sock")
 	}
+	// grpc's unix:// target needs an absolute path.
+	abs, err := filepath.Abs(c.Endpoint)
+	if err != nil {
+		return c, "", fmt.Errorf("csitest: make socket path %q absolute: %w", c.Endpoint, err)
+	}
+	c.Endpoint = abs
 	if len(c.Endpoint) > maxSocketPath {
 		return c, "", fmt.Errorf("%w: csitest: socket path %q is %d bytes; a unix socket path may be at most %d, so choose a shorter Endpoint (for example under os.MkdirTemp(\"\", \"csi\"))",
 			csi.ErrInvalidRequest, c.Endpoint, len(c.Endpoint), maxSocketPath)

@@ -337,7 +337,8 @@ func TestController_ControllerGetCapabilities(t *testing.T) {
 	if got := controllerCaps(t, c); !slices.Equal(got, want) {
 		t.Errorf("caps %v, want %v", got, want)
 	}
-	if got := controllerCaps(t, start2(t, fullConfig)); len(got) != 14 {
+	_, full := start(t, fullConfig)
+	if got := controllerCaps(t, full); len(got) != 14 {
 		t.Errorf("full config advertises %d controller caps (%v), want 14", len(got), got)
 	}
 	p.SetCapabilities(csi.ControllerCapabilities{PublishUnpublishVolume: true}, csi.NodeCapabilities{})
@@ -346,11 +347,6 @@ func TestController_ControllerGetCapabilities(t *testing.T) {
 	}
 	_, err := c.ctrl.CreateVolume(ctxT(t), &csipb.CreateVolumeRequest{Name: "x", VolumeCapabilities: []*csipb.VolumeCapability{mountCap(snw)}})
 	wantCode(t, err, codes.Unimplemented)
-}
-
-func start2(t *testing.T, cfg csitest.Config) clients {
-	_, c := start(t, cfg)
-	return c
 }
 
 func TestController_Snapshots(t *testing.T) {

@@ -30,8 +30,8 @@ func pluginCaps(t *testing.T, c clients) (controller, topologies, expansion bool
 
 func TestIdentity_GetPluginCapabilities(t *testing.T) {
 	tests := []struct {
-		name                   string
-		cfg                    csitest.Config
+		name                  string
+		cfg                   csitest.Config
 		ctrl, topo, expansion bool
 	}{
 		{"monolith", csitest.Config{}, true, false, false},

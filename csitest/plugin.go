@@ -188,8 +188,9 @@ func (p *Plugin) Stop() {
 
 // Restart stops the plugin and serves again on the same socket, keeping
 // the model, knobs and logs: a plugin crash and restart. A client that
-// keeps its connection reconnects on its own schedule; calls made with
-// grpc.WaitForReady(true) wait for it.
+// keeps its connection reconnects on its own; the first call on it may
+// still fail Unavailable if it raced with the client noticing the crash,
+// and calls made with grpc.WaitForReady(true) wait for the reconnection.
 func (p *Plugin) Restart() error {
 	p.Stop()
 	return p.Start()

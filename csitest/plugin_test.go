@@ -12,6 +12,7 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csitest"
@@ -75,6 +76,14 @@ func TestPlugin_Start_ServesDefaults(t *testing.T) {
 	}
 	if fi, err := os.Stat(p.Endpoint()); err != nil || fi.Mode().Type() != os.ModeSocket {
 		t.Errorf("Stat(%s) = %v, %v; want a socket", p.Endpoint(), fi, err)
+	}
+}
+
+func TestNew_RelativeEndpoint(t *testing.T) {
+	p, err := csitest.New(csitest.Config{Endpoint: "csi.sock"})
+	noErr(t, err)
+	if !filepath.IsAbs(p.Endpoint()) || filepath.Base(p.Endpoint()) != "csi.sock" {
+		t.Errorf("Endpoint() = %q, want an absolute path to csi.sock", p.Endpoint())
 	}
 }
 
@@ -172,10 +181,17 @@ func TestPlugin_Restart_KeepsModel(t *testing.T) {
 
 	noErr(t, p.Restart())
 
-	// The same connection reconnects to the restarted plugin.
-	_, err = c.node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{
-		VolumeId: "vol-a", StagingTargetPath: staging, TargetPath: target, VolumeCapability: vc, PublishContext: pub.GetPublishContext(),
-	}, grpc.WaitForReady(true))
+	// The same connection reconnects to the restarted plugin. A call that
+	// raced with the client noticing the old connection's end fails
+	// Unavailable, as after a real crash; callers retry.
+	for attempt := 1; ; attempt++ {
+		_, err = c.node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{
+			VolumeId: "vol-a", StagingTargetPath: staging, TargetPath: target, VolumeCapability: vc, PublishContext: pub.GetPublishContext(),
+		}, grpc.WaitForReady(true))
+		if status.Code(err) != codes.Unavailable || attempt == 3 {
+			break
+		}
+	}
 	noErr(t, err)
 	v, ok := p.Volume("vol-a")
 	if !ok || len(v.Attachments) != 1 || len(v.Staged) != 1 || len(v.Published) != 1 {
