@@ -1,0 +1,1028 @@
+package state
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/hashicorp/go-memdb"
+)
+
+// Apply implements Store. It runs cmd in one memdb write transaction and
+// commits only if the whole command succeeded.
+func (s *MemStore) Apply(index uint64, cmd Command) (Result, error) {
+	if cmd == nil {
+		return Result{}, fmt.Errorf("%w: apply a nil command", csi.ErrInvalidRequest)
+	}
+	if index == 0 {
+		return Result{}, fmt.Errorf("%w: apply %s at index 0; log indexes start at 1", csi.ErrInvalidRequest, cmd.Kind())
+	}
+	s.writeMu.Lock()
+	defer s.writeMu.Unlock()
+	if index < s.last {
+		return Result{}, fmt.Errorf("%w: apply %s at index %d, below the store's last write at %d; apply commands in log order",
+			csi.ErrInvalidRequest, cmd.Kind(), index, s.last)
+	}
+	txn := s.gen.Load().db.Txn(true)
+	defer txn.Abort() // no-op after Commit
+	w := &writer{txn: txn, index: index, touched: map[Table]bool{}, plugins: map[string]*pluginChange{}}
+	if err := cmd.apply(w); err != nil {
+		return Result{}, err
+	}
+	if err := w.finishPlugins(); err != nil {
+		return Result{}, err
+	}
+	res := Result{Index: index, Claim: w.claim}
+	if len(w.touched) == 0 {
+		return res, nil
+	}
+	for _, t := range Tables() {
+		if w.touched[t] {
+			if err := txn.Insert(tIndex, &indexRow{Table: t, Index: index}); err != nil {
+				return Result{}, dbErr("write index", err)
+			}
+		}
+	}
+	txn.Commit()
+	s.last = index
+	res.Changed = true
+	return res, nil
+}
+
+// writer is one command's write transaction.
+type writer struct {
+	txn     *memdb.Txn
+	index   uint64
+	touched map[Table]bool
+	// plugins collects, per plugin ID, what the command changed about
+	// its instances and allocations; finishPlugins writes the plugin rows.
+	plugins map[string]*pluginChange
+	claim   *csi.Claim
+}
+
+type pluginChange struct {
+	controllersHealthy, nodesHealthy   int
+	controllersExpected, nodesExpected int
+	meta                               *csi.PluginInfo // last healthy instance written
+}
+
+func (w *writer) insert(table string, obj any) error {
+	if err := w.txn.Insert(table, obj); err != nil {
+		return dbErr("write "+table, err)
+	}
+	w.touched[tableOf(table)] = true
+	return nil
+}
+
+func (w *writer) delete(table string, obj any) error {
+	if err := w.txn.Delete(table, obj); err != nil {
+		return dbErr("delete from "+table, err)
+	}
+	w.touched[tableOf(table)] = true
+	return nil
+}
+
+func (w *writer) plugin(id string) *pluginChange {
+	pc := w.plugins[id]
+	if pc == nil {
+		pc = &pluginChange{}
+		w.plugins[id] = pc
+	}
+	return pc
+}
+
+func (w *writer) putVolume(v *csi.Volume) error {
+	normalizeVolume(v)
+	v.ModifyIndex = w.index
+	return w.insert(tVolumes, v)
+}
+
+// --- validation and naming ---
+
+func volName(ns, id string) string { return ns + "/" + id }
+
+func validateVolumeRef(ns, id string) error {
+	if err := csi.ValidateNamespace(ns); err != nil {
+		return err
+	}
+	return csi.ValidateVolumeID(id)
+}
+
+func validateClaimRef(ns, volID, allocID string) error {
+	if err := validateVolumeRef(ns, volID); err != nil {
+		return err
+	}
+	return csi.ValidateAllocationID(allocID)
+}
+
+func validateVolume(v *csi.Volume) error {
+	if err := validateVolumeRef(v.Namespace, v.ID); err != nil {
+		return err
+	}
+	if err := csi.ValidatePluginID(v.PluginID); err != nil {
+		return err
+	}
+	if err := csi.ValidateExternalID("external volume ID", v.ExternalID); err != nil {
+		return err
+	}
+	if len(v.Capabilities) == 0 {
+		return fmt.Errorf("%w: volume %s has no capability; give at least one (access mode, attachment mode) pair",
+			csi.ErrInvalidRequest, volName(v.Namespace, v.ID))
+	}
+	for _, c := range v.Capabilities {
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("volume %s: %w", volName(v.Namespace, v.ID), err)
+		}
+	}
+	return nil
+}
+
+// normalizeVolume makes empty collections nil, so a volume reads the same
+// before and after a JSON round trip (snapshots, replicated logs).
+func normalizeVolume(v *csi.Volume) {
+	v.Parameters = nilIfEmpty(v.Parameters)
+	v.Context = nilIfEmpty(v.Context)
+	if len(v.Secrets) == 0 {
+		v.Secrets = nil
+	}
+	if len(v.Topologies) == 0 {
+		v.Topologies = nil
+	}
+	if r := v.RequestedTopologies; r != nil {
+		if len(r.Required) == 0 {
+			r.Required = nil
+		}
+		if len(r.Preferred) == 0 {
+			r.Preferred = nil
+		}
+	}
+	normalizeMountOptions(v.MountOptions)
+	v.ReadClaims = nilIfEmpty(v.ReadClaims)
+	v.WriteClaims = nilIfEmpty(v.WriteClaims)
+	v.PastClaims = nilIfEmpty(v.PastClaims)
+}
+
+func normalizeClaim(c *csi.Claim) {
+	c.PublishContext = nilIfEmpty(c.PublishContext)
+	normalizeMountOptions(c.MountOptions)
+	c.ReleasedAt = c.ReleasedAt.UTC()
+}
+
+func normalizeMountOptions(o *csi.MountOptions) {
+	if o != nil && len(o.MountFlags) == 0 {
+		o.MountFlags = nil
+	}
+}
+
+func nilIfEmpty[M ~map[K]V, K comparable, V any](m M) M {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+// editable returns a shallow copy of a stored volume whose claim maps
+// may be changed. Claims themselves stay shared: replace, never modify.
+func editable(v *csi.Volume) *csi.Volume {
+	c := *v
+	c.ReadClaims = maps.Clone(v.ReadClaims)
+	c.WriteClaims = maps.Clone(v.WriteClaims)
+	c.PastClaims = maps.Clone(v.PastClaims)
+	return &c
+}
+
+// claimMap returns the map of v holding allocID's claim, or nil.
+func claimMap(v *csi.Volume, allocID string) *map[string]*csi.Claim {
+	for _, m := range []*map[string]*csi.Claim{&v.WriteClaims, &v.ReadClaims, &v.PastClaims} {
+		if _, ok := (*m)[allocID]; ok {
+			return m
+		}
+	}
+	return nil
+}
+
+func claimNotFound(ns, volID, allocID string) error {
+	return fmt.Errorf("%w: allocation %s holds no claim on volume %s", csi.ErrClaimNotFound, allocID, volName(ns, volID))
+}
+
+// editClaim finds allocID's claim on a volume and lets fn decide its
+// fate: return a new claim to replace it, nil to remove it, or the same
+// pointer to leave everything as it was.
+func (w *writer) editClaim(ns, volID, allocID string, fn func(c *csi.Claim, past bool) (*csi.Claim, error)) error {
+	if err := validateClaimRef(ns, volID, allocID); err != nil {
+		return err
+	}
+	v, err := getVolume(w.txn, ns, volID)
+	if err != nil {
+		return err
+	}
+	m := claimMap(v, allocID)
+	if m == nil {
+		return claimNotFound(ns, volID, allocID)
+	}
+	old := (*m)[allocID]
+	nc, err := fn(old, m == &v.PastClaims)
+	if err != nil || nc == old {
+		return err
+	}
+	nv := editable(v)
+	m = claimMap(nv, allocID)
+	if nc == nil {
+		delete(*m, allocID)
+	} else {
+		normalizeClaim(nc)
+		(*m)[allocID] = nc
+	}
+	return w.putVolume(nv)
+}
+
+// --- volumes ---
+
+func (c RegisterVolume) apply(w *writer) error {
+	v := c.Volume.Copy()
+	if err := validateVolume(v); err != nil {
+		return err
+	}
+	name := volName(v.Namespace, v.ID)
+	v.ReadClaims, v.WriteClaims, v.PastClaims = nil, nil, nil
+	v.ControllerRequired, v.Schedulable = false, false
+	v.ControllersHealthy, v.ControllersExpected, v.NodesHealthy, v.NodesExpected = 0, 0, 0, 0
+
+	old, err := getOne[*csi.Volume](w.txn, tVolumes, v.Namespace, v.ID)
+	if err != nil {
+		return err
+	}
+	if old == nil {
+		p, err := getPlugin(w.txn, v.PluginID)
+		if err != nil {
+			return err
+		}
+		if p == nil {
+			return fmt.Errorf("register volume %s: %w", name, pluginNotFound(v.PluginID))
+		}
+		switch {
+		case v.Provider == "":
+			v.Provider = p.Provider
+		case p.Provider != "" && v.Provider != p.Provider:
+			return fmt.Errorf("%w: volume %s names provider %q but plugin %s is provider %q; fix the provider or leave it empty",
+				csi.ErrInvalidRequest, name, v.Provider, v.PluginID, p.Provider)
+		}
+		v.CreateIndex = w.index
+		return w.putVolume(v)
+	}
+
+	switch {
+	case v.ExternalID != old.ExternalID:
+		return fmt.Errorf("%w: volume %s exists with external ID %q, not %q; deregister it first to register another external volume",
+			csi.ErrVolumeExists, name, old.ExternalID, v.ExternalID)
+	case v.PluginID != old.PluginID:
+		return fmt.Errorf("%w: volume %s exists with plugin %s, not %s; deregister it first to move it to another plugin",
+			csi.ErrVolumeExists, name, old.PluginID, v.PluginID)
+	case v.Provider == "":
+		v.Provider = old.Provider
+	case old.Provider != "" && v.Provider != old.Provider:
+		return fmt.Errorf("%w: volume %s exists with provider %q, not %q; deregister it first to change provider",
+			csi.ErrVolumeExists, name, old.Provider, v.Provider)
+	}
+	for _, m := range []map[string]*csi.Claim{old.ReadClaims, old.WriteClaims} {
+		for _, id := range slices.Sorted(maps.Keys(m)) {
+			if cl := m[id]; !v.Allows(cl.Capability()) {
+				return fmt.Errorf("%w: volume %s: allocation %s claims it as %s; keep that capability until the claim is released",
+					csi.ErrVolumeInUse, name, id, cl.Capability())
+			}
+		}
+	}
+	v.ReadClaims, v.WriteClaims, v.PastClaims = old.ReadClaims, old.WriteClaims, old.PastClaims
+	v.CreateIndex, v.ModifyIndex = old.CreateIndex, old.ModifyIndex
+	normalizeVolume(v)
+	if reflect.DeepEqual(v, old) {
+		return nil
+	}
+	return w.putVolume(v)
+}
+
+func (c DeregisterVolume) apply(w *writer) error {
+	if err := validateVolumeRef(c.Namespace, c.VolumeID); err != nil {
+		return err
+	}
+	v, err := getVolume(w.txn, c.Namespace, c.VolumeID)
+	if err != nil {
+		return err
+	}
+	if v.InUse() && !c.Force {
+		var ids []string
+		for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims, v.PastClaims} {
+			ids = append(ids, slices.Collect(maps.Keys(m))...)
+		}
+		slices.Sort(ids)
+		return fmt.Errorf("%w: volume %s is still claimed by allocations %s; wait for the claims to be released, or force the deregistration if the attachments are gone",
+			csi.ErrVolumeInUse, volName(c.Namespace, c.VolumeID), strings.Join(ids, ", "))
+	}
+	return w.delete(tVolumes, v)
+}
+
+// --- claims ---
+
+func (c ClaimVolume) apply(w *writer) error {
+	if err := validateVolumeRef(c.Namespace, c.VolumeID); err != nil {
+		return err
+	}
+	name := volName(c.Namespace, c.VolumeID)
+	claim := c.Claim.Copy()
+	if err := csi.ValidateClaim(claim); err != nil {
+		return fmt.Errorf("claim volume %s: %w", name, err)
+	}
+	if claim.ExternalNodeID != "" {
+		if err := csi.ValidateExternalID("external node ID", claim.ExternalNodeID); err != nil {
+			return fmt.Errorf("claim volume %s: %w", name, err)
+		}
+	}
+	v, err := getVolume(w.txn, c.Namespace, c.VolumeID)
+	if err != nil {
+		return err
+	}
+	a, err := getAllocation(w.txn, claim.AllocationID)
+	if err != nil {
+		return err
+	}
+	switch {
+	case a == nil:
+		return fmt.Errorf("claim volume %s: %w", name, allocationNotFound(claim.AllocationID))
+	case a.Terminal:
+		return fmt.Errorf("%w: allocation %s is terminal and cannot claim volume %s; place a new allocation",
+			csi.ErrAllocationTerminal, a.ID, name)
+	case a.Namespace != v.Namespace:
+		return fmt.Errorf("%w: allocation %s is in namespace %s and cannot claim volume %s; claim a volume of its own namespace",
+			csi.ErrNamespaceMismatch, a.ID, a.Namespace, name)
+	case a.NodeID != claim.NodeID:
+		return fmt.Errorf("%w: claim on volume %s names node %s but allocation %s runs on node %s",
+			csi.ErrInvalidRequest, name, claim.NodeID, a.ID, a.NodeID)
+	}
+	if csi.IsRepeatClaim(v, claim) {
+		w.claim = v.Claim(claim.AllocationID).Copy()
+		return nil
+	}
+
+	p, err := getPlugin(w.txn, v.PluginID)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		return fmt.Errorf("claim volume %s: %w", name, pluginNotFound(v.PluginID))
+	}
+	if !p.Schedulable() {
+		return fmt.Errorf("%w: volume %s: plugin %s is not schedulable (%d healthy node instances, %d healthy controllers, controller required: %t); wait for healthy plugin instances",
+			csi.ErrPluginUnhealthy, name, p.ID, p.NodesHealthy, p.ControllersHealthy, p.ControllerRequired)
+	}
+	in, err := getInstance(w.txn, p.ID, csi.PluginTypeNode, claim.NodeID)
+	if err != nil {
+		return err
+	}
+	if in == nil {
+		return fmt.Errorf("%w: volume %s: plugin %s has no node instance on node %s; run its node plugin there or place the allocation elsewhere",
+			csi.ErrPluginNotFound, name, p.ID, claim.NodeID)
+	}
+	if !in.Info.Healthy {
+		return fmt.Errorf("%w: volume %s: the node instance of plugin %s on node %s is unhealthy (%s); wait for it to recover",
+			csi.ErrPluginUnhealthy, name, p.ID, claim.NodeID, in.Info.HealthDescription)
+	}
+	if err := csi.CheckClaim(v, claim); err != nil {
+		return fmt.Errorf("claim volume %s: %w", name, err)
+	}
+	ni := in.Info.NodeInfo
+	if claim.ExternalNodeID == "" {
+		if ni == nil || ni.ID == "" {
+			return fmt.Errorf("%w: volume %s: the node instance of plugin %s on node %s reported no CSI node ID; wait for its next fingerprint",
+				csi.ErrPluginUnhealthy, name, p.ID, claim.NodeID)
+		}
+		claim.ExternalNodeID = ni.ID
+	}
+	if ni != nil && ni.MaxVolumes > 0 {
+		if err := checkMaxVolumes(w.txn, v, claim.NodeID, ni.MaxVolumes); err != nil {
+			return err
+		}
+	}
+
+	claim.State = csi.ClaimTaken
+	claim.ReleasedAt = time.Time{}
+	claim.LastError = ""
+	normalizeClaim(claim)
+	nv := editable(v)
+	m := &nv.ReadClaims
+	if claim.Mode == csi.ClaimWrite {
+		m = &nv.WriteClaims
+	}
+	if *m == nil {
+		*m = map[string]*csi.Claim{}
+	}
+	(*m)[claim.AllocationID] = claim
+	if err := w.putVolume(nv); err != nil {
+		return err
+	}
+	w.claim = claim.Copy()
+	return nil
+}
+
+// attachedOn reports whether v counts against node's MaxVolumes: a live
+// claim there, or a past claim not yet detached from the node.
+func attachedOn(v *csi.Volume, node string) bool {
+	for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims} {
+		for _, c := range m {
+			if c.NodeID == node {
+				return true
+			}
+		}
+	}
+	for _, c := range v.PastClaims {
+		if c.NodeID == node && c.State < csi.ClaimNodeDetached {
+			return true
+		}
+	}
+	return false
+}
+
+func checkMaxVolumes(txn *memdb.Txn, v *csi.Volume, node string, limit int64) error {
+	if attachedOn(v, node) {
+		return nil // no new attachment
+	}
+	it, err := txn.Get(tVolumes, iClaimNode, node, v.PluginID)
+	if err != nil {
+		return dbErr("count volumes on node", err)
+	}
+	var n int64
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		if attachedOn(raw.(*csi.Volume), node) {
+			n++
+		}
+	}
+	if n >= limit {
+		return fmt.Errorf("%w: node %s has %d volumes of plugin %s attached, its limit is %d; cannot attach volume %s until one is released, or place the allocation elsewhere",
+			csi.ErrMaxVolumes, node, n, v.PluginID, limit, volName(v.Namespace, v.ID))
+	}
+	return nil
+}
+
+func (c SetPublishContext) apply(w *writer) error {
+	return w.editClaim(c.Namespace, c.VolumeID, c.AllocationID, func(old *csi.Claim, _ bool) (*csi.Claim, error) {
+		if maps.Equal(old.PublishContext, c.PublishContext) {
+			return old, nil
+		}
+		nc := old.Copy()
+		nc.PublishContext = maps.Clone(c.PublishContext)
+		return nc, nil
+	})
+}
+
+func (c RemoveClaim) apply(w *writer) error {
+	return w.editClaim(c.Namespace, c.VolumeID, c.AllocationID, func(*csi.Claim, bool) (*csi.Claim, error) {
+		return nil, nil
+	})
+}
+
+func (c ReleaseClaims) apply(w *writer) error {
+	if err := csi.ValidateAllocationID(c.AllocationID); err != nil {
+		return err
+	}
+	if c.ReleasedAt.IsZero() {
+		return fmt.Errorf("%w: release claims of allocation %s without ReleasedAt; set it to when the allocation stopped",
+			csi.ErrInvalidRequest, c.AllocationID)
+	}
+	return w.releaseClaims(c.AllocationID, c.ReleasedAt)
+}
+
+// releaseClaims turns the allocation's live claims into past claims.
+func (w *writer) releaseClaims(allocID string, at time.Time) error {
+	it, err := w.txn.Get(tVolumes, iClaimAlloc, allocID)
+	if err != nil {
+		return dbErr("list claims of allocation", err)
+	}
+	var vols []*csi.Volume
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		vols = append(vols, raw.(*csi.Volume))
+	}
+	for _, v := range vols {
+		m := claimMap(v, allocID)
+		if m == nil || m == &v.PastClaims {
+			continue
+		}
+		nc := (*m)[allocID].Copy()
+		nc.State = csi.ClaimUnpublishing
+		nc.ReleasedAt = at
+		normalizeClaim(nc)
+		nv := editable(v)
+		delete(*claimMap(nv, allocID), allocID)
+		if nv.PastClaims == nil {
+			nv.PastClaims = map[string]*csi.Claim{}
+		}
+		nv.PastClaims[allocID] = nc
+		if err := w.putVolume(nv); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c CheckpointClaim) apply(w *writer) error {
+	if c.State <= csi.ClaimTaken || c.State > csi.ClaimReadyToFree {
+		return fmt.Errorf("%w: checkpoint claim of allocation %s on volume %s to state %s; a checkpoint is unpublishing, node-detached, controller-detached or ready-to-free",
+			csi.ErrInvalidRequest, c.AllocationID, volName(c.Namespace, c.VolumeID), c.State)
+	}
+	return w.editClaim(c.Namespace, c.VolumeID, c.AllocationID, func(old *csi.Claim, past bool) (*csi.Claim, error) {
+		switch {
+		case !past:
+			return nil, fmt.Errorf("%w: the claim of allocation %s on volume %s is live; release the allocation before checkpointing its release",
+				csi.ErrInvalidRequest, c.AllocationID, volName(c.Namespace, c.VolumeID))
+		case c.State == old.State:
+			return old, nil
+		case c.State < old.State:
+			return nil, fmt.Errorf("%w: the claim of allocation %s on volume %s is already %s and cannot go back to %s; checkpoints only move forward",
+				csi.ErrInvalidRequest, c.AllocationID, volName(c.Namespace, c.VolumeID), old.State, c.State)
+		}
+		nc := old.Copy()
+		nc.State = c.State
+		nc.LastError = ""
+		return nc, nil
+	})
+}
+
+func (c RecordClaimError) apply(w *writer) error {
+	msg := truncateUTF8(strings.ToValidUTF8(c.Error, "\uFFFD"), MaxClaimError)
+	return w.editClaim(c.Namespace, c.VolumeID, c.AllocationID, func(old *csi.Claim, _ bool) (*csi.Claim, error) {
+		if old.LastError == msg {
+			return old, nil
+		}
+		nc := old.Copy()
+		nc.LastError = msg
+		return nc, nil
+	})
+}
+
+func truncateUTF8(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+func (c FreeClaim) apply(w *writer) error {
+	return w.editClaim(c.Namespace, c.VolumeID, c.AllocationID, func(_ *csi.Claim, past bool) (*csi.Claim, error) {
+		if !past {
+			return nil, fmt.Errorf("%w: the claim of allocation %s on volume %s is live; release the allocation before freeing its claim",
+				csi.ErrInvalidRequest, c.AllocationID, volName(c.Namespace, c.VolumeID))
+		}
+		return nil, nil
+	})
+}
+
+// --- nodes and plugins ---
+
+type instanceKey struct {
+	plugin string
+	role   csi.PluginType
+}
+
+func roles(t csi.PluginType) []csi.PluginType {
+	switch t {
+	case csi.PluginTypeController:
+		return []csi.PluginType{csi.PluginTypeController}
+	case csi.PluginTypeNode:
+		return []csi.PluginType{csi.PluginTypeNode}
+	case csi.PluginTypeMonolith:
+		return []csi.PluginType{csi.PluginTypeController, csi.PluginTypeNode}
+	}
+	return nil
+}
+
+func expand(list []*csi.PluginInfo) map[instanceKey]*csi.PluginInfo {
+	m := map[instanceKey]*csi.PluginInfo{}
+	for _, p := range list {
+		for _, r := range roles(p.Type) {
+			m[instanceKey{p.PluginID, r}] = p
+		}
+	}
+	return m
+}
+
+func validatePluginInfo(node string, p *csi.PluginInfo) error {
+	if err := csi.ValidatePluginID(p.PluginID); err != nil {
+		return fmt.Errorf("node %s: %w", node, err)
+	}
+	if !p.Type.Valid() {
+		return fmt.Errorf("%w: node %s reports plugin %s with type %q; use controller, node or monolith",
+			csi.ErrInvalidRequest, node, p.PluginID, p.Type)
+	}
+	if p.AllocationID != "" {
+		if err := csi.ValidateAllocationID(p.AllocationID); err != nil {
+			return fmt.Errorf("node %s, plugin %s: %w", node, p.PluginID, err)
+		}
+	}
+	if ni := p.NodeInfo; ni != nil {
+		if ni.ID != "" {
+			if err := csi.ValidateExternalID("CSI node ID", ni.ID); err != nil {
+				return fmt.Errorf("node %s, plugin %s: %w", node, p.PluginID, err)
+			}
+		}
+		if ni.MaxVolumes < 0 {
+			return fmt.Errorf("%w: node %s reports plugin %s with MaxVolumes %d; use 0 for no limit",
+				csi.ErrInvalidRequest, node, p.PluginID, ni.MaxVolumes)
+		}
+	}
+	return nil
+}
+
+func (c UpsertNodePlugins) apply(w *writer) error {
+	if err := csi.ValidateNodeID(c.NodeID); err != nil {
+		return err
+	}
+	seen := map[instanceKey]bool{}
+	list := make([]*csi.PluginInfo, 0, len(c.Plugins))
+	for i := range c.Plugins {
+		p := &c.Plugins[i]
+		if err := validatePluginInfo(c.NodeID, p); err != nil {
+			return err
+		}
+		for _, r := range roles(p.Type) {
+			k := instanceKey{p.PluginID, r}
+			if seen[k] {
+				return fmt.Errorf("%w: node %s reports plugin %s as a %s instance twice; send one fingerprint per plugin and role",
+					csi.ErrInvalidRequest, c.NodeID, p.PluginID, r)
+			}
+			seen[k] = true
+		}
+		if p.AllocationID != "" {
+			a, err := getAllocation(w.txn, p.AllocationID)
+			if err != nil {
+				return err
+			}
+			if a != nil && a.Terminal {
+				continue // a late report from a stopped plugin task
+			}
+		}
+		info := p.Copy()
+		info.UpdateTime = info.UpdateTime.UTC()
+		list = append(list, info)
+	}
+	slices.SortFunc(list, func(a, b *csi.PluginInfo) int {
+		if c := strings.Compare(a.PluginID, b.PluginID); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.Type), string(b.Type))
+	})
+	return w.setNodePlugins(c.NodeID, list, false)
+}
+
+func (c DeleteNode) apply(w *writer) error {
+	if err := csi.ValidateNodeID(c.NodeID); err != nil {
+		return err
+	}
+	return w.setNodePlugins(c.NodeID, nil, true)
+}
+
+// setNodePlugins replaces a node's instances with list (or deletes the
+// node when remove is set) and records the effect on each plugin.
+func (w *writer) setNodePlugins(nodeID string, list []*csi.PluginInfo, remove bool) error {
+	old, err := getNode(w.txn, nodeID)
+	if err != nil {
+		return err
+	}
+	if old == nil && remove {
+		return nil
+	}
+	var oldList []*csi.PluginInfo
+	if old != nil {
+		oldList = old.Plugins
+	}
+	oldM, newM := expand(oldList), expand(list)
+	keys := slices.Collect(maps.Keys(oldM))
+	for k := range newM {
+		if _, ok := oldM[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b instanceKey) int {
+		if c := strings.Compare(a.plugin, b.plugin); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.role), string(b.role))
+	})
+	for _, k := range keys {
+		o, n := oldM[k], newM[k]
+		pc := w.plugin(k.plugin)
+		d := healthy(n) - healthy(o)
+		if k.role == csi.PluginTypeController {
+			pc.controllersHealthy += d
+		} else {
+			pc.nodesHealthy += d
+		}
+		if n == nil {
+			if err := w.delete(tInstances, &instance{PluginID: k.plugin, Role: k.role, NodeID: nodeID}); err != nil {
+				return err
+			}
+			continue
+		}
+		if err := w.insert(tInstances, &instance{PluginID: k.plugin, Role: k.role, NodeID: nodeID, Info: n}); err != nil {
+			return err
+		}
+		if n.Healthy {
+			pc.meta = n
+		}
+	}
+	if remove {
+		return w.delete(tNodes, old)
+	}
+	row := &Node{ID: nodeID, Plugins: list, CreateIndex: w.index, ModifyIndex: w.index}
+	if len(row.Plugins) == 0 {
+		row.Plugins = nil
+	}
+	if old != nil {
+		row.CreateIndex = old.CreateIndex
+	}
+	return w.insert(tNodes, row)
+}
+
+func healthy(p *csi.PluginInfo) int {
+	if p != nil && p.Healthy {
+		return 1
+	}
+	return 0
+}
+
+// finishPlugins writes the plugin rows the command affected: it creates
+// a plugin from a healthy instance, updates counts and metadata, and
+// deletes a plugin left without instances.
+func (w *writer) finishPlugins() error {
+	for _, id := range slices.Sorted(maps.Keys(w.plugins)) {
+		pc := w.plugins[id]
+		row, err := getPlugin(w.txn, id)
+		if err != nil {
+			return err
+		}
+		exists, err := hasInstances(w.txn, id)
+		if err != nil {
+			return err
+		}
+		if row == nil {
+			if pc.meta == nil || !exists {
+				continue
+			}
+			p := &csi.Plugin{ID: id, CreateIndex: w.index, ModifyIndex: w.index}
+			setPluginMeta(p, pc.meta)
+			if err := recountPlugin(w.txn, p); err != nil {
+				return err
+			}
+			if err := w.insert(tPlugins, p); err != nil {
+				return err
+			}
+			continue
+		}
+		if !exists {
+			if err := w.delete(tPlugins, row); err != nil {
+				return err
+			}
+			continue
+		}
+		p := row.Copy()
+		p.ControllersHealthy += pc.controllersHealthy
+		p.NodesHealthy += pc.nodesHealthy
+		p.ControllersExpected += pc.controllersExpected
+		p.NodesExpected += pc.nodesExpected
+		if pc.meta != nil {
+			setPluginMeta(p, pc.meta)
+		}
+		p.ModifyIndex = w.index
+		if err := w.insert(tPlugins, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func setPluginMeta(p *csi.Plugin, info *csi.PluginInfo) {
+	p.Provider = info.Provider
+	p.Version = info.ProviderVersion
+	p.ControllerRequired = info.RequiresController
+}
+
+// recountPlugin computes a new plugin row's counts from its instances and
+// running allocations. Later changes adjust them incrementally, so a
+// fingerprint from one node never walks every node of a large cluster.
+func recountPlugin(txn *memdb.Txn, p *csi.Plugin) error {
+	p.ControllersHealthy, p.NodesHealthy, p.ControllersExpected, p.NodesExpected = 0, 0, 0, 0
+	err := eachInstance(txn, p.ID, "", func(in *instance) error {
+		if in.Role == csi.PluginTypeController {
+			p.ControllersHealthy += healthy(in.Info)
+		} else {
+			p.NodesHealthy += healthy(in.Info)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	it, err := txn.Get(tAllocations, iPlugin, p.ID)
+	if err != nil {
+		return dbErr("list plugin allocations", err)
+	}
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		c, n := expected(raw.(*csi.Allocation), p.ID)
+		p.ControllersExpected += c
+		p.NodesExpected += n
+	}
+	return nil
+}
+
+// allocPluginIDs returns the distinct plugins a running allocation runs,
+// sorted; none for a terminal or missing one.
+func allocPluginIDs(a *csi.Allocation) []string {
+	if a == nil || a.Terminal {
+		return nil
+	}
+	var ids []string
+	for _, p := range a.Plugins {
+		ids = append(ids, p.PluginID)
+	}
+	slices.Sort(ids)
+	return slices.Compact(ids)
+}
+
+// expected returns how many controller and node instances of plugin a
+// running allocation is expected to provide.
+func expected(a *csi.Allocation, plugin string) (controllers, nodes int) {
+	if a == nil || a.Terminal {
+		return 0, 0
+	}
+	for _, ap := range a.Plugins {
+		if ap.PluginID != plugin {
+			continue
+		}
+		if ap.Type.HasController() {
+			controllers++
+		}
+		if ap.Type.HasNode() {
+			nodes++
+		}
+	}
+	return controllers, nodes
+}
+
+// --- allocations ---
+
+func validateAllocation(a *csi.Allocation) error {
+	if err := csi.ValidateAllocationID(a.ID); err != nil {
+		return err
+	}
+	if err := csi.ValidateNamespace(a.Namespace); err != nil {
+		return fmt.Errorf("allocation %s: %w", a.ID, err)
+	}
+	if err := csi.ValidateNodeID(a.NodeID); err != nil {
+		return fmt.Errorf("allocation %s: %w", a.ID, err)
+	}
+	seen := map[csi.AllocPlugin]bool{}
+	for _, p := range a.Plugins {
+		if err := csi.ValidatePluginID(p.PluginID); err != nil {
+			return fmt.Errorf("allocation %s: %w", a.ID, err)
+		}
+		if !p.Type.Valid() {
+			return fmt.Errorf("%w: allocation %s runs plugin %s with type %q; use controller, node or monolith",
+				csi.ErrInvalidRequest, a.ID, p.PluginID, p.Type)
+		}
+		if seen[p] {
+			return fmt.Errorf("%w: allocation %s lists plugin %s as %s twice", csi.ErrInvalidRequest, a.ID, p.PluginID, p.Type)
+		}
+		seen[p] = true
+	}
+	return nil
+}
+
+func (c UpsertAllocations) apply(w *writer) error {
+	ids := map[string]bool{}
+	terminal := false
+	for i := range c.Allocations {
+		a := &c.Allocations[i]
+		if err := validateAllocation(a); err != nil {
+			return err
+		}
+		if ids[a.ID] {
+			return fmt.Errorf("%w: allocation %s appears twice in one upsert", csi.ErrInvalidRequest, a.ID)
+		}
+		ids[a.ID] = true
+		terminal = terminal || a.Terminal
+	}
+	if terminal && c.ReleasedAt.IsZero() {
+		return fmt.Errorf("%w: upsert of terminal allocations without ReleasedAt; set it to when they stopped",
+			csi.ErrInvalidRequest)
+	}
+	for i := range c.Allocations {
+		if err := w.upsertAllocation(c.Allocations[i].Copy(), c.ReleasedAt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *writer) upsertAllocation(a *csi.Allocation, releasedAt time.Time) error {
+	if len(a.Plugins) == 0 {
+		a.Plugins = nil
+	}
+	old, err := getAllocation(w.txn, a.ID)
+	if err != nil {
+		return err
+	}
+	a.CreateIndex, a.ModifyIndex = w.index, w.index
+	if old != nil {
+		switch {
+		case old.Terminal && !a.Terminal:
+			return fmt.Errorf("%w: allocation %s is terminal and cannot run again; give the new run a new allocation ID",
+				csi.ErrAllocationTerminal, a.ID)
+		case old.Namespace != a.Namespace:
+			return fmt.Errorf("%w: allocation %s is in namespace %s and cannot move to %s",
+				csi.ErrInvalidRequest, a.ID, old.Namespace, a.Namespace)
+		case old.NodeID != a.NodeID:
+			return fmt.Errorf("%w: allocation %s runs on node %s and cannot move to node %s; place a new allocation",
+				csi.ErrInvalidRequest, a.ID, old.NodeID, a.NodeID)
+		}
+		a.CreateIndex, a.ModifyIndex = old.CreateIndex, old.ModifyIndex
+		if reflect.DeepEqual(a, old) {
+			return nil
+		}
+		a.ModifyIndex = w.index
+	}
+	if err := w.insert(tAllocations, a); err != nil {
+		return err
+	}
+	for _, x := range []*csi.Allocation{old, a} {
+		sign := 1
+		if x == old {
+			sign = -1
+		}
+		for _, id := range allocPluginIDs(x) {
+			c, n := expected(x, id)
+			pc := w.plugin(id)
+			pc.controllersExpected += sign * c
+			pc.nodesExpected += sign * n
+		}
+	}
+	if !a.Terminal {
+		return nil
+	}
+	if err := w.releaseClaims(a.ID, releasedAt); err != nil {
+		return err
+	}
+	return w.dropInstances(a)
+}
+
+// dropInstances removes the plugin instances a terminal allocation ran,
+// on whichever nodes reported them.
+func (w *writer) dropInstances(a *csi.Allocation) error {
+	it, err := w.txn.Get(tInstances, iAlloc, a.ID)
+	if err != nil {
+		return dbErr("list instances of allocation", err)
+	}
+	var nodes []string
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		nodes = append(nodes, raw.(*instance).NodeID)
+	}
+	slices.Sort(nodes)
+	for _, id := range slices.Compact(nodes) {
+		n, err := getNode(w.txn, id)
+		if err != nil {
+			return err
+		}
+		keep := slices.DeleteFunc(slices.Clone(n.Plugins), func(p *csi.PluginInfo) bool { return p.AllocationID == a.ID })
+		if err := w.setNodePlugins(id, keep, false); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c DeleteAllocations) apply(w *writer) error {
+	for _, id := range c.AllocationIDs {
+		if err := csi.ValidateAllocationID(id); err != nil {
+			return err
+		}
+		a, err := getAllocation(w.txn, id)
+		if err != nil {
+			return err
+		}
+		if a == nil {
+			continue
+		}
+		if !a.Terminal {
+			return fmt.Errorf("%w: allocation %s is still running; upsert it as terminal before deleting it",
+				csi.ErrInvalidRequest, id)
+		}
+		if err := w.delete(tAllocations, a); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,67 @@
+// Package state is the server's source of truth for CSI volumes, plugins,
+// nodes, allocations and claims.
+//
+// Store is the contract: small reader interfaces (VolumeReader,
+// PluginReader, NodeReader, AllocationReader, Watcher) for the parts that
+// only read, and Apply, which takes a Command. MemStore implements it in
+// memory on hashicorp/go-memdb; package statetest checks any
+// implementation against the whole contract, so a host that keeps CSI
+// state in its own database can bring its own Store.
+//
+// # Commands
+//
+// Every write is a Command value (RegisterVolume, ClaimVolume,
+// UpsertNodePlugins, UpsertAllocations, CheckpointClaim, …) applied at a
+// log index. Commands are deterministic, carry their timestamps, and
+// encode to a JSON envelope {"kind": ..., "body": ...} with
+// EncodeCommand and DecodeCommand, so a replicated host (Raft) can put
+// them in its log and apply the same command at the same index on every
+// replica. A command is applied whole or not at all: a refused command
+// returns an error matching a csi sentinel (errors.Is) and leaves the
+// store, table indexes included, as it was.
+//
+// The claim rules are checked and the claim written in one transaction
+// (ClaimVolume), before any plugin call. An allocation that becomes
+// terminal (UpsertAllocations) turns its claims into past claims in the
+// same transaction, so "every claim of a terminal allocation is a past
+// claim" always holds; the claim release worker then walks each past
+// claim forward (CheckpointClaim) and frees it (FreeClaim).
+//
+// # Reads
+//
+// Reads return copies that the caller owns; stored objects are never
+// changed in place. A volume read carries its plugin's provider, whether
+// it needs a controller, whether it is schedulable, and its health
+// counts. A plugin read carries its controller and node instances by
+// node, and the running allocations that run it. Blocking queries use
+// Watcher: read Index, read the data, then Wait for the index to move.
+//
+// # Usage
+//
+// The host's duties, in order:
+//
+//  1. Build the store with NewMemStore (or bring a Store of its own
+//     that passes statetest.Run), and an Applier: NewLocalApplier for a
+//     single process; for a replicated host, an Applier that appends
+//     EncodeCommand's bytes to the log and whose state machine calls
+//     store.Apply(entryIndex, DecodeCommand(entry)) on every replica.
+//     On a Raft snapshot, call Snapshot; on install, Restore.
+//  2. Report each node's plugin fingerprints as UpsertNodePlugins (the
+//     full set for that node each time), and DeleteNode when a node
+//     leaves for good.
+//  3. Report allocations as UpsertAllocations: each new allocation, and
+//     each allocation that becomes terminal, with ReleasedAt set. Plugin
+//     allocations list the plugins they run.
+//  4. Register volumes with RegisterVolume; remove them with
+//     DeregisterVolume once they have no claims.
+//  5. Before an allocation uses a volume, apply ClaimVolume; continue
+//     with the plugin calls only if it succeeded. The claim flow records
+//     ControllerPublish results with SetPublishContext, or RemoveClaim
+//     when ControllerPublish failed for good.
+//  6. Run the claim release worker (package claimgc) on the Reader: it
+//     waits for VolumesWithPastClaims to change and applies
+//     CheckpointClaim, RecordClaimError and FreeClaim through the
+//     Applier.
+//  7. Serve reads (volume and plugin status) from the Reader; use Wait
+//     for blocking queries instead of polling.
+package state

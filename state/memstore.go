@@ -1,0 +1,399 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-memdb"
+)
+
+// Config configures a MemStore.
+type Config struct {
+	// Logger receives the store's few log lines (restores). nil means no
+	// logging.
+	Logger hclog.Logger
+}
+
+// MemStore is the in-memory Store, built on hashicorp/go-memdb. It is
+// also a Snapshotter.
+//
+// Reads run concurrently with each other and with writes, each on a
+// consistent snapshot of the whole state. Writes (Apply, Restore) are
+// serialized. Stored objects are never changed in place: a write copies
+// what it changes and inserts the copy, and every read returns a copy the
+// caller owns.
+type MemStore struct {
+	logger hclog.Logger
+
+	// writeMu serializes Apply and Restore; last is guarded by it.
+	writeMu sync.Mutex
+	last    uint64
+
+	gen atomic.Pointer[generation]
+}
+
+// generation is one database; Restore replaces it whole.
+type generation struct {
+	db *memdb.MemDB
+	// replaced is closed when a restore replaces db, to wake Wait.
+	replaced chan struct{}
+}
+
+var (
+	_ Store       = (*MemStore)(nil)
+	_ Snapshotter = (*MemStore)(nil)
+)
+
+// NewMemStore returns an empty store. It starts no goroutine.
+func NewMemStore(cfg Config) (*MemStore, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	db, err := newDB()
+	if err != nil {
+		return nil, err
+	}
+	s := &MemStore{logger: cfg.Logger}
+	s.gen.Store(&generation{db: db, replaced: make(chan struct{})})
+	return s, nil
+}
+
+func newDB() (*memdb.MemDB, error) {
+	db, err := memdb.NewMemDB(schema())
+	if err != nil {
+		return nil, fmt.Errorf("state: build schema: %w", err)
+	}
+	txn := db.Txn(true)
+	defer txn.Abort()
+	for _, t := range Tables() {
+		if err := txn.Insert(tIndex, &indexRow{Table: t}); err != nil {
+			return nil, fmt.Errorf("state: init index of %s: %w", t, err)
+		}
+	}
+	txn.Commit()
+	return db, nil
+}
+
+func (s *MemStore) read() *memdb.Txn { return s.gen.Load().db.Txn(false) }
+
+// Volume implements VolumeReader.
+func (s *MemStore) Volume(namespace, id string) (*csi.Volume, error) {
+	if err := validateVolumeRef(namespace, id); err != nil {
+		return nil, err
+	}
+	txn := s.read()
+	v, err := getVolume(txn, namespace, id)
+	if err != nil {
+		return nil, err
+	}
+	return viewVolume(txn, v, nil)
+}
+
+// Volumes implements VolumeReader.
+func (s *MemStore) Volumes(namespace, idPrefix string) ([]*csi.Volume, error) {
+	txn := s.read()
+	if namespace == "" {
+		return listVolumes(txn, iID, func(v *csi.Volume) bool { return strings.HasPrefix(v.ID, idPrefix) })
+	}
+	if err := csi.ValidateNamespace(namespace); err != nil {
+		return nil, err
+	}
+	return listVolumes(txn, iID+"_prefix", nil, namespace, idPrefix)
+}
+
+// VolumesByPlugin implements VolumeReader.
+func (s *MemStore) VolumesByPlugin(pluginID string) ([]*csi.Volume, error) {
+	if err := csi.ValidatePluginID(pluginID); err != nil {
+		return nil, err
+	}
+	return listVolumes(s.read(), iPlugin, nil, pluginID)
+}
+
+// VolumesByNode implements VolumeReader.
+func (s *MemStore) VolumesByNode(nodeID string) ([]*csi.Volume, error) {
+	if err := csi.ValidateNodeID(nodeID); err != nil {
+		return nil, err
+	}
+	vols, err := listVolumes(s.read(), iClaimNode+"_prefix", nil, nodeID, "")
+	if err != nil {
+		return nil, err
+	}
+	// The index orders by (node, plugin, volume); the contract says
+	// (namespace, ID).
+	sortVolumes(vols)
+	return vols, nil
+}
+
+// VolumesWithPastClaims implements VolumeReader.
+func (s *MemStore) VolumesWithPastClaims() ([]*csi.Volume, error) {
+	return listVolumes(s.read(), iPast, nil, "past")
+}
+
+// Plugin implements PluginReader.
+func (s *MemStore) Plugin(id string) (*csi.Plugin, error) {
+	if err := csi.ValidatePluginID(id); err != nil {
+		return nil, err
+	}
+	txn := s.read()
+	p, err := getPlugin(txn, id)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, pluginNotFound(id)
+	}
+	return viewPlugin(txn, p)
+}
+
+// Plugins implements PluginReader.
+func (s *MemStore) Plugins() ([]*csi.Plugin, error) {
+	txn := s.read()
+	it, err := txn.Get(tPlugins, iID)
+	if err != nil {
+		return nil, dbErr("list plugins", err)
+	}
+	var out []*csi.Plugin
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		p, err := viewPlugin(txn, raw.(*csi.Plugin))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// HealthyControllers implements PluginReader.
+func (s *MemStore) HealthyControllers(pluginID string) (map[string]*csi.PluginInfo, error) {
+	if err := csi.ValidatePluginID(pluginID); err != nil {
+		return nil, err
+	}
+	txn := s.read()
+	p, err := getPlugin(txn, pluginID)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
+		return nil, pluginNotFound(pluginID)
+	}
+	out := map[string]*csi.PluginInfo{}
+	err = eachInstance(txn, pluginID, csi.PluginTypeController, func(in *instance) error {
+		if in.Info.Healthy {
+			out[in.NodeID] = in.Info.Copy()
+		}
+		return nil
+	})
+	return out, err
+}
+
+// Node implements NodeReader.
+func (s *MemStore) Node(id string) (*Node, error) {
+	if err := csi.ValidateNodeID(id); err != nil {
+		return nil, err
+	}
+	n, err := getNode(s.read(), id)
+	if err != nil {
+		return nil, err
+	}
+	if n == nil {
+		return nil, fmt.Errorf("%w: node %s has reported no plugins", csi.ErrNodeNotFound, id)
+	}
+	return n.Copy(), nil
+}
+
+// Allocation implements AllocationReader.
+func (s *MemStore) Allocation(id string) (*csi.Allocation, error) {
+	if err := csi.ValidateAllocationID(id); err != nil {
+		return nil, err
+	}
+	a, err := getAllocation(s.read(), id)
+	if err != nil {
+		return nil, err
+	}
+	if a == nil {
+		return nil, allocationNotFound(id)
+	}
+	return a.Copy(), nil
+}
+
+// --- lookups shared by reads and writes ---
+
+func dbErr(what string, err error) error {
+	return fmt.Errorf("state: %s: %w", what, err)
+}
+
+func getOne[T any](txn *memdb.Txn, table string, args ...any) (T, error) {
+	var zero T
+	raw, err := txn.First(table, iID, args...)
+	if err != nil {
+		return zero, dbErr("read "+table, err)
+	}
+	if raw == nil {
+		return zero, nil
+	}
+	return raw.(T), nil
+}
+
+// getVolume returns the stored volume (not a copy) or ErrVolumeNotFound.
+func getVolume(txn *memdb.Txn, ns, id string) (*csi.Volume, error) {
+	v, err := getOne[*csi.Volume](txn, tVolumes, ns, id)
+	if err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, fmt.Errorf("%w: volume %s is not registered in namespace %s; register it first",
+			csi.ErrVolumeNotFound, id, ns)
+	}
+	return v, nil
+}
+
+func getPlugin(txn *memdb.Txn, id string) (*csi.Plugin, error) {
+	return getOne[*csi.Plugin](txn, tPlugins, id)
+}
+
+func getNode(txn *memdb.Txn, id string) (*Node, error) {
+	return getOne[*Node](txn, tNodes, id)
+}
+
+func getAllocation(txn *memdb.Txn, id string) (*csi.Allocation, error) {
+	return getOne[*csi.Allocation](txn, tAllocations, id)
+}
+
+func getInstance(txn *memdb.Txn, pluginID string, role csi.PluginType, nodeID string) (*instance, error) {
+	return getOne[*instance](txn, tInstances, pluginID, string(role), nodeID)
+}
+
+func pluginNotFound(id string) error {
+	return fmt.Errorf("%w: plugin %s has no running instance; start its plugin tasks and wait for a healthy fingerprint",
+		csi.ErrPluginNotFound, id)
+}
+
+func allocationNotFound(id string) error {
+	return fmt.Errorf("%w: allocation %s is unknown; upsert it before claiming volumes for it",
+		csi.ErrAllocationNotFound, id)
+}
+
+// eachInstance calls fn for every instance of a plugin in a role, or in
+// both roles when role is "".
+func eachInstance(txn *memdb.Txn, pluginID string, role csi.PluginType, fn func(*instance) error) error {
+	args := []any{pluginID, ""}
+	if role != "" {
+		args = []any{pluginID, string(role), ""}
+	}
+	it, err := txn.Get(tInstances, iID+"_prefix", args...)
+	if err != nil {
+		return dbErr("list plugin instances", err)
+	}
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		if err := fn(raw.(*instance)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func hasInstances(txn *memdb.Txn, pluginID string) (bool, error) {
+	raw, err := txn.First(tInstances, iID+"_prefix", pluginID, "")
+	if err != nil {
+		return false, dbErr("read plugin instances", err)
+	}
+	return raw != nil, nil
+}
+
+func listVolumes(txn *memdb.Txn, index string, keep func(*csi.Volume) bool, args ...any) ([]*csi.Volume, error) {
+	it, err := txn.Get(tVolumes, index, args...)
+	if err != nil {
+		return nil, dbErr("list volumes", err)
+	}
+	plugins := map[string]*csi.Plugin{}
+	var out []*csi.Volume
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		v := raw.(*csi.Volume)
+		if keep != nil && !keep(v) {
+			continue
+		}
+		view, err := viewVolume(txn, v, plugins)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, view)
+	}
+	return out, nil
+}
+
+func sortVolumes(vols []*csi.Volume) {
+	slices.SortFunc(vols, func(a, b *csi.Volume) int {
+		if c := strings.Compare(a.Namespace, b.Namespace); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+}
+
+// viewVolume returns a copy of a stored volume with its plugin's fields
+// filled in. cache, if not nil, remembers plugins across a list.
+func viewVolume(txn *memdb.Txn, v *csi.Volume, cache map[string]*csi.Plugin) (*csi.Volume, error) {
+	p, ok := cache[v.PluginID]
+	if !ok {
+		var err error
+		if p, err = getPlugin(txn, v.PluginID); err != nil {
+			return nil, err
+		}
+		if cache != nil {
+			cache[v.PluginID] = p
+		}
+	}
+	out := v.Copy()
+	if p != nil {
+		if p.Provider != "" {
+			out.Provider = p.Provider
+		}
+		out.ControllerRequired = p.ControllerRequired
+		out.Schedulable = p.Schedulable()
+		out.ControllersHealthy = p.ControllersHealthy
+		out.ControllersExpected = p.ControllersExpected
+		out.NodesHealthy = p.NodesHealthy
+		out.NodesExpected = p.NodesExpected
+	}
+	return out, nil
+}
+
+// viewPlugin assembles a plugin from its row, its instances and the
+// running allocations that run it.
+func viewPlugin(txn *memdb.Txn, row *csi.Plugin) (*csi.Plugin, error) {
+	p := row.Copy()
+	err := eachInstance(txn, row.ID, "", func(in *instance) error {
+		m := &p.Nodes
+		if in.Role == csi.PluginTypeController {
+			m = &p.Controllers
+		}
+		if *m == nil {
+			*m = map[string]*csi.PluginInfo{}
+		}
+		(*m)[in.NodeID] = in.Info.Copy()
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	it, err := txn.Get(tAllocations, iPlugin, row.ID)
+	if err != nil {
+		return nil, dbErr("list plugin allocations", err)
+	}
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		a := raw.(*csi.Allocation)
+		for _, ap := range a.Plugins {
+			if ap.PluginID == row.ID {
+				p.Allocations = append(p.Allocations, csi.PluginAllocation{
+					AllocationID: a.ID, NodeID: a.NodeID, JobID: a.JobID, TaskGroup: a.TaskGroup, Type: ap.Type,
+				})
+			}
+		}
+	}
+	return p, nil
+}

@@ -1,0 +1,290 @@
+package state
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"hash/crc32"
+	"io"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/hashicorp/go-memdb"
+)
+
+// ErrBadSnapshot is matched by every Restore error caused by the
+// snapshot's content: truncated, corrupted, of an unknown format or
+// version. The store is unchanged; restore from another snapshot. Final.
+var ErrBadSnapshot = errors.New("bad state snapshot")
+
+// The snapshot format, version 1, is JSON lines:
+//
+//	{"format":"csikit-state","version":1}
+//	{"table":"volumes","row":{...}}
+//	... one line per stored row ...
+//	{"end":true,"rows":N,"crc32":C}
+//
+// C is the IEEE CRC-32 of every byte before the trailer line. Plugin
+// instances are not written: they are rebuilt from the node rows.
+const (
+	snapshotFormat  = "csikit-state"
+	snapshotVersion = 1
+)
+
+// snapshotTables are the tables written, in order.
+func snapshotTables() []string {
+	return []string{tIndex, tVolumes, tPlugins, tNodes, tAllocations}
+}
+
+type snapshotHeader struct {
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+}
+
+type snapshotLine struct {
+	Table string          `json:"table"`
+	Row   json.RawMessage `json:"row"`
+}
+
+type snapshotTrailer struct {
+	End   bool   `json:"end"`
+	Rows  int    `json:"rows"`
+	CRC32 uint32 `json:"crc32"`
+}
+
+// Snapshot implements Snapshotter. It writes one consistent state, read
+// from a memdb snapshot, so writes go on meanwhile.
+func (s *MemStore) Snapshot(ctx context.Context, w io.Writer) error {
+	txn := s.read()
+	bw := bufio.NewWriter(w)
+	sum := crc32.NewIEEE()
+	body := io.MultiWriter(bw, sum)
+	if err := writeJSONLine(body, snapshotHeader{Format: snapshotFormat, Version: snapshotVersion}); err != nil {
+		return err
+	}
+	rows := 0
+	for _, table := range snapshotTables() {
+		it, err := txn.Get(table, iID)
+		if err != nil {
+			return dbErr("snapshot "+table, err)
+		}
+		for raw := it.Next(); raw != nil; raw = it.Next() {
+			if rows%1024 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			row, err := json.Marshal(raw)
+			if err != nil {
+				return fmt.Errorf("state: snapshot %s row: %w", table, err)
+			}
+			if err := writeJSONLine(body, snapshotLine{Table: table, Row: row}); err != nil {
+				return err
+			}
+			rows++
+		}
+	}
+	if err := writeJSONLine(bw, snapshotTrailer{End: true, Rows: rows, CRC32: sum.Sum32()}); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("state: write snapshot: %w", err)
+	}
+	return nil
+}
+
+func writeJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("state: encode snapshot line: %w", err)
+	}
+	if _, err := w.Write(append(b, '\n')); err != nil {
+		return fmt.Errorf("state: write snapshot: %w", err)
+	}
+	return nil
+}
+
+// Restore implements Snapshotter. It builds a new database from the whole
+// snapshot, checks the trailer, and only then swaps it in; blocked Wait
+// calls return.
+func (s *MemStore) Restore(ctx context.Context, r io.Reader) error {
+	db, last, err := readSnapshot(ctx, r)
+	if err != nil {
+		return err
+	}
+	s.writeMu.Lock()
+	old := s.gen.Swap(&generation{db: db, replaced: make(chan struct{})})
+	s.last = last
+	s.writeMu.Unlock()
+	close(old.replaced)
+	s.logger.Info("restored state from snapshot", "last_index", last)
+	return nil
+}
+
+func badSnapshot(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadSnapshot, fmt.Sprintf(format, args...))
+}
+
+func strictUnmarshal(b []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON value")
+	}
+	return nil
+}
+
+// readLine returns one line with its newline; a line cut short by the
+// end of the stream means the snapshot is truncated.
+func readLine(br *bufio.Reader, rows int) ([]byte, error) {
+	line, err := br.ReadBytes('\n')
+	if err == io.EOF {
+		return nil, badSnapshot("truncated after %d rows, before the trailer line", rows)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("state: read snapshot: %w", err)
+	}
+	return line, nil
+}
+
+func readSnapshot(ctx context.Context, r io.Reader) (*memdb.MemDB, uint64, error) {
+	br := bufio.NewReader(r)
+	sum := crc32.NewIEEE()
+	line, err := readLine(br, 0)
+	if err != nil {
+		return nil, 0, err
+	}
+	var h snapshotHeader
+	if err := strictUnmarshal(line, &h); err != nil {
+		return nil, 0, badSnapshot("header: %v", err)
+	}
+	if h.Format != snapshotFormat || h.Version != snapshotVersion {
+		return nil, 0, badSnapshot("format %q version %d; this store reads %q version %d",
+			h.Format, h.Version, snapshotFormat, snapshotVersion)
+	}
+	sum.Write(line)
+
+	db, err := memdb.NewMemDB(schema())
+	if err != nil {
+		return nil, 0, fmt.Errorf("state: build schema: %w", err)
+	}
+	txn := db.Txn(true)
+	defer txn.Abort()
+	rows := 0
+	for {
+		if rows%1024 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, 0, err
+			}
+		}
+		line, err := readLine(br, rows)
+		if err != nil {
+			return nil, 0, err
+		}
+		if bytes.HasPrefix(line, []byte(`{"end"`)) {
+			if err := checkTrailer(br, line, rows, sum); err != nil {
+				return nil, 0, err
+			}
+			break
+		}
+		sum.Write(line)
+		if err := restoreRow(txn, line); err != nil {
+			return nil, 0, badSnapshot("row %d: %v", rows+1, err)
+		}
+		rows++
+	}
+	if err := rebuildInstances(txn); err != nil {
+		return nil, 0, badSnapshot("%v", err)
+	}
+	var last uint64
+	for _, t := range Tables() {
+		_, idx, err := tableIndex(txn, t)
+		if err != nil {
+			return nil, 0, err
+		}
+		last = max(last, idx)
+	}
+	txn.Commit()
+	return db, last, nil
+}
+
+func checkTrailer(br *bufio.Reader, line []byte, rows int, sum hash.Hash32) error {
+	var t snapshotTrailer
+	if err := strictUnmarshal(line, &t); err != nil {
+		return badSnapshot("trailer: %v", err)
+	}
+	if !t.End || t.Rows != rows {
+		return badSnapshot("trailer counts %d rows, the snapshot holds %d", t.Rows, rows)
+	}
+	if got := sum.Sum32(); got != t.CRC32 {
+		return badSnapshot("checksum %08x does not match the trailer's %08x", got, t.CRC32)
+	}
+	if _, err := br.ReadByte(); err != io.EOF {
+		return badSnapshot("data after the trailer line")
+	}
+	return nil
+}
+
+func restoreRow(txn *memdb.Txn, line []byte) error {
+	var l snapshotLine
+	if err := strictUnmarshal(line, &l); err != nil {
+		return err
+	}
+	var obj any
+	var err error
+	switch l.Table {
+	case tIndex:
+		obj, err = decodeRow[indexRow](l.Row)
+	case tVolumes:
+		obj, err = decodeRow[csi.Volume](l.Row)
+	case tPlugins:
+		obj, err = decodeRow[csi.Plugin](l.Row)
+	case tNodes:
+		obj, err = decodeRow[Node](l.Row)
+	case tAllocations:
+		obj, err = decodeRow[csi.Allocation](l.Row)
+	default:
+		return fmt.Errorf("unknown table %q", l.Table)
+	}
+	if err != nil {
+		return fmt.Errorf("%s: %v", l.Table, err)
+	}
+	if err := txn.Insert(l.Table, obj); err != nil {
+		return fmt.Errorf("%s: %v", l.Table, err)
+	}
+	return nil
+}
+
+func decodeRow[T any](b []byte) (*T, error) {
+	v := new(T)
+	if err := strictUnmarshal(b, v); err != nil {
+		return nil, err
+	}
+	return v, nil
+}
+
+// rebuildInstances derives the instances table from the node rows.
+func rebuildInstances(txn *memdb.Txn) error {
+	it, err := txn.Get(tNodes, iID)
+	if err != nil {
+		return err
+	}
+	var nodes []*Node
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		nodes = append(nodes, raw.(*Node))
+	}
+	for _, n := range nodes {
+		for k, info := range expand(n.Plugins) {
+			if err := txn.Insert(tInstances, &instance{PluginID: k.plugin, Role: k.role, NodeID: n.ID, Info: info}); err != nil {
+				return fmt.Errorf("node %s: %v", n.ID, err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,340 @@
+package statetest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/state"
+	"pgregory.net/rapid"
+)
+
+// The property test's small universe, so that random commands collide.
+func propNamespaces() []string { return []string{nsDefault, nsOther} }
+func propNodes() []string      { return []string{"n1", "n2", "n3"} }
+func propPlugins() []string    { return []string{"pa", "pb"} }
+func propAllocs() []string     { return []string{"a1", "a2", "a3", "a4", "a5", "a6"} }
+func propVolumes() [][2]string {
+	return [][2]string{{nsDefault, "v1"}, {nsDefault, "v2"}, {nsDefault, "v3"}, {nsOther, "v4"}}
+}
+func propTypes() []csi.PluginType {
+	return []csi.PluginType{csi.PluginTypeController, csi.PluginTypeNode, csi.PluginTypeMonolith}
+}
+func propCaps() []csi.Capability {
+	return []csi.Capability{
+		capab(csi.AccessModeSingleNodeWriter, csi.AttachmentModeFileSystem),
+		capab(csi.AccessModeSingleNodeReaderOnly, csi.AttachmentModeFileSystem),
+		capab(csi.AccessModeMultiNodeReaderOnly, csi.AttachmentModeFileSystem),
+		capab(csi.AccessModeMultiNodeSingleWriter, csi.AttachmentModeFileSystem),
+		capab(csi.AccessModeMultiNodeMultiWriter, csi.AttachmentModeFileSystem),
+		capab(csi.AccessModeSingleNodeSingleWriter, csi.AttachmentModeFileSystem),
+		capab(csi.AccessModeSingleNodeMultiWriter, csi.AttachmentModeFileSystem),
+		capab(csi.AccessModeSingleNodeWriter, csi.AttachmentModeBlockDevice),
+		capab(csi.AccessModeMultiNodeMultiWriter, csi.AttachmentModeBlockDevice),
+	}
+}
+
+// property applies random command sequences and checks the store's
+// invariants after each command; a refused command must leave the store
+// exactly as it was.
+func (s suite) property(t *testing.T) {
+	rapid.Check(t, func(rt *rapid.T) {
+		m := &machine{w: s.empty(t), last: map[state.Table]uint64{}}
+		rt.Repeat(map[string]func(*rapid.T){
+			"":                  m.check,
+			"RegisterVolume":    m.register,
+			"DeregisterVolume":  m.deregister,
+			"UpsertNodePlugins": m.fingerprint,
+			"DeleteNode":        m.deleteNode,
+			"UpsertAllocations": m.upsertAllocations,
+			"DeleteAllocations": m.deleteAllocations,
+			"ClaimVolume":       m.claim,
+			"ClaimVolumeAgain":  m.claim,
+			"ReleaseClaims":     m.release,
+			"CheckpointClaim":   m.checkpoint,
+			"FreeClaim":         m.free,
+			"RemoveClaim":       m.remove,
+			"SetPublishContext": m.publish,
+			"RecordClaimError":  m.recordError,
+		})
+	})
+}
+
+type machine struct {
+	w    *world
+	last map[state.Table]uint64
+}
+
+// run applies cmd; a refusal must match a csi sentinel and change
+// nothing.
+func (m *machine) run(rt *rapid.T, cmd state.Command) {
+	before := m.w.dump(rt)
+	_, err := m.w.apply(rt, cmd)
+	if err == nil {
+		return
+	}
+	if csi.SentinelOf(err) == nil {
+		rt.Errorf("%s refused with %q, which matches no csi sentinel", cmd.Kind(), err)
+	}
+	if after := m.w.dump(rt); after != before {
+		rt.Errorf("refused %s (%v) changed the store:\nbefore: %s\nafter:  %s", cmd.Kind(), err, before, after)
+	}
+}
+
+func drawVolume(rt *rapid.T) (ns, id string) {
+	v := rapid.SampledFrom(propVolumes()).Draw(rt, "volume")
+	return v[0], v[1]
+}
+
+func drawAlloc(rt *rapid.T) string { return rapid.SampledFrom(propAllocs()).Draw(rt, "allocation") }
+
+func (m *machine) register(rt *rapid.T) {
+	ns, id := drawVolume(rt)
+	v := volume(ns, id, rapid.SampledFrom(propPlugins()).Draw(rt, "plugin"),
+		rapid.SliceOfNDistinct(rapid.SampledFrom(propCaps()), 1, 3, rapid.ID).Draw(rt, "capabilities")...)
+	v.ExternalID = rapid.SampledFrom([]string{"ext-1", "ext-2"}).Draw(rt, "external")
+	m.run(rt, state.RegisterVolume{Volume: v})
+}
+
+func (m *machine) deregister(rt *rapid.T) {
+	ns, id := drawVolume(rt)
+	m.run(rt, state.DeregisterVolume{Namespace: ns, VolumeID: id, Force: rapid.Bool().Draw(rt, "force")})
+}
+
+func (m *machine) fingerprint(rt *rapid.T) {
+	node := rapid.SampledFrom(propNodes()).Draw(rt, "node")
+	var infos []csi.PluginInfo
+	for _, p := range propPlugins() {
+		if !rapid.Bool().Draw(rt, "has "+p) {
+			continue
+		}
+		alloc := rapid.SampledFrom(append([]string{""}, propAllocs()...)).Draw(rt, "allocation")
+		info := fingerprint(p, rapid.SampledFrom(propTypes()).Draw(rt, "type"), node, alloc,
+			rapid.IntRange(0, 3).Draw(rt, "health") > 0)
+		info.RequiresController = rapid.Bool().Draw(rt, "requires controller")
+		if info.NodeInfo != nil {
+			info.NodeInfo.MaxVolumes = int64(rapid.IntRange(0, 2).Draw(rt, "max volumes"))
+		}
+		infos = append(infos, info)
+	}
+	m.run(rt, state.UpsertNodePlugins{NodeID: node, Plugins: infos})
+}
+
+func (m *machine) deleteNode(rt *rapid.T) {
+	m.run(rt, state.DeleteNode{NodeID: rapid.SampledFrom(propNodes()).Draw(rt, "node")})
+}
+
+func (m *machine) upsertAllocations(rt *rapid.T) {
+	n := rapid.IntRange(1, 2).Draw(rt, "count")
+	var as []csi.Allocation
+	for range n {
+		a := alloc(drawAlloc(rt), rapid.SampledFrom(propNamespaces()).Draw(rt, "namespace"),
+			rapid.SampledFrom(propNodes()).Draw(rt, "node"), rapid.SampledFrom([]string{"job-a", "job-b"}).Draw(rt, "job"))
+		if rapid.Bool().Draw(rt, "runs a plugin") {
+			a.Plugins = []csi.AllocPlugin{{PluginID: rapid.SampledFrom(propPlugins()).Draw(rt, "plugin"), Type: rapid.SampledFrom(propTypes()).Draw(rt, "type")}}
+		}
+		a.Terminal = rapid.IntRange(0, 2).Draw(rt, "terminal") == 0
+		as = append(as, a)
+	}
+	m.run(rt, state.UpsertAllocations{Allocations: as, ReleasedAt: t0.Add(time.Duration(m.w.idx) * time.Second)})
+}
+
+func (m *machine) deleteAllocations(rt *rapid.T) {
+	m.run(rt, state.DeleteAllocations{AllocationIDs: []string{drawAlloc(rt)}})
+}
+
+func (m *machine) claim(rt *rapid.T) {
+	ns, id := drawVolume(rt)
+	allocID := drawAlloc(rt)
+	node := rapid.SampledFrom(propNodes()).Draw(rt, "node")
+	if a, err := m.w.s.Allocation(allocID); err == nil && rapid.IntRange(0, 4).Draw(rt, "right node") > 0 {
+		node = a.NodeID
+	}
+	mode := csi.ClaimRead
+	if rapid.Bool().Draw(rt, "write") {
+		mode = csi.ClaimWrite
+	}
+	m.run(rt, claimCmd(ns, id, claim(allocID, node, mode, rapid.SampledFrom(propCaps()).Draw(rt, "capability"))))
+}
+
+func (m *machine) release(rt *rapid.T) {
+	m.run(rt, state.ReleaseClaims{AllocationID: drawAlloc(rt), ReleasedAt: t0})
+}
+
+func (m *machine) checkpoint(rt *rapid.T) {
+	ns, id := drawVolume(rt)
+	st := csi.ClaimState(rapid.IntRange(0, 5).Draw(rt, "state"))
+	m.run(rt, state.CheckpointClaim{Namespace: ns, VolumeID: id, AllocationID: drawAlloc(rt), State: st})
+}
+
+func (m *machine) free(rt *rapid.T) {
+	ns, id := drawVolume(rt)
+	m.run(rt, state.FreeClaim{Namespace: ns, VolumeID: id, AllocationID: drawAlloc(rt)})
+}
+
+func (m *machine) remove(rt *rapid.T) {
+	ns, id := drawVolume(rt)
+	m.run(rt, state.RemoveClaim{Namespace: ns, VolumeID: id, AllocationID: drawAlloc(rt)})
+}
+
+func (m *machine) publish(rt *rapid.T) {
+	ns, id := drawVolume(rt)
+	pc := map[string]string{"lun": rapid.SampledFrom([]string{"1", "2"}).Draw(rt, "lun")}
+	m.run(rt, state.SetPublishContext{Namespace: ns, VolumeID: id, AllocationID: drawAlloc(rt), PublishContext: pc})
+}
+
+func (m *machine) recordError(rt *rapid.T) {
+	ns, id := drawVolume(rt)
+	m.run(rt, state.RecordClaimError{Namespace: ns, VolumeID: id, AllocationID: drawAlloc(rt), Error: "boom"})
+}
+
+// check verifies the invariants of the whole store.
+func (m *machine) check(rt *rapid.T) {
+	v := m.w.view(rt)
+	for tb, idx := range v.Indexes {
+		if idx < m.last[tb] {
+			rt.Errorf("Index(%s) went back from %d to %d", tb, m.last[tb], idx)
+		}
+		m.last[tb] = idx
+	}
+	plugins := map[string]*csi.Plugin{}
+	for _, p := range v.Plugins {
+		plugins[p.ID] = p
+		checkPlugin(rt, v, p)
+	}
+	for id, n := range v.Nodes {
+		for _, in := range n.Plugins {
+			if in.Healthy && plugins[in.PluginID] == nil {
+				rt.Errorf("node %s has a healthy instance of plugin %s, which does not exist", id, in.PluginID)
+			}
+			if a := v.Allocations[in.AllocationID]; a != nil && a.Terminal {
+				rt.Errorf("node %s has an instance of plugin %s run by the terminal allocation %s", id, in.PluginID, a.ID)
+			}
+		}
+	}
+	for _, vol := range v.Volumes {
+		checkVolume(rt, v, vol, plugins[vol.PluginID])
+	}
+	for id, a := range v.Allocations {
+		if a.ModifyIndex > v.Indexes[state.TableAllocations] || a.CreateIndex > a.ModifyIndex {
+			rt.Errorf("allocation %s: indexes %d/%d, table at %d", id, a.CreateIndex, a.ModifyIndex, v.Indexes[state.TableAllocations])
+		}
+	}
+}
+
+func checkPlugin(rt *rapid.T, v view, p *csi.Plugin) {
+	if len(p.Controllers)+len(p.Nodes) == 0 {
+		rt.Errorf("plugin %s has no instance", p.ID)
+	}
+	var ch, nh, ce, ne int
+	for node, in := range p.Controllers {
+		ch += healthy(in)
+		if n := v.Nodes[node]; toJSON(n.ControllerInstance(p.ID)) != toJSON(in) {
+			rt.Errorf("plugin %s lists controller %s on node %s, the node reports %s", p.ID, toJSON(in), node, toJSON(n.ControllerInstance(p.ID)))
+		}
+	}
+	for node, in := range p.Nodes {
+		nh += healthy(in)
+		if n := v.Nodes[node]; toJSON(n.NodeInstance(p.ID)) != toJSON(in) {
+			rt.Errorf("plugin %s lists node instance %s on node %s, the node reports %s", p.ID, toJSON(in), node, toJSON(n.NodeInstance(p.ID)))
+		}
+	}
+	for node, n := range v.Nodes {
+		if n.ControllerInstance(p.ID) != nil && p.Controllers[node] == nil || n.NodeInstance(p.ID) != nil && p.Nodes[node] == nil {
+			rt.Errorf("node %s reports an instance of plugin %s that the plugin does not list", node, p.ID)
+		}
+	}
+	for _, a := range p.Allocations {
+		if a.Type.HasController() {
+			ce++
+		}
+		if a.Type.HasNode() {
+			ne++
+		}
+		if al := v.Allocations[a.AllocationID]; al == nil || al.Terminal {
+			rt.Errorf("plugin %s lists allocation %s, which is terminal or gone", p.ID, a.AllocationID)
+		}
+	}
+	got := counts{p.ControllersHealthy, p.ControllersExpected, p.NodesHealthy, p.NodesExpected}
+	if want := (counts{ch, ce, nh, ne}); got != want {
+		rt.Errorf("plugin %s counts %+v, its maps and allocations say %+v", p.ID, got, want)
+	}
+	if p.ModifyIndex > v.Indexes[state.TablePlugins] || p.CreateIndex > p.ModifyIndex {
+		rt.Errorf("plugin %s: indexes %d/%d, table at %d", p.ID, p.CreateIndex, p.ModifyIndex, v.Indexes[state.TablePlugins])
+	}
+}
+
+func healthy(p *csi.PluginInfo) int {
+	if p.Healthy {
+		return 1
+	}
+	return 0
+}
+
+func singleWriter(m csi.AccessMode) bool {
+	return m == csi.AccessModeSingleNodeWriter || m == csi.AccessModeMultiNodeSingleWriter || m == csi.AccessModeSingleNodeSingleWriter
+}
+
+func checkVolume(rt *rapid.T, v view, vol *csi.Volume, p *csi.Plugin) {
+	name := vol.Namespace + "/" + vol.ID
+	seen := map[string]bool{}
+	var live []*csi.Claim
+	nodes := map[string]bool{}
+	singleWriterMode, singleNodeMode, readOnlyMode := false, false, false
+	for kind, claims := range map[string]map[string]*csi.Claim{"read": vol.ReadClaims, "write": vol.WriteClaims, "past": vol.PastClaims} {
+		for id, c := range claims {
+			if seen[id] {
+				rt.Errorf("volume %s: allocation %s holds two claims", name, id)
+			}
+			seen[id] = true
+			if c.AllocationID != id {
+				rt.Errorf("volume %s: claim under %s is for allocation %s", name, id, c.AllocationID)
+			}
+			if kind == "past" {
+				if c.State < csi.ClaimUnpublishing || c.State > csi.ClaimReadyToFree {
+					rt.Errorf("volume %s: past claim of %s in state %s", name, id, c.State)
+				}
+				if c.State < csi.ClaimControllerDetached {
+					nodes[c.NodeID] = true
+				}
+				continue
+			}
+			if (c.Mode == csi.ClaimWrite) != (kind == "write") || c.State != csi.ClaimTaken {
+				rt.Errorf("volume %s: %s claim of %s is %s in state %s", name, kind, id, c.Mode, c.State)
+			}
+			if a := v.Allocations[id]; a == nil || a.Terminal {
+				rt.Errorf("volume %s: live claim of allocation %s, which is terminal or gone", name, id)
+			}
+			live = append(live, c)
+			nodes[c.NodeID] = true
+			singleWriterMode = singleWriterMode || singleWriter(c.AccessMode)
+			singleNodeMode = singleNodeMode || c.AccessMode.SingleNode()
+			readOnlyMode = readOnlyMode || c.AccessMode.ReadOnly()
+		}
+	}
+	if singleWriterMode && len(vol.WriteClaims) > 1 {
+		rt.Errorf("volume %s: %d writers under a single-writer mode: %s", name, len(vol.WriteClaims), toJSON(vol.WriteClaims))
+	}
+	if readOnlyMode && len(vol.WriteClaims) > 0 {
+		rt.Errorf("volume %s: a writer under a read-only mode: %s", name, toJSON(vol.WriteClaims))
+	}
+	if singleNodeMode && len(nodes) > 1 {
+		rt.Errorf("volume %s: claims on %d nodes under a single-node mode", name, len(nodes))
+	}
+	for _, c := range live {
+		if c.AccessMode == csi.AccessModeSingleNodeSingleWriter && len(live) > 1 {
+			rt.Errorf("volume %s: %d live claims under single-node-single-writer", name, len(live))
+		}
+	}
+	want := fmt.Sprint(false, 0, 0, 0, 0)
+	if p != nil {
+		want = fmt.Sprint(p.Schedulable(), p.ControllersHealthy, p.ControllersExpected, p.NodesHealthy, p.NodesExpected)
+	}
+	if got := fmt.Sprint(vol.Schedulable, vol.ControllersHealthy, vol.ControllersExpected, vol.NodesHealthy, vol.NodesExpected); got != want {
+		rt.Errorf("volume %s: plugin fields %s, the plugin says %s", name, got, want)
+	}
+	if vol.ModifyIndex > v.Indexes[state.TableVolumes] || vol.CreateIndex > vol.ModifyIndex {
+		rt.Errorf("volume %s: indexes %d/%d, table at %d", name, vol.CreateIndex, vol.ModifyIndex, v.Indexes[state.TableVolumes])
+	}
+}

@@ -1,0 +1,218 @@
+package state
+
+import (
+	"context"
+	"io"
+	"slices"
+
+	"github.com/csikit/csikit/csi"
+)
+
+// Table names a group of objects whose changes a blocking query can wait
+// for. Every write raises the index of each table it changed to the
+// write's log index.
+type Table string
+
+// The tables of a Store.
+const (
+	TableVolumes     Table = "volumes"
+	TablePlugins     Table = "plugins"
+	TableNodes       Table = "nodes"
+	TableAllocations Table = "allocations"
+)
+
+// Tables lists every Table, in a fixed order.
+func Tables() []Table {
+	return []Table{TableVolumes, TablePlugins, TableNodes, TableAllocations}
+}
+
+// VolumeReader reads volumes.
+//
+// Every method is safe to call from any goroutine, concurrently with
+// writes; each call sees one consistent state. The caller owns what is
+// returned: it is a copy, and changing it does not change the store.
+// Volumes carry their plugin's provider, ControllerRequired, Schedulable
+// and health counts as of the read. Lists are sorted by (namespace, ID).
+// An invalid ID is an error matching csi.ErrInvalidID; a missing volume
+// matches csi.ErrVolumeNotFound. Other errors come from the backing
+// database and may be retried.
+type VolumeReader interface {
+	// Volume returns one volume.
+	Volume(namespace, id string) (*csi.Volume, error)
+	// Volumes returns the volumes of namespace whose ID starts with
+	// idPrefix; namespace "" means every namespace.
+	Volumes(namespace, idPrefix string) ([]*csi.Volume, error)
+	// VolumesByPlugin returns the volumes of one plugin.
+	VolumesByPlugin(pluginID string) ([]*csi.Volume, error)
+	// VolumesByNode returns the volumes with a claim, live or past, on a
+	// node. It reads an index: its cost does not grow with the number of
+	// nodes or volumes in the store.
+	VolumesByNode(nodeID string) ([]*csi.Volume, error)
+	// VolumesWithPastClaims returns the volumes that hold at least one
+	// past claim: the claim release worker's queue.
+	VolumesWithPastClaims() ([]*csi.Volume, error)
+}
+
+// PluginReader reads plugins. The contract of VolumeReader applies; a
+// missing plugin matches csi.ErrPluginNotFound.
+type PluginReader interface {
+	// Plugin returns one plugin with its instances and the non-terminal
+	// allocations that run it.
+	Plugin(id string) (*csi.Plugin, error)
+	// Plugins returns every plugin, sorted by ID.
+	Plugins() ([]*csi.Plugin, error)
+	// HealthyControllers returns the healthy controller instances of a
+	// plugin, keyed by host node ID; the map is empty (not an error) when
+	// the plugin exists but no controller is healthy. Its cost grows with
+	// the plugin's controller instances only, not with the nodes of the
+	// cluster: the router calls it for every controller RPC.
+	HealthyControllers(pluginID string) (map[string]*csi.PluginInfo, error)
+}
+
+// NodeReader reads what nodes reported. The contract of VolumeReader
+// applies; an unknown node matches csi.ErrNodeNotFound.
+type NodeReader interface {
+	// Node returns the plugin instances a node last reported.
+	Node(id string) (*Node, error)
+}
+
+// AllocationReader reads allocations. The contract of VolumeReader
+// applies; an unknown allocation matches csi.ErrAllocationNotFound.
+type AllocationReader interface {
+	// Allocation returns one allocation.
+	Allocation(id string) (*csi.Allocation, error)
+}
+
+// Watcher lets a reader block until something changed instead of
+// polling. A blocking query reads Index first, then the data, then calls
+// Wait with the index it read: a write that landed in between makes Wait
+// return at once, so nothing is missed.
+type Watcher interface {
+	// Index returns the log index of the last write that changed table
+	// (0 if none has).
+	Index(table Table) (uint64, error)
+	// Wait blocks until table's index is above minIndex and returns it.
+	// It also returns, with the current index (which may be lower), when
+	// the whole state was replaced by a restore. It returns ctx.Err()
+	// when ctx ends first. Unknown tables are an error matching
+	// csi.ErrInvalidRequest. Wait starts no goroutine.
+	Wait(ctx context.Context, table Table, minIndex uint64) (uint64, error)
+}
+
+// Reader is everything a read-only consumer (the router, the claim
+// release worker, host APIs) needs.
+type Reader interface {
+	VolumeReader
+	PluginReader
+	NodeReader
+	AllocationReader
+	Watcher
+}
+
+// Store is the server's source of truth for CSI volumes, plugins, nodes,
+// allocations and claims: the reads, and Apply, the only way to write.
+//
+// Apply is called by one goroutine at a time per store in practice (the
+// host's log applier); implementations must still be safe if it is not,
+// and reads may run concurrently with it. Apply either applies the whole
+// command or nothing: on error the store, including every table's index,
+// is unchanged. index is the host's log index for the command; it must
+// not be below the index of any earlier write (commands applied at the
+// same index are allowed, for hosts that batch). Result.Changed is false
+// when the command was valid but had nothing to change (a repeated
+// claim); the table indexes then stay as they were.
+//
+// Errors match csi sentinels (errors.Is): csi.ErrInvalidID and
+// csi.ErrInvalidRequest for malformed commands, and the sentinel named in
+// each command's doc for refused ones. Commands are deterministic, so a
+// refused command is refused the same way on every replica.
+//
+// MemStore is the in-memory implementation; package statetest checks any
+// other implementation against the same contract.
+type Store interface {
+	Reader
+	Apply(index uint64, cmd Command) (Result, error)
+}
+
+// Snapshotter is implemented by stores that can write their whole state
+// to a stream and read it back (hashicorp/raft's FSM Snapshot and
+// Restore). It is optional: a host whose own database persists the store
+// does not need it. Find it with a type assertion.
+//
+// Snapshot may run concurrently with reads and writes and captures one
+// consistent state. Restore replaces the whole state; on error the store
+// is left exactly as it was. Snapshots contain volume secrets in clear:
+// store and send them like the host's log.
+type Snapshotter interface {
+	Snapshot(ctx context.Context, w io.Writer) error
+	Restore(ctx context.Context, r io.Reader) error
+}
+
+// Result is what Apply reports about a command.
+type Result struct {
+	// Index is the log index the command was applied at.
+	Index uint64
+	// Changed is false when the command was valid but changed nothing
+	// (a repeated claim, an allocation upserted unchanged).
+	Changed bool
+	// Claim is set for ClaimVolume: the claim as stored, with
+	// ExternalNodeID filled in. The caller owns it.
+	Claim *csi.Claim `json:",omitempty"`
+}
+
+// Node is what one host node last reported about its CSI plugin
+// instances (the fingerprints from UpsertNodePlugins).
+type Node struct {
+	ID string
+	// Plugins are the instances, sorted by plugin ID then type. A
+	// monolith instance is one entry that serves as both the controller
+	// and the node instance of its plugin.
+	Plugins []*csi.PluginInfo `json:",omitempty"`
+
+	CreateIndex uint64
+	ModifyIndex uint64
+}
+
+// ControllerInstance returns the node's controller (or monolith) instance
+// of a plugin, or nil.
+func (n *Node) ControllerInstance(pluginID string) *csi.PluginInfo {
+	return n.instance(pluginID, csi.PluginTypeController)
+}
+
+// NodeInstance returns the node's node (or monolith) instance of a
+// plugin, or nil.
+func (n *Node) NodeInstance(pluginID string) *csi.PluginInfo {
+	return n.instance(pluginID, csi.PluginTypeNode)
+}
+
+func (n *Node) instance(pluginID string, role csi.PluginType) *csi.PluginInfo {
+	if n == nil {
+		return nil
+	}
+	for _, p := range n.Plugins {
+		if p.PluginID == pluginID && hasRole(p.Type, role) {
+			return p
+		}
+	}
+	return nil
+}
+
+// Copy returns a deep copy; nil stays nil.
+func (n *Node) Copy() *Node {
+	if n == nil {
+		return nil
+	}
+	c := *n
+	c.Plugins = slices.Clone(n.Plugins)
+	for i, p := range c.Plugins {
+		c.Plugins[i] = p.Copy()
+	}
+	return &c
+}
+
+func hasRole(t, role csi.PluginType) bool {
+	if role == csi.PluginTypeController {
+		return t.HasController()
+	}
+	return t.HasNode()
+}
