@@ -316,8 +316,10 @@ func (m *Manager) Register(inst Instance) error {
 }
 
 // Deregister removes a plugin instance, when the allocation running it
-// stops. The Manager reports the instance once more, unhealthy, then
-// reports the node's plugins without it; it closes the instance's client,
+// stops. If the instance was in a report the host accepted, the Manager
+// reports it once more, unhealthy, then reports the node's plugins
+// without it (an instance never reported is simply dropped). It closes
+// the instance's client at once,
 // so calls that a caller of NodePlugin or ControllerPlugin still makes on
 // it fail.
 //

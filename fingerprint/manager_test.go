@@ -3,12 +3,15 @@ package fingerprint_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/fingerprint"
 )
@@ -531,4 +534,51 @@ func TestManager_Run_StopsWithoutPlugins(t *testing.T) {
 		t.Fatalf("nothing was reported, so nothing is taken back; got %s", describe(r))
 	default:
 	}
+}
+
+// The lookup that the mounter and the node endpoint declare.
+var _ interface {
+	NodePlugin(pluginID string) (plugin.NodeClient, *csi.PluginInfo, error)
+	ControllerPlugin(pluginID string) (plugin.ControllerClient, *csi.PluginInfo, error)
+} = (*fingerprint.Manager)(nil)
+
+// Register, Deregister and lookups from many goroutines while Run runs
+// (the race detector checks them), then a clean stop.
+func TestManager_Register_Concurrent(t *testing.T) {
+	p := csitest.Start(t, csitest.Config{Type: csi.PluginTypeMonolith})
+	h := newHarness(t)
+	h.run()
+	var wg sync.WaitGroup
+	for g := range 4 {
+		wg.Go(func() {
+			alloc := fmt.Sprintf("alloc-%d", g)
+			for range 20 {
+				if err := h.m.Register(fingerprint.Instance{PluginID: "p", AllocationID: alloc, Type: csi.PluginTypeMonolith, Socket: p.Endpoint()}); err != nil {
+					t.Error(err)
+					return
+				}
+				_, _, _ = h.m.NodePlugin("p")
+				_, _, _ = h.m.ControllerPlugin("p")
+				if err := h.m.Deregister("p", alloc); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	_, _, err := h.m.NodePlugin("p")
+	check.ErrorIs(t, err, csi.ErrPluginNotFound, "every instance was deregistered")
+	must.NoError(t, h.stop())
+	var last []*csi.PluginInfo
+	for {
+		select {
+		case r := <-h.reports:
+			last = r
+			continue
+		default:
+		}
+		break
+	}
+	check.Empty(t, last, "whatever was reported was taken back")
 }
