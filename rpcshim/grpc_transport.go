@@ -306,10 +306,10 @@ func (t *GRPCTransport) Call(ctx context.Context, nodeID, method string, req, re
 		return callError(ctx, nodeID, method, err)
 	}
 	if reply.Error != nil {
-		if ctx.Err() != nil {
+		if err := ctxEnded(ctx); err != nil {
 			// Same rule as InmemTransport: an error that comes back
 			// after the caller's deadline reports the deadline.
-			return ctxError(nodeID, method, ctx.Err())
+			return ctxError(nodeID, method, err)
 		}
 		return reply.Error.Err()
 	}
@@ -401,7 +401,7 @@ func (t *GRPCTransport) Close() error {
 // errors. A handler's own error never arrives here (it travels in the
 // reply), so a status is always the transport's.
 func callError(ctx context.Context, nodeID, method string, err error) error {
-	if ctxErr := ctx.Err(); ctxErr != nil {
+	if ctxErr := ctxEnded(ctx); ctxErr != nil {
 		return ctxError(nodeID, method, ctxErr)
 	}
 	st := status.Convert(err)
@@ -421,7 +421,7 @@ func callError(ctx context.Context, nodeID, method string, err error) error {
 		}
 	}
 	return &classedError{
-		msg: fmt.Sprintf("rpcshim: call %s on node %s failed in the gRPC transport: %s: %s; check that the node agent serves %s and that server and node run compatible csikit versions",
+		msg: fmt.Sprintf("rpcshim: call %s on node %s failed in the gRPC transport: %s: %s; check that the node agent serves %s on a gRPC server built with rpcshim.ServerCodecOption, from a compatible csikit version",
 			method, nodeID, st.Code(), st.Message(), NodeServiceName),
 		class: csi.ClassOfCode(csi.Code(st.Code())),
 	}

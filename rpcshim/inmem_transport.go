@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/csikit/csikit/csi"
 )
@@ -36,8 +37,12 @@ func NewInmemTransport() *InmemTransport {
 }
 
 // Register makes h the endpoint of nodeID, replacing any earlier one (an
-// agent restart). A node that was set down stays down.
+// agent restart). A node that was set down stays down. Register panics if
+// h is nil, a programmer error better found here than in a call.
 func (t *InmemTransport) Register(nodeID string, h Handler) {
+	if h == nil {
+		panic("rpcshim: InmemTransport.Register called with a nil Handler for node " + nodeID)
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if n, ok := t.nodes[nodeID]; ok {
@@ -120,14 +125,30 @@ func (t *InmemTransport) Call(ctx context.Context, nodeID, method string, req, r
 		}
 	}
 	if r.err != nil {
-		if ctx.Err() != nil {
+		if err := ctxEnded(ctx); err != nil {
 			// Over gRPC the caller sees its own deadline, not what the
 			// handler answered after it: do the same here.
-			return ctxError(nodeID, method, ctx.Err())
+			return ctxError(nodeID, method, err)
 		}
 		return EncodeError(r.err).Err()
 	}
 	return decodeReply(nodeID, method, r.body, resp)
+}
+
+// ctxEnded returns ctx's error, or context.DeadlineExceeded once its
+// deadline has passed even if ctx has not noticed yet (its timer runs on
+// another goroutine). A node's handler sees the same deadline rounded up
+// (gRPC's grpc-timeout), so when it answers "deadline exceeded" the
+// caller's deadline has passed too, and both transports report it as the
+// caller's.
+func ctxEnded(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		return context.DeadlineExceeded
+	}
+	return nil
 }
 
 // ctxError reports a call cut short by its context: Uncertain, with

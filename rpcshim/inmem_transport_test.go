@@ -1,0 +1,176 @@
+package rpcshim_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/rpcshim"
+)
+
+// whoMux answers "Who" with name.
+func whoMux(name string) *rpcshim.Mux {
+	m := rpcshim.NewMux()
+	rpcshim.Handle(m, "Who", func(context.Context, *struct{}) (*string, error) { return &name, nil })
+	return m
+}
+
+func callWho(t *testing.T, tr rpcshim.Transport, nodeID string) (string, error) {
+	t.Helper()
+	var got string
+	err := tr.Call(context.Background(), nodeID, "Who", struct{}{}, &got)
+	return got, err
+}
+
+func TestInmemTransport_Register_Lifecycle(t *testing.T) {
+	tests := []struct {
+		name    string
+		steps   func(tr *rpcshim.InmemTransport)
+		want    string // reply of node n1, if reachable
+		wantErr error
+	}{
+		{"registered", func(tr *rpcshim.InmemTransport) { tr.Register("n1", whoMux("first")) }, "first", nil},
+		{"re-registered replaces the endpoint", func(tr *rpcshim.InmemTransport) {
+			tr.Register("n1", whoMux("first"))
+			tr.Register("n1", whoMux("second"))
+		}, "second", nil},
+		{"deregistered", func(tr *rpcshim.InmemTransport) {
+			tr.Register("n1", whoMux("first"))
+			tr.Deregister("n1")
+		}, "", csi.ErrNodeNotReady},
+		{"set down", func(tr *rpcshim.InmemTransport) {
+			tr.Register("n1", whoMux("first"))
+			tr.SetDown("n1", true)
+		}, "", csi.ErrNodeNotReady},
+		{"set down then up", func(tr *rpcshim.InmemTransport) {
+			tr.Register("n1", whoMux("first"))
+			tr.SetDown("n1", true)
+			tr.SetDown("n1", false)
+		}, "first", nil},
+		{"stays down across a restart", func(tr *rpcshim.InmemTransport) {
+			tr.Register("n1", whoMux("first"))
+			tr.SetDown("n1", true)
+			tr.Register("n1", whoMux("second"))
+		}, "", csi.ErrNodeNotReady},
+		{"down before registration is ignored", func(tr *rpcshim.InmemTransport) {
+			tr.SetDown("n1", true)
+			tr.Register("n1", whoMux("first"))
+		}, "first", nil},
+		{"other node down", func(tr *rpcshim.InmemTransport) {
+			tr.Register("n1", whoMux("first"))
+			tr.Register("n2", whoMux("other"))
+			tr.SetDown("n2", true)
+		}, "first", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tr := rpcshim.NewInmemTransport()
+			tc.steps(tr)
+			got, err := callWho(t, tr, "n1")
+			if tc.wantErr != nil {
+				expectIs(t, err, tc.wantErr)
+				expectUnreachable(t, err, "n1")
+				return
+			}
+			must(t, err)
+			expectEqual(t, got, tc.want)
+		})
+	}
+}
+
+// TestInmemTransport_Call_HandlerIgnoresContext checks that Call honours
+// ctx even when the handler does not, as the network would.
+func TestInmemTransport_Call_HandlerIgnoresContext(t *testing.T) {
+	release := make(chan struct{})
+	started := make(chan struct{})
+	finished := make(chan struct{})
+	m := rpcshim.NewMux()
+	rpcshim.Handle(m, "Stuck", func(context.Context, *struct{}) (*struct{}, error) {
+		defer close(finished)
+		close(started)
+		<-release
+		return &struct{}{}, nil
+	})
+	tr := rpcshim.NewInmemTransport()
+	tr.Register("n1", m)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-started; cancel() }()
+	err := tr.Call(ctx, "n1", "Stuck", struct{}{}, nil)
+	expectIs(t, err, context.Canceled)
+	expectClass(t, err, csi.ClassUncertain)
+	close(release)
+	<-finished
+}
+
+// TestInmemTransport_Call_CopiesValues checks that caller and handler share
+// no memory, as they would not over the network.
+func TestInmemTransport_Call_CopiesValues(t *testing.T) {
+	kept := make(chan *echoReq, 1)
+	m := rpcshim.NewMux()
+	rpcshim.Handle(m, "Echo", func(ctx context.Context, req *echoReq) (*echoResp, error) {
+		kept <- req
+		return echo(ctx, req)
+	})
+	tr := rpcshim.NewInmemTransport()
+	tr.Register("n1", m)
+	req := &echoReq{Name: "a", Tags: []string{"x"}}
+	var resp echoResp
+	must(t, tr.Call(context.Background(), "n1", "Echo", req, &resp))
+
+	req.Tags[0] = "changed by caller"
+	expectEqual(t, (<-kept).Tags, []string{"x"})
+	expectEqual(t, resp.Tags, []string{"x"})
+}
+
+func TestInmemNodeStatuses_NodeStatus(t *testing.T) {
+	var s rpcshim.InmemNodeStatuses // the zero value is ready
+	ctx := context.Background()
+	got, err := s.NodeStatus(ctx, "n1")
+	must(t, err)
+	expectEqual(t, got, csi.NodeStatusUnknown)
+
+	tests := []struct {
+		node   string
+		status csi.NodeStatus
+	}{
+		{"n1", csi.NodeStatusReady},
+		{"n2", csi.NodeStatusDown},
+		{"n3", csi.NodeStatusGone},
+		{"n1", csi.NodeStatusDown},
+	}
+	for _, tc := range tests {
+		t.Run(tc.node+"="+tc.status.String(), func(t *testing.T) {
+			s.Set(tc.node, tc.status)
+			got, err := s.NodeStatus(ctx, tc.node)
+			must(t, err)
+			expectEqual(t, got, tc.status)
+		})
+	}
+}
+
+func TestInmemNodeStatuses_Set_Concurrent(t *testing.T) {
+	var s rpcshim.InmemNodeStatuses
+	var wg sync.WaitGroup
+	for range 10 {
+		wg.Go(func() { s.Set("n1", csi.NodeStatusReady) })
+		wg.Go(func() {
+			if _, err := s.NodeStatus(context.Background(), "n1"); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	got, _ := s.NodeStatus(context.Background(), "n1")
+	expectEqual(t, got, csi.NodeStatusReady)
+}
+
+func TestInmemTransport_Register_NilHandlerPanics(t *testing.T) {
+	defer func() {
+		if recover() == nil {
+			t.Error("Register(nil) did not panic")
+		}
+	}()
+	rpcshim.NewInmemTransport().Register("n1", nil)
+}
