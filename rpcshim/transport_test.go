@@ -436,8 +436,8 @@ func BenchmarkTransportCall(b *testing.B) {
 	}
 }
 
-// The module's go.sum lacks an entry testify's assert package needs
-// (go.yaml.in/yaml/v3), so these few checks stand in for it.
+// Small checks shared by the transport tests; expectUnreachable states the
+// Transport contract's rule for a node it cannot reach.
 
 // must stops the test if err is not nil.
 func must(t testing.TB, err error) {
