@@ -739,3 +739,47 @@ func TestMounter_HasMount_Waits(t *testing.T) {
 	}
 	mustUnmount(t, m, unmountReq("vol1", "a1"))
 }
+
+// TestMounter_Crash_CompletedByNextMount: the agent dies during the
+// NodeUnpublishVolume of one allocation while another still uses the
+// volume. After the restart the next mount on the volume finishes that
+// teardown, and the volume is unstaged only when the last user leaves.
+func TestMounter_Crash_CompletedByNextMount(t *testing.T) {
+	e := newEnv(t, stageCaps)
+	ext := e.volume("vol1")
+	m1 := e.mounter()
+	mustMount(t, m1, mountReq("vol1", "a1"))
+	mustMount(t, m1, mountReq("vol1", "a2"))
+	crashed := filepath.Join(t.TempDir(), "state")
+	e.p.SetHook(csitest.MethodNodeUnpublishVolume, func(context.Context, string, any) error {
+		copyDir(t, e.state, crashed)
+		// The plugin never gets to unpublish: the node went down first.
+		return status.Error(codes.Unavailable, "node going down")
+	})
+	if err := m1.UnmountVolume(context.Background(), unmountReq("vol1", "a1")); err == nil {
+		t.Fatal("unmount succeeded through a failing plugin")
+	}
+	e.p.SetHook(csitest.MethodNodeUnpublishVolume, nil)
+	e.p.ResetCalls()
+
+	m2, err := mounter.New(mounter.Config{Root: e.root, StateDir: crashed, Plugins: e.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustMount(t, m2, mountReq("vol1", "a3"))
+	requireCounts(t, e.p, [4]int{0, 1, 1, 0}, "the next mount finishes a1's teardown")
+	if has, _ := m2.HasMount(context.Background(), testNS, "vol1", "a1"); has {
+		t.Error("a1 still tracked after its teardown was finished")
+	}
+	vs, _ := e.p.Volume(ext)
+	if len(vs.Published) != 2 {
+		t.Errorf("%d publications, want a2 and a3", len(vs.Published))
+	}
+	mustUnmount(t, m2, unmountReq("vol1", "a2"))
+	mustUnmount(t, m2, unmountReq("vol1", "a3"))
+	requireCounts(t, e.p, [4]int{0, 1, 3, 1}, "after the last user left")
+	if vs, _ := e.p.Volume(ext); vs.InUse() {
+		t.Errorf("volume still in use: %+v", vs)
+	}
+	e.p.RequireNoViolations(t)
+}
