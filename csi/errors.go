@@ -35,6 +35,27 @@ func (c Class) String() string {
 	return fmt.Sprintf("Class(%d)", int(c))
 }
 
+// MarshalText implements encoding.TextMarshaler; transports carry the
+// class by name so the numbering may change without breaking the wire.
+func (c Class) MarshalText() ([]byte, error) {
+	switch c {
+	case ClassFinal, ClassRetryable, ClassUncertain:
+		return []byte(c.String()), nil
+	}
+	return nil, fmt.Errorf("%w: unknown error class %d", ErrInvalidRequest, int(c))
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (c *Class) UnmarshalText(b []byte) error {
+	for _, v := range []Class{ClassFinal, ClassRetryable, ClassUncertain} {
+		if v.String() == string(b) {
+			*c = v
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: unknown error class %q", ErrInvalidRequest, b)
+}
+
 // Classed is implemented by errors that know their class. Classify finds
 // it anywhere in an error chain, so wrapping keeps the class.
 type Classed interface {

@@ -104,3 +104,23 @@ func TestTeardownDone(t *testing.T) {
 		t.Fatal("unknown error is not done")
 	}
 }
+
+func TestClass_TextRoundTrip(t *testing.T) {
+	for _, c := range []csi.Class{csi.ClassFinal, csi.ClassRetryable, csi.ClassUncertain} {
+		b, err := c.MarshalText()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got csi.Class
+		if err := got.UnmarshalText(b); err != nil || got != c {
+			t.Fatalf("round trip of %s: %v, %v", c, got, err)
+		}
+	}
+	if _, err := csi.Class(9).MarshalText(); !errors.Is(err, csi.ErrInvalidRequest) {
+		t.Fatalf("unknown class marshals: %v", err)
+	}
+	var c csi.Class
+	if err := c.UnmarshalText([]byte("maybe")); !errors.Is(err, csi.ErrInvalidRequest) {
+		t.Fatalf("unknown class name: %v", err)
+	}
+}
