@@ -31,9 +31,9 @@ type VolumeMounter interface {
 	// unstages it when no other allocation uses it.
 	UnmountVolume(ctx context.Context, req *UnmountRequest) error
 	// HasMount reports whether the allocation may have the volume
-	// published: true from the start of a MountVolume until an
-	// UnmountVolume has completed (an uncertain outcome counts as
-	// mounted).
+	// published: true once a MountVolume has sent NodePublishVolume for
+	// it (whatever the outcome, unless the plugin answered with a
+	// definite failure) until an UnmountVolume for it has completed.
 	HasMount(ctx context.Context, namespace, volumeID, allocID string) (bool, error)
 }
 

@@ -123,8 +123,8 @@ func sortedAllocs(u *usageRecord) []string {
 	return ids
 }
 
-// check validates a record read from disk. file names the file, whose
-// name must match the record's namespace and volume.
+// check validates a record read from disk from the file named after
+// (namespace, volumeID).
 func (r *volumeRecord) check(namespace, volumeID string) error {
 	if r.Version != formatVersion {
 		return fmt.Errorf("format version %d is not the version %d this build reads (written by another csikit version?)", r.Version, formatVersion)
