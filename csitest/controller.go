@@ -83,7 +83,7 @@ func (s controllerServer) CreateVolume(_ context.Context, req *csipb.CreateVolum
 	}
 
 	p.volumeSeq++
-	v := newVolume(volumeIDf("vol", p.volumeSeq))
+	v := newVolume(seqID("vol", p.volumeSeq))
 	v.name = name
 	v.capacity = capacity
 	v.context = map[string]string{"name": name}
@@ -346,7 +346,7 @@ func (s controllerServer) CreateSnapshot(_ context.Context, req *csipb.CreateSna
 		return nil, errorf(codes.NotFound, m, "source volume %q does not exist", src)
 	}
 	p.snapshotSeq++
-	sn := &snapshot{id: volumeIDf("snap", p.snapshotSeq), name: name, source: src, size: v.capacity, created: p.clock.Now()}
+	sn := &snapshot{id: seqID("snap", p.snapshotSeq), name: name, source: src, size: v.capacity, created: p.clock.Now()}
 	p.snapshots[sn.id] = sn
 	return &csipb.CreateSnapshotResponse{Snapshot: sn.toProto()}, nil
 }

@@ -307,4 +307,4 @@ func (p *Plugin) attachmentsOnLocked(node string) int64 {
 	return n
 }
 
-func volumeIDf(prefix string, n int) string { return fmt.Sprintf("%s-%d", prefix, n) }
+func seqID(prefix string, n int) string { return fmt.Sprintf("%s-%d", prefix, n) }
