@@ -1,0 +1,448 @@
+package rpcshim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/plugin"
+	"github.com/csikit/csikit/internal/clock"
+	"github.com/csikit/csikit/state"
+)
+
+// ServerConfig configures a Server.
+type ServerConfig struct {
+	// Store is read for volumes, plugins and claims. Required.
+	Store state.Reader
+	// Applier takes every write (RegisterVolume, ClaimVolume,
+	// SetPublishContext, …). Required. The Server never writes to a
+	// store directly.
+	Applier state.Applier
+	// Router makes the controller calls. Required.
+	Router *Router
+	// Clock stamps the ReleasedAt of claims released by Unpublish; nil
+	// means the wall clock.
+	Clock clock.Clock
+	// Logger gets a line per claim whose ControllerPublishVolume failed.
+	// Nil means no logging. Requests are never logged.
+	Logger hclog.Logger
+}
+
+// Server is csikit's server endpoints: the volume, plugin and claim
+// operations a host exposes through its own API. It reads from the
+// store, writes through the applier, and reaches plugins only through
+// the Router.
+//
+// Operations on one volume (register, deregister, create, delete, claim,
+// unpublish) run one at a time in this Server, in arrival order, so a
+// claim cannot slip in between the in-use check and the plugin call of a
+// delete, and the "new attachment" decision of a claim sees every claim
+// written before it. Operations on different volumes run in parallel. A
+// host with several servers sends a volume's operations to the leader.
+//
+// Reads return copies the caller owns, with volume secrets removed: they
+// are meant for status outputs. All methods are safe for concurrent use.
+type Server struct {
+	store   state.Reader
+	applier state.Applier
+	router  *Router
+	clock   clock.Clock
+	logger  hclog.Logger
+
+	vols keyedLocks[volKey]
+}
+
+type volKey struct{ namespace, id string }
+
+// NewServer validates cfg and returns a Server. It starts no goroutine.
+func NewServer(cfg ServerConfig) (*Server, error) {
+	missing := func(field, what string) error {
+		return fmt.Errorf("%w: rpcshim: ServerConfig.%s is nil; pass %s", csi.ErrInvalidRequest, field, what)
+	}
+	switch {
+	case cfg.Store == nil:
+		return nil, missing("Store", "the server's state.Reader (a *state.MemStore)")
+	case cfg.Applier == nil:
+		return nil, missing("Applier", "the host's state.Applier (state.NewLocalApplier for a single process)")
+	case cfg.Router == nil:
+		return nil, missing("Router", "the Router built with NewRouter")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	return &Server{
+		store:   cfg.Store,
+		applier: cfg.Applier,
+		router:  cfg.Router,
+		clock:   clock.Or(cfg.Clock),
+		logger:  cfg.Logger,
+	}, nil
+}
+
+// VolumeRegisterRequest registers an existing volume (or updates a
+// registered one).
+type VolumeRegisterRequest struct {
+	Volume csi.Volume
+}
+
+// VolumeCreateRequest creates a volume through the plugin's controller
+// and registers it. Volume gives the csikit side (ID, Namespace, Name,
+// PluginID, Capabilities, MountOptions, Secrets, Parameters,
+// RequestedTopologies, RequestedCapacityMin/Max); the plugin fills the
+// external ID, capacity, context and topologies.
+type VolumeCreateRequest struct {
+	Volume            csi.Volume
+	MutableParameters map[string]string     `json:",omitempty"`
+	Source            *plugin.ContentSource `json:",omitempty"`
+}
+
+// VolumeResponse is a volume after a write, with its secrets removed,
+// and the log index of the write.
+type VolumeResponse struct {
+	Volume *csi.Volume
+	Index  uint64
+}
+
+// VolumeDeregisterRequest removes a volume from csikit without any
+// plugin call. Force drops its claims too; see state.DeregisterVolume.
+type VolumeDeregisterRequest struct {
+	Namespace string
+	VolumeID  string
+	Force     bool `json:",omitempty"`
+}
+
+// VolumeDeleteRequest deletes a volume in the plugin and deregisters it.
+type VolumeDeleteRequest struct {
+	Namespace string
+	VolumeID  string
+}
+
+// WriteResponse is the log index of a write (0 when nothing changed).
+type WriteResponse struct {
+	Index uint64
+}
+
+// VolumeClaimRequest claims a volume for an allocation.
+type VolumeClaimRequest struct {
+	Namespace string
+	VolumeID  string
+	// Claim names the allocation, its node, the claim mode and the
+	// access and attachment modes; the store fills ExternalNodeID.
+	Claim csi.Claim
+}
+
+// VolumeClaimResponse is what the claim's node needs to mount the volume
+// (mounter.NewMountRequest(Volume, Claim)).
+type VolumeClaimResponse struct {
+	// Claim is the stored claim, with its publish context.
+	Claim *csi.Claim
+	// Volume is the claimed volume, secrets included: the node passes
+	// them to NodeStageVolume and NodePublishVolume. Send it to the
+	// claim's node only, never to a status output.
+	Volume *csi.Volume
+	// Index is the log index of the last write the claim made.
+	Index uint64
+}
+
+// VolumeUnpublishRequest is a node's report that it has unmounted a
+// volume for an allocation that stopped.
+type VolumeUnpublishRequest struct {
+	Namespace    string
+	VolumeID     string
+	AllocationID string
+	// NodeID is the reporting node; it must be the claim's node.
+	NodeID string
+	// NodeDetached says the node step is done (NodeUnpublishVolume, and
+	// NodeUnstageVolume for the last user, as mounter.UnmountVolume
+	// does), so the release worker goes straight to the controller step.
+	NodeDetached bool `json:",omitempty"`
+}
+
+// VolumeUnpublishResponse is the claim after the report, nil when it was
+// already freed.
+type VolumeUnpublishResponse struct {
+	Claim *csi.Claim
+	Index uint64
+}
+
+// lockVolume serializes the operations of one volume in this Server.
+func (s *Server) lockVolume(ctx context.Context, op, namespace, id string) (func(), error) {
+	if err := csi.ValidateNamespace(namespace); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if err := csi.ValidateVolumeID(id); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	unlock, err := s.vols.lock(ctx, volKey{namespace, id})
+	if err != nil {
+		return nil, fmt.Errorf("%s: gave up waiting for another operation on volume %s/%s: %w", op, namespace, id, err)
+	}
+	return unlock, nil
+}
+
+// RegisterVolume registers an existing volume. When its plugin has a
+// controller, the capabilities are first confirmed with
+// ValidateVolumeCapabilities; a plugin that does not confirm them is
+// csi.ErrAccessModeNotAllowed and nothing is written. The store's rules
+// then apply (see state.RegisterVolume).
+func (s *Server) RegisterVolume(ctx context.Context, req *VolumeRegisterRequest) (*VolumeResponse, error) {
+	if req == nil {
+		return nil, fmt.Errorf("%w: register volume: nil request", csi.ErrInvalidRequest)
+	}
+	v := req.Volume.Copy()
+	op := fmt.Sprintf("register volume %s/%s", v.Namespace, v.ID)
+	unlock, err := s.lockVolume(ctx, op, v.Namespace, v.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := csi.ValidatePluginID(v.PluginID); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	p, err := s.store.Plugin(v.PluginID)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if p.ControllerRequired {
+		if err := s.validateCapabilities(ctx, op, v); err != nil {
+			return nil, err
+		}
+	}
+	res, err := s.applier.Apply(ctx, state.RegisterVolume{Volume: *v})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return s.volumeResponse(op, v.Namespace, v.ID, res.Index)
+}
+
+func (s *Server) validateCapabilities(ctx context.Context, op string, v *csi.Volume) error {
+	r, err := s.router.ValidateVolumeCapabilities(ctx, &ValidateCapabilitiesRequest{
+		CSIControllerQuery: CSIControllerQuery{PluginID: v.PluginID},
+		ValidateCapabilitiesRequest: plugin.ValidateCapabilitiesRequest{
+			ExternalID:    v.ExternalID,
+			Capabilities:  v.Capabilities,
+			MountOptions:  v.MountOptions,
+			VolumeContext: v.Context,
+			Parameters:    v.Parameters,
+			Secrets:       v.Secrets,
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("%s: validate its capabilities with the controller: %w", op, err)
+	}
+	if !r.Confirmed {
+		why := r.Message
+		if why == "" {
+			why = "no reason given"
+		}
+		return fmt.Errorf("%w: %s: plugin %s does not confirm the capabilities %s for external volume %q (%s); register the volume with capabilities the plugin supports",
+			csi.ErrAccessModeNotAllowed, op, v.PluginID, capsList(v.Capabilities), v.ExternalID, why)
+	}
+	return nil
+}
+
+// DeregisterVolume removes a volume without any plugin call. A volume
+// with claims is refused with csi.ErrVolumeInUse unless Force is set.
+func (s *Server) DeregisterVolume(ctx context.Context, req *VolumeDeregisterRequest) (*WriteResponse, error) {
+	if req == nil {
+		return nil, fmt.Errorf("%w: deregister volume: nil request", csi.ErrInvalidRequest)
+	}
+	op := fmt.Sprintf("deregister volume %s/%s", req.Namespace, req.VolumeID)
+	unlock, err := s.lockVolume(ctx, op, req.Namespace, req.VolumeID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	res, err := s.applier.Apply(ctx, state.DeregisterVolume{Namespace: req.Namespace, VolumeID: req.VolumeID, Force: req.Force})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	return &WriteResponse{Index: res.Index}, nil
+}
+
+// CreateVolume creates a volume through a controller of its plugin
+// (CreateVolume, named Volume.Name, or "<namespace>/<ID>" when Name is
+// empty, so a retry finds the same plugin volume) and registers it with
+// the plugin's external ID, capacity, context and topologies. A volume
+// already registered under the ID is csi.ErrVolumeExists and the plugin
+// is not called. If registering fails after the plugin created the
+// volume, the volume is deleted again so that nothing leaks; the error
+// says whether that worked.
+func (s *Server) CreateVolume(ctx context.Context, req *VolumeCreateRequest) (*VolumeResponse, error) {
+	if req == nil {
+		return nil, fmt.Errorf("%w: create volume: nil request", csi.ErrInvalidRequest)
+	}
+	v := req.Volume.Copy()
+	op := fmt.Sprintf("create volume %s/%s", v.Namespace, v.ID)
+	unlock, err := s.lockVolume(ctx, op, v.Namespace, v.ID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := csi.ValidatePluginID(v.PluginID); err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	switch _, err := s.store.Volume(v.Namespace, v.ID); {
+	case err == nil:
+		return nil, fmt.Errorf("%w: %s: a volume with this ID is registered; delete or deregister it first, or update it with RegisterVolume",
+			csi.ErrVolumeExists, op)
+	case !errors.Is(err, csi.ErrVolumeNotFound):
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	name := v.Name
+	if name == "" {
+		name = v.Namespace + "/" + v.ID
+	}
+	cr, err := s.router.CreateVolume(ctx, &CreateVolumeRequest{
+		CSIControllerQuery: CSIControllerQuery{PluginID: v.PluginID},
+		CreateVolumeRequest: plugin.CreateVolumeRequest{
+			Name:              name,
+			CapacityMin:       v.RequestedCapacityMin,
+			CapacityMax:       v.RequestedCapacityMax,
+			Capabilities:      v.Capabilities,
+			MountOptions:      v.MountOptions,
+			Parameters:        v.Parameters,
+			MutableParameters: req.MutableParameters,
+			Secrets:           v.Secrets,
+			Source:            req.Source,
+			Topology:          v.RequestedTopologies,
+		},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	v.ExternalID = cr.Volume.ExternalID
+	v.Capacity = cr.Volume.Capacity
+	v.Context = cr.Volume.Context
+	v.Topologies = cr.Volume.Topologies
+	res, err := s.applier.Apply(ctx, state.RegisterVolume{Volume: *v})
+	if err != nil {
+		_, derr := s.router.DeleteVolume(ctx, &DeleteVolumeRequest{
+			CSIControllerQuery:  CSIControllerQuery{PluginID: v.PluginID},
+			DeleteVolumeRequest: plugin.DeleteVolumeRequest{ExternalID: v.ExternalID, Secrets: v.Secrets},
+		})
+		if !csi.TeardownDone(derr) {
+			return nil, fmt.Errorf("%s: plugin %s created external volume %q but registering it failed: %w; deleting it again failed too (%v), so delete it in the plugin by hand",
+				op, v.PluginID, v.ExternalID, err, derr)
+		}
+		return nil, fmt.Errorf("%s: registering the created volume failed, so external volume %q was deleted again: %w", op, v.ExternalID, err)
+	}
+	return s.volumeResponse(op, v.Namespace, v.ID, res.Index)
+}
+
+// DeleteVolume deletes a volume in its plugin (DeleteVolume through a
+// controller; NotFound counts as deleted) and then deregisters it. A
+// volume with any claim, live or past, is csi.ErrVolumeInUse (Retryable
+// once the claims are released) and the plugin is not called.
+func (s *Server) DeleteVolume(ctx context.Context, req *VolumeDeleteRequest) (*WriteResponse, error) {
+	if req == nil {
+		return nil, fmt.Errorf("%w: delete volume: nil request", csi.ErrInvalidRequest)
+	}
+	op := fmt.Sprintf("delete volume %s/%s", req.Namespace, req.VolumeID)
+	unlock, err := s.lockVolume(ctx, op, req.Namespace, req.VolumeID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	v, err := s.store.Volume(req.Namespace, req.VolumeID)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if v.InUse() {
+		return nil, fmt.Errorf("%w: %s: allocations %s still claim it; delete it once their claims are released",
+			csi.ErrVolumeInUse, op, claimHolders(v))
+	}
+	_, err = s.router.DeleteVolume(ctx, &DeleteVolumeRequest{
+		CSIControllerQuery:  CSIControllerQuery{PluginID: v.PluginID},
+		DeleteVolumeRequest: plugin.DeleteVolumeRequest{ExternalID: v.ExternalID, Secrets: v.Secrets},
+	})
+	if !csi.TeardownDone(err) {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	res, err := s.applier.Apply(ctx, state.DeregisterVolume{Namespace: req.Namespace, VolumeID: req.VolumeID})
+	if err != nil {
+		return nil, fmt.Errorf("%s: deleted in the plugin but not deregistered: %w", op, err)
+	}
+	return &WriteResponse{Index: res.Index}, nil
+}
+
+// Volume returns one volume, secrets removed.
+func (s *Server) Volume(ctx context.Context, namespace, id string) (*csi.Volume, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	v, err := s.store.Volume(namespace, id)
+	if err != nil {
+		return nil, err
+	}
+	return withoutSecrets(v), nil
+}
+
+// Volumes returns the volumes of namespace ("" for all) whose ID starts
+// with idPrefix, secrets removed.
+func (s *Server) Volumes(ctx context.Context, namespace, idPrefix string) ([]*csi.Volume, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	vols, err := s.store.Volumes(namespace, idPrefix)
+	if err != nil {
+		return nil, err
+	}
+	for _, v := range vols {
+		withoutSecrets(v)
+	}
+	return vols, nil
+}
+
+// Plugin returns one plugin with its instances.
+func (s *Server) Plugin(ctx context.Context, id string) (*csi.Plugin, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.store.Plugin(id)
+}
+
+// Plugins returns every plugin, sorted by ID.
+func (s *Server) Plugins(ctx context.Context) ([]*csi.Plugin, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return s.store.Plugins()
+}
+
+func (s *Server) volumeResponse(op, namespace, id string, index uint64) (*VolumeResponse, error) {
+	v, err := s.store.Volume(namespace, id)
+	if err != nil {
+		return nil, fmt.Errorf("%s: written at index %d, but reading it back failed: %w", op, index, err)
+	}
+	return &VolumeResponse{Volume: withoutSecrets(v), Index: index}, nil
+}
+
+func withoutSecrets(v *csi.Volume) *csi.Volume {
+	v.Secrets = nil
+	return v
+}
+
+func capsList(cs []csi.Capability) string {
+	s := make([]string, len(cs))
+	for i, c := range cs {
+		s[i] = c.String()
+	}
+	return strings.Join(s, ", ")
+}
+
+func claimHolders(v *csi.Volume) string {
+	var ids []string
+	for _, m := range []map[string]*csi.Claim{v.WriteClaims, v.ReadClaims, v.PastClaims} {
+		for id := range m {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return strings.Join(ids, ", ")
+}
