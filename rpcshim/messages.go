@@ -223,9 +223,9 @@ type NodeDetachRequest struct {
 	AllocationID string
 	// PluginID names the volume's plugin, for logs and errors.
 	PluginID string `json:",omitempty"`
-	// Usage is the claim's usage; the zero Usage means every usage the
-	// allocation has on the volume.
-	Usage mounter.Usage
+	// Usage is the claim's usage; nil means every usage the allocation
+	// has on the volume.
+	Usage *mounter.Usage `json:",omitempty"`
 }
 
 // NodeDetachResponse is empty.
@@ -233,12 +233,13 @@ type NodeDetachResponse struct{}
 
 // newNodeDetachRequest builds the node detach request of a claim.
 func newNodeDetachRequest(vol *csi.Volume, claim *csi.Claim) *NodeDetachRequest {
+	u := mounter.UsageOf(claim.Mode, claim.Capability())
 	return &NodeDetachRequest{
 		NodeID:       claim.NodeID,
 		Namespace:    vol.Namespace,
 		VolumeID:     vol.ID,
 		AllocationID: claim.AllocationID,
 		PluginID:     vol.PluginID,
-		Usage:        mounter.UsageOf(claim.Mode, claim.Capability()),
+		Usage:        &u,
 	}
 }

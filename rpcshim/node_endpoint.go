@@ -245,7 +245,9 @@ func (e *NodeEndpoint) nodeDetach(ctx context.Context, req *NodeDetachRequest) (
 		Namespace:    req.Namespace,
 		VolumeID:     req.VolumeID,
 		AllocationID: req.AllocationID,
-		Usage:        req.Usage,
+	}
+	if req.Usage != nil {
+		ur.Usage = *req.Usage
 	}
 	if err := e.mounter.UnmountVolume(ctx, ur); err != nil {
 		e.logger.Debug("node detach failed", "namespace", req.Namespace, "volume_id", req.VolumeID,

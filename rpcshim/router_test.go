@@ -492,7 +492,7 @@ func TestRouter_NodeDetach(t *testing.T) {
 				expectEqual(t, c.called(), []string{"n2 " + rpcshim.MethodNodeDetach})
 				expectEqual(t, *n2.requests()[0].(*rpcshim.NodeDetachRequest), rpcshim.NodeDetachRequest{
 					NodeID: "n2", Namespace: "default", VolumeID: "vol-1", AllocationID: "a1", PluginID: rtPlugin,
-					Usage: mounter.Usage{ClaimMode: csi.ClaimWrite, AccessMode: csi.AccessModeSingleNodeWriter, AttachmentMode: csi.AttachmentModeFileSystem},
+					Usage: &mounter.Usage{ClaimMode: csi.ClaimWrite, AccessMode: csi.AccessModeSingleNodeWriter, AttachmentMode: csi.AttachmentModeFileSystem},
 				})
 			} else {
 				expectEqual(t, len(c.called()), 0)

@@ -1,0 +1,539 @@
+package rpcshim_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/plugin"
+	"github.com/csikit/csikit/csitest"
+	"github.com/csikit/csikit/internal/clock"
+	"github.com/csikit/csikit/rpcshim"
+	"github.com/csikit/csikit/state"
+)
+
+func TestNewServer_Config(t *testing.T) {
+	e := newSrvEnv(t, allControllerCaps)
+	tests := []struct {
+		name  string
+		cfg   rpcshim.ServerConfig
+		field string
+	}{
+		{"no store", rpcshim.ServerConfig{Applier: e.applier, Router: e.router}, "Store"},
+		{"no applier", rpcshim.ServerConfig{Store: e.store, Router: e.router}, "Applier"},
+		{"no router", rpcshim.ServerConfig{Store: e.store, Applier: e.applier}, "Router"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := rpcshim.NewServer(tc.cfg)
+			expectIs(t, err, csi.ErrInvalidRequest)
+			expectContains(t, err.Error(), tc.field)
+			if s != nil {
+				t.Error("got a server with an invalid config")
+			}
+		})
+	}
+}
+
+func TestServer_RegisterVolume(t *testing.T) {
+	ctx := context.Background()
+	t.Run("capabilities validated with the controller", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		v := e.register("vol-a", "ext-a", snwFS)
+		expectEqual(t, v.ExternalID, "ext-a")
+		expectEqual(t, v.Secrets, csi.Secrets(nil)) // not in a response
+		expectEqual(t, e.volume("vol-a").Secrets, csi.Secrets{"token": "s3cr3t"})
+		calls := e.ctl.CallsTo(csitest.MethodValidateVolumeCapabilities)
+		if len(calls) != 1 {
+			t.Fatalf("ValidateVolumeCapabilities called %d times, want 1", len(calls))
+		}
+		expectEqual(t, calls[0].Request.(*csipb.ValidateVolumeCapabilitiesRequest).GetVolumeId(), "ext-a")
+	})
+	t.Run("capabilities not confirmed", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		cr, err := e.router.CreateVolume(ctx, &rpcshim.CreateVolumeRequest{
+			CSIControllerQuery:  rpcshim.CSIControllerQuery{PluginID: rtPlugin},
+			CreateVolumeRequest: plugin.CreateVolumeRequest{Name: "x", Capabilities: []csi.Capability{snwFS}},
+		})
+		must(t, err)
+		_, err = e.server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+			ID: "vol-a", Namespace: "default", PluginID: rtPlugin, ExternalID: cr.Volume.ExternalID, Capabilities: []csi.Capability{mnmwFS},
+		}})
+		expectIs(t, err, csi.ErrAccessModeNotAllowed)
+		expectClass(t, err, csi.ClassFinal)
+		expectContains(t, err.Error(), "does not confirm the capabilities multi-node-multi-writer/file-system")
+		expectNoVolume(t, e, "vol-a")
+	})
+	t.Run("external volume unknown to the plugin", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		_, err := e.server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+			ID: "vol-a", Namespace: "default", PluginID: rtPlugin, ExternalID: "nowhere", Capabilities: []csi.Capability{snwFS},
+		}})
+		expectEqual(t, csi.CodeOf(err), csi.CodeNotFound)
+		expectContains(t, err.Error(), "register volume default/vol-a: validate its capabilities")
+		expectNoVolume(t, e, "vol-a")
+	})
+	t.Run("plugin unknown", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		_, err := e.server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+			ID: "vol-a", Namespace: "default", PluginID: "nope", ExternalID: "ext", Capabilities: []csi.Capability{snwFS},
+		}})
+		expectIs(t, err, csi.ErrPluginNotFound)
+		expectEqual(t, len(e.ctl.Calls()), 0)
+	})
+	t.Run("no healthy controller", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		e.statuses.Set("n1", csi.NodeStatusDown)
+		e.ctl.AddVolume("ext-a", 1<<30, nil)
+		_, err := e.server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+			ID: "vol-a", Namespace: "default", PluginID: rtPlugin, ExternalID: "ext-a", Capabilities: []csi.Capability{snwFS},
+		}})
+		expectIs(t, err, csi.ErrNoController)
+		expectNoVolume(t, e, "vol-a")
+	})
+	t.Run("plugin without controller", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		e.nodeOnlyPlugin("p2")
+		resp, err := e.server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+			ID: "vol-b", Namespace: "default", PluginID: "p2", ExternalID: "ext-b", Capabilities: []csi.Capability{snwFS},
+		}})
+		must(t, err)
+		expectEqual(t, resp.Volume.PluginID, "p2")
+		expectEqual(t, len(e.ctl.Calls()), 0)
+	})
+	t.Run("bad input", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		_, err := e.server.RegisterVolume(ctx, nil)
+		expectIs(t, err, csi.ErrInvalidRequest)
+		_, err = e.server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{ID: "../x", Namespace: "default", PluginID: rtPlugin}})
+		expectIs(t, err, csi.ErrInvalidID)
+		expectEqual(t, len(e.ctl.Calls()), 0)
+	})
+}
+
+// nodeOnlyPlugin adds plugin id, with a node instance on n2 and no
+// controller.
+func (e *srvEnv) nodeOnlyPlugin(id string) {
+	e.t.Helper()
+	n, err := e.store.Node("n2")
+	must(e.t, err)
+	var list []csi.PluginInfo
+	for _, p := range n.Plugins {
+		list = append(list, *p)
+	}
+	list = append(list, csi.PluginInfo{PluginID: id, Type: csi.PluginTypeNode, Healthy: true, UpdateTime: rtTime,
+		Provider: "plain.csikit.io", NodeInfo: &csi.NodeInfo{ID: "plain-n2"}})
+	e.apply(state.UpsertNodePlugins{NodeID: "n2", Plugins: list})
+}
+
+func expectNoVolume(t *testing.T, e *srvEnv, id string) {
+	t.Helper()
+	_, err := e.store.Volume("default", id)
+	expectIs(t, err, csi.ErrVolumeNotFound)
+}
+
+func TestServer_CreateVolume(t *testing.T) {
+	ctx := context.Background()
+	create := func(e *srvEnv, v csi.Volume) (*rpcshim.VolumeResponse, error) {
+		if v.Namespace == "" {
+			v.Namespace = "default"
+		}
+		v.PluginID = rtPlugin
+		v.Capabilities = []csi.Capability{snwFS}
+		v.Secrets = csi.Secrets{"token": "s3cr3t"}
+		return e.server.CreateVolume(ctx, &rpcshim.VolumeCreateRequest{Volume: v})
+	}
+	t.Run("created and registered", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		resp, err := create(e, csi.Volume{ID: "vol-a", RequestedCapacityMin: 5 << 20, Parameters: map[string]string{"tier": "fast"}})
+		must(t, err)
+		v := resp.Volume
+		got, ok := e.ctl.Volume(v.ExternalID)
+		if !ok {
+			t.Fatalf("the plugin has no volume %q", v.ExternalID)
+		}
+		expectEqual(t, got.Name, "default/vol-a")
+		expectEqual(t, v.Capacity, got.Capacity)
+		expectEqual(t, v.Secrets, csi.Secrets(nil))
+		if resp.Index == 0 {
+			t.Error("no index in the response")
+		}
+
+		_, err = create(e, csi.Volume{ID: "vol-a"})
+		expectIs(t, err, csi.ErrVolumeExists)
+		expectEqual(t, e.ctl.CallCount(csitest.MethodCreateVolume), 1)
+	})
+	t.Run("plugin name from Volume.Name", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		resp, err := create(e, csi.Volume{ID: "vol-a", Name: "database"})
+		must(t, err)
+		got, _ := e.ctl.Volume(resp.Volume.ExternalID)
+		expectEqual(t, got.Name, "database")
+	})
+	t.Run("registration fails after creation", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		_, err := create(e, csi.Volume{ID: "vol-a", Provider: "someone.else"})
+		expectIs(t, err, csi.ErrInvalidRequest)
+		expectContains(t, err.Error(), "was deleted again")
+		e.ctl.RequireSequence(t, csitest.MethodCreateVolume, csitest.MethodDeleteVolume)
+		expectEqual(t, len(e.ctl.Volumes()), 0)
+		expectNoVolume(t, e, "vol-a")
+	})
+	t.Run("plugin refuses", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		e.ctl.FailNext(csitest.MethodCreateVolume, codes.OutOfRange, 1)
+		_, err := create(e, csi.Volume{ID: "vol-a"})
+		expectEqual(t, csi.CodeOf(err), csi.CodeOutOfRange)
+		expectNoVolume(t, e, "vol-a")
+	})
+	t.Run("no create capability", func(t *testing.T) {
+		e := newSrvEnv(t, csi.ControllerCapabilities{PublishUnpublishVolume: true})
+		_, err := create(e, csi.Volume{ID: "vol-a"})
+		expectEqual(t, csi.CodeOf(err), csi.CodeUnimplemented)
+		expectClass(t, err, csi.ClassFinal)
+	})
+}
+
+func TestServer_DeleteVolume(t *testing.T) {
+	ctx := context.Background()
+	del := func(e *srvEnv, id string) error {
+		_, err := e.server.DeleteVolume(ctx, &rpcshim.VolumeDeleteRequest{Namespace: "default", VolumeID: id})
+		return err
+	}
+	t.Run("deleted and deregistered", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		e.register("vol-a", "ext-a", snwFS)
+		must(t, del(e, "vol-a"))
+		expectNoVolume(t, e, "vol-a")
+		expectEqual(t, len(e.ctl.Volumes()), 0)
+		calls := e.ctl.CallsTo(csitest.MethodDeleteVolume)
+		expectEqual(t, calls[0].Request.(*csipb.DeleteVolumeRequest).GetVolumeId(), "ext-a")
+	})
+	t.Run("in use", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		e.register("vol-a", "ext-a", snwFS)
+		e.allocs("a1", "n2")
+		_, err := e.claim("vol-a", "a1", "n2", csi.ClaimWrite, snwFS)
+		must(t, err)
+		err = del(e, "vol-a")
+		expectIs(t, err, csi.ErrVolumeInUse)
+		expectContains(t, err.Error(), "allocations a1 still claim it")
+		expectEqual(t, e.ctl.CallCount(csitest.MethodDeleteVolume), 0)
+	})
+	t.Run("already gone in the plugin", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		e.register("vol-a", "ext-a", snwFS)
+		e.ctl.RemoveVolume("ext-a")
+		must(t, del(e, "vol-a"))
+		expectNoVolume(t, e, "vol-a")
+	})
+	t.Run("plugin fails", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		e.register("vol-a", "ext-a", snwFS)
+		e.ctl.FailNext(csitest.MethodDeleteVolume, codes.Internal, 1)
+		err := del(e, "vol-a")
+		expectEqual(t, csi.CodeOf(err), csi.CodeInternal)
+		e.volume("vol-a") // still registered
+	})
+	t.Run("unknown volume", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		expectIs(t, del(e, "vol-x"), csi.ErrVolumeNotFound)
+	})
+}
+
+func TestServer_DeregisterVolume(t *testing.T) {
+	ctx := context.Background()
+	e := newSrvEnv(t, allControllerCaps)
+	e.register("vol-a", "ext-a", snwFS)
+	e.allocs("a1", "n2")
+	_, err := e.claim("vol-a", "a1", "n2", csi.ClaimWrite, snwFS)
+	must(t, err)
+	_, err = e.server.DeregisterVolume(ctx, &rpcshim.VolumeDeregisterRequest{Namespace: "default", VolumeID: "vol-a"})
+	expectIs(t, err, csi.ErrVolumeInUse)
+	resp, err := e.server.DeregisterVolume(ctx, &rpcshim.VolumeDeregisterRequest{Namespace: "default", VolumeID: "vol-a", Force: true})
+	must(t, err)
+	if resp.Index == 0 {
+		t.Error("no index")
+	}
+	expectNoVolume(t, e, "vol-a")
+	expectEqual(t, e.ctl.CallCount(csitest.MethodDeleteVolume), 0)
+}
+
+// TestServer_Claim_Attachments walks the attachment decisions of claims
+// on one multi-node volume.
+func TestServer_Claim_Attachments(t *testing.T) {
+	e := newSrvEnv(t, allControllerCaps)
+	e.register("vol-a", "ext-a", mnmwFS, snwFS)
+	e.allocs("a1", "n2", "a2", "n2", "a3", "n3", "a4", "n2", "a5", "n2")
+	devicePath := map[string]string{"devicePath": "/dev/fake-ext-a"}
+
+	// A new attachment: ControllerPublish once, to n2's CSI node ID.
+	r1, err := e.claim("vol-a", "a1", "n2", csi.ClaimWrite, mnmwFS)
+	must(t, err)
+	expectEqual(t, r1.Claim.ExternalNodeID, "csi-n2")
+	expectEqual(t, r1.Claim.PublishContext, devicePath)
+	expectEqual(t, r1.Volume.WriteClaims["a1"].PublishContext, devicePath)
+	expectEqual(t, r1.Volume.Secrets, csi.Secrets{"token": "s3cr3t"}) // the node needs them to mount
+	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2"})
+	call := e.ctl.CallsTo(csitest.MethodControllerPublishVolume)[0].Request.(*csipb.ControllerPublishVolumeRequest)
+	expectEqual(t, call.GetVolumeId(), "ext-a")
+	expectEqual(t, call.GetReadonly(), false)
+	expectEqual(t, call.GetVolumeContext(), map[string]string{"zone": "a"})
+
+	// The same allocation again: nothing new.
+	again, err := e.claim("vol-a", "a1", "n2", csi.ClaimWrite, mnmwFS)
+	must(t, err)
+	expectEqual(t, again.Claim.PublishContext, devicePath)
+	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2"})
+
+	// A second claim on n2: the attachment's context is copied.
+	r2, err := e.claim("vol-a", "a2", "n2", csi.ClaimRead, mnmwFS)
+	must(t, err)
+	expectEqual(t, r2.Claim.PublishContext, devicePath)
+	expectEqual(t, e.volume("vol-a").ReadClaims["a2"].PublishContext, devicePath)
+	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2"})
+
+	// Another node: a new attachment.
+	_, err = e.claim("vol-a", "a3", "n3", csi.ClaimRead, mnmwFS)
+	must(t, err)
+	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2", "csi-n3"})
+
+	// a1 and a2 stop: their claims are past but still attached, so a
+	// new claim on n2 copies their context.
+	e.apply(state.UpsertAllocations{ReleasedAt: rtTime, Allocations: []csi.Allocation{
+		{ID: "a1", Namespace: "default", NodeID: "n2", Terminal: true},
+		{ID: "a2", Namespace: "default", NodeID: "n2", Terminal: true},
+	}})
+	r4, err := e.claim("vol-a", "a4", "n2", csi.ClaimWrite, mnmwFS)
+	must(t, err)
+	expectEqual(t, r4.Claim.PublishContext, devicePath)
+	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2", "csi-n3"})
+
+	// Once every past claim on n2 is detached and a4 is gone too, a new
+	// claim there is a new attachment again.
+	e.apply(state.UpsertAllocations{ReleasedAt: rtTime, Allocations: []csi.Allocation{
+		{ID: "a4", Namespace: "default", NodeID: "n2", Terminal: true},
+	}})
+	for _, a := range []string{"a1", "a2", "a4"} {
+		for _, st := range []csi.ClaimState{csi.ClaimNodeDetached, csi.ClaimControllerDetached} {
+			e.apply(state.CheckpointClaim{Namespace: "default", VolumeID: "vol-a", AllocationID: a, State: st})
+		}
+	}
+	_, err = e.claim("vol-a", "a5", "n2", csi.ClaimWrite, mnmwFS)
+	must(t, err)
+	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2", "csi-n3", "csi-n2"})
+	e.ctl.RequireNoViolations(t)
+}
+
+func TestServer_Claim_ReadOnlyAttachment(t *testing.T) {
+	e := newSrvEnv(t, allControllerCaps)
+	e.register("vol-ro", "ext-ro", mnroFS)
+	e.allocs("a1", "n2")
+	_, err := e.claim("vol-ro", "a1", "n2", csi.ClaimRead, mnroFS)
+	must(t, err)
+	call := e.ctl.CallsTo(csitest.MethodControllerPublishVolume)[0].Request.(*csipb.ControllerPublishVolumeRequest)
+	expectEqual(t, call.GetReadonly(), true)
+}
+
+func TestServer_Claim_PublishFails(t *testing.T) {
+	t.Run("final error removes the claim", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		e.register("vol-a", "ext-a", snwFS)
+		e.allocs("a1", "n2")
+		e.ctl.FailNext(csitest.MethodControllerPublishVolume, codes.FailedPrecondition, 1)
+		_, err := e.claim("vol-a", "a1", "n2", csi.ClaimWrite, snwFS)
+		mustErr(t, err)
+		expectClass(t, err, csi.ClassFinal)
+		expectEqual(t, csi.CodeOf(err), csi.CodeFailedPrecondition)
+		expectContains(t, err.Error(), "so the claim was removed")
+		expectEqual(t, e.volume("vol-a").InUse(), false)
+	})
+	t.Run("retryable error keeps the claim for a retry", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		e.register("vol-a", "ext-a", snwFS)
+		e.allocs("a1", "n2")
+		e.ctl.FailNext(csitest.MethodControllerPublishVolume, codes.Unavailable, 1)
+		_, err := e.claim("vol-a", "a1", "n2", csi.ClaimWrite, snwFS)
+		mustErr(t, err)
+		expectEqual(t, csi.IsRetryable(err), true)
+		expectContains(t, err.Error(), "the claim is kept")
+		c := e.volume("vol-a").WriteClaims["a1"]
+		if c == nil || c.PublishContext != nil {
+			t.Fatalf("claim after a retryable failure: %+v", c)
+		}
+
+		r, err := e.claim("vol-a", "a1", "n2", csi.ClaimWrite, snwFS)
+		must(t, err)
+		expectEqual(t, r.Claim.PublishContext, map[string]string{"devicePath": "/dev/fake-ext-a"})
+		expectEqual(t, publishedTo(e.ctl), []string{"csi-n2", "csi-n2"})
+		expectEqual(t, e.volume("vol-a").WriteClaims["a1"].PublishContext, r.Claim.PublishContext)
+	})
+	t.Run("no healthy controller keeps the claim", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		e.register("vol-a", "ext-a", snwFS)
+		e.allocs("a1", "n2")
+		// The claim is written while the controller is healthy (a new
+		// claim is refused without one), and its publish does not go
+		// through; then the controller turns unhealthy.
+		e.ctl.FailNext(csitest.MethodControllerPublishVolume, codes.Unavailable, 1)
+		_, err := e.claim("vol-a", "a1", "n2", csi.ClaimWrite, snwFS)
+		expectEqual(t, csi.IsRetryable(err), true)
+		ctrl := rtControllerInstance(false, "probe failed")
+		e.apply(state.UpsertNodePlugins{NodeID: "n1", Plugins: []csi.PluginInfo{ctrl}})
+
+		_, err = e.claim("vol-a", "a1", "n2", csi.ClaimWrite, snwFS)
+		expectIs(t, err, csi.ErrNoController)
+		expectClass(t, err, csi.ClassRetryable)
+		expectContains(t, err.Error(), "the claim is kept")
+		if e.volume("vol-a").WriteClaims["a1"] == nil {
+			t.Error("the claim was dropped")
+		}
+		expectEqual(t, e.ctl.CallCount(csitest.MethodControllerPublishVolume), 1)
+	})
+}
+
+func TestServer_Claim_NoPublish(t *testing.T) {
+	t.Run("plugin without PUBLISH_UNPUBLISH_VOLUME", func(t *testing.T) {
+		e := newSrvEnv(t, csi.ControllerCapabilities{CreateDeleteVolume: true})
+		e.register("vol-a", "ext-a", snwFS)
+		e.allocs("a1", "n2")
+		r, err := e.claim("vol-a", "a1", "n2", csi.ClaimWrite, snwFS)
+		must(t, err)
+		expectEqual(t, r.Claim.PublishContext, map[string]string(nil))
+		expectEqual(t, e.ctl.CallCount(csitest.MethodControllerPublishVolume), 0)
+	})
+	t.Run("plugin without controller", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		e.nodeOnlyPlugin("p2")
+		e.allocs("a1", "n2")
+		_, err := e.server.RegisterVolume(context.Background(), &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+			ID: "vol-b", Namespace: "default", PluginID: "p2", ExternalID: "ext-b", Capabilities: []csi.Capability{snwFS},
+		}})
+		must(t, err)
+		r, err := e.claim("vol-b", "a1", "n2", csi.ClaimWrite, snwFS)
+		must(t, err)
+		expectEqual(t, r.Claim.ExternalNodeID, "plain-n2")
+		expectEqual(t, len(e.ctl.Calls()), 0)
+	})
+	t.Run("refused claims call nothing", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		e.register("vol-a", "ext-a", snwFS)
+		e.allocs("a1", "n2", "a2", "n3")
+		e.apply(state.UpsertAllocations{ReleasedAt: rtTime, Allocations: []csi.Allocation{
+			{ID: "a2", Namespace: "default", NodeID: "n3", Terminal: true},
+		}})
+		_, err := e.claim("vol-a", "a2", "n3", csi.ClaimWrite, snwFS)
+		expectIs(t, err, csi.ErrAllocationTerminal)
+		_, err = e.claim("vol-a", "ghost", "n2", csi.ClaimWrite, snwFS)
+		expectIs(t, err, csi.ErrAllocationNotFound)
+		_, err = e.claim("vol-a", "a1", "n2", csi.ClaimWrite, mnmwFS)
+		expectIs(t, err, csi.ErrAccessModeNotAllowed)
+		_, err = e.server.Claim(context.Background(), nil)
+		expectIs(t, err, csi.ErrInvalidRequest)
+		expectEqual(t, e.ctl.CallCount(csitest.MethodControllerPublishVolume), 0)
+	})
+}
+
+// TestServer_Unpublish checks a node's early release of a claim, and
+// that no release path ever calls ControllerPublishVolume.
+func TestServer_Unpublish(t *testing.T) {
+	ctx := context.Background()
+	e := newSrvEnv(t, allControllerCaps)
+	fake := clock.NewFake(rtTime.Add(time.Hour))
+	var err error
+	e.server, err = rpcshim.NewServer(rpcshim.ServerConfig{Store: e.store, Applier: e.applier, Router: e.router, Clock: fake})
+	must(t, err)
+	e.register("vol-a", "ext-a", mnmwFS)
+	e.register("vol-b", "ext-b", mnmwFS)
+	e.allocs("a1", "n2", "a2", "n3")
+	for _, v := range []string{"vol-a", "vol-b"} {
+		_, err := e.claim(v, "a1", "n2", csi.ClaimWrite, mnmwFS)
+		must(t, err)
+	}
+	_, err = e.claim("vol-a", "a2", "n3", csi.ClaimWrite, mnmwFS)
+	must(t, err)
+	published := e.ctl.CallCount(csitest.MethodControllerPublishVolume)
+
+	unpublish := func(vol, alloc, node string, detached bool) (*rpcshim.VolumeUnpublishResponse, error) {
+		return e.server.Unpublish(ctx, &rpcshim.VolumeUnpublishRequest{
+			Namespace: "default", VolumeID: vol, AllocationID: alloc, NodeID: node, NodeDetached: detached,
+		})
+	}
+
+	_, err = unpublish("vol-a", "a1", "n3", true)
+	expectIs(t, err, csi.ErrInvalidRequest)
+	expectContains(t, err.Error(), "the claim is on node n2")
+
+	r, err := unpublish("vol-a", "a1", "n2", true)
+	must(t, err)
+	expectEqual(t, r.Claim.State, csi.ClaimNodeDetached)
+	expectEqual(t, r.Claim.ReleasedAt, rtTime.Add(time.Hour))
+	// The allocation stopped: its other claim is released too, and waits
+	// for its own node step.
+	expectEqual(t, e.volume("vol-b").PastClaims["a1"].State, csi.ClaimUnpublishing)
+
+	// Repeating the report changes nothing.
+	again, err := unpublish("vol-a", "a1", "n2", true)
+	must(t, err)
+	expectEqual(t, again.Claim.State, csi.ClaimNodeDetached)
+	expectEqual(t, again.Index, uint64(0))
+
+	// Without NodeDetached the claim is released and left to the worker.
+	r, err = unpublish("vol-a", "a2", "n3", false)
+	must(t, err)
+	expectEqual(t, r.Claim.State, csi.ClaimUnpublishing)
+
+	// A claim that was freed is no error.
+	e.apply(state.FreeClaim{Namespace: "default", VolumeID: "vol-a", AllocationID: "a1"})
+	r, err = unpublish("vol-a", "a1", "n2", true)
+	must(t, err)
+	if r.Claim != nil {
+		t.Errorf("claim of a freed allocation: %+v", r.Claim)
+	}
+
+	expectEqual(t, e.ctl.CallCount(csitest.MethodControllerPublishVolume), published)
+	_, err = unpublish("vol-a", "../a1", "n2", true)
+	expectIs(t, err, csi.ErrInvalidID)
+}
+
+func TestServer_Reads(t *testing.T) {
+	ctx := context.Background()
+	e := newSrvEnv(t, allControllerCaps)
+	e.register("vol-a", "ext-a", snwFS)
+	e.register("vol-b", "ext-b", snwFS)
+
+	v, err := e.server.Volume(ctx, "default", "vol-a")
+	must(t, err)
+	expectEqual(t, v.Secrets, csi.Secrets(nil))
+	expectEqual(t, v.ControllerRequired, true)
+	vols, err := e.server.Volumes(ctx, "default", "vol-")
+	must(t, err)
+	expectEqual(t, len(vols), 2)
+	for _, v := range vols {
+		expectEqual(t, v.Secrets, csi.Secrets(nil))
+	}
+	_, err = e.server.Volume(ctx, "default", "nope")
+	expectIs(t, err, csi.ErrVolumeNotFound)
+
+	p, err := e.server.Plugin(ctx, rtPlugin)
+	must(t, err)
+	expectEqual(t, p.ControllersHealthy, 1)
+	expectEqual(t, p.NodesHealthy, 2)
+	ps, err := e.server.Plugins(ctx)
+	must(t, err)
+	expectEqual(t, len(ps), 1)
+	_, err = e.server.Plugin(ctx, "nope")
+	expectIs(t, err, csi.ErrPluginNotFound)
+
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	_, err = e.server.Volumes(done, "", "")
+	if !errors.Is(err, context.Canceled) {
+		t.Errorf("read with a done ctx: %v", err)
+	}
+}
