@@ -1,0 +1,424 @@
+package claimgc
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/state"
+)
+
+// A release of one volume runs in passes. Each pass reads the volume
+// once and moves each of its past claims forward by at most one step:
+//
+//  1. node step for claims in Unpublishing (skipped when the node is
+//     gone), then checkpoint NodeDetached. A pass that did any node
+//     step ends here, so the controller decision below reads the live
+//     claims as they are after it;
+//  2. controller step for claims in NodeDetached, grouped by node: one
+//     ControllerUnpublish per (node, CSI node ID), only when no live
+//     claim of the volume is on that node and no other past claim there
+//     still waits for its node step; then checkpoint ControllerDetached
+//     for each claim of the group and free it. When the plugin needs no
+//     ControllerUnpublish the claims are freed directly: there is no
+//     step whose repetition a checkpoint would save;
+//  3. free for claims in ControllerDetached or ReadyToFree (left by a
+//     run that stopped between the checkpoint and the free).
+//
+// Every checkpoint is written only after its step succeeded, so a run
+// cut short at any point (crash, lost leadership) leaves each claim at
+// the last finished step, and the next run resumes there. A claim whose
+// step failed is left alone for the rest of the run; the others go on.
+
+// failure is a failed step of one claim in the current run.
+type failure struct {
+	claim *csi.Claim
+	step  Step
+	err   error
+}
+
+// volumeRun is one run of releaseVolume.
+type volumeRun struct {
+	w        *Worker
+	key      volKey
+	failures map[string]*failure // by allocation ID
+	deferred bool
+	// plugin decision, computed at most once per pass
+	ctrlKnown  bool
+	ctrlNeeded bool
+	ctrlErr    error
+}
+
+// releaseVolume runs the release passes of one volume until a pass makes
+// no progress, and says when to come back.
+func (w *Worker) releaseVolume(ctx context.Context, k volKey) outcome {
+	r := &volumeRun{w: w, key: k, failures: map[string]*failure{}}
+	var v *csi.Volume
+	for {
+		if ctx.Err() != nil {
+			return outcome{kind: outcomeAborted}
+		}
+		var err error
+		v, err = w.cfg.Store.Volume(k.namespace, k.id)
+		if errors.Is(err, csi.ErrVolumeNotFound) {
+			return outcome{kind: outcomeDone}
+		}
+		if err != nil {
+			w.cfg.Logger.Warn("cannot read volume to release its claims; retrying", "namespace", k.namespace, "volume", k.id, "error", err)
+			return outcome{kind: outcomeRetry}
+		}
+		if len(v.PastClaims) == 0 {
+			return outcome{kind: outcomeDone, index: v.ModifyIndex}
+		}
+		r.deferred, r.ctrlKnown = false, false
+		progress, allFreed := r.pass(ctx, v)
+		if ctx.Err() != nil {
+			return outcome{kind: outcomeAborted}
+		}
+		if allFreed {
+			// Claims released after this read are found by the scan that
+			// follows the writes of this pass.
+			return outcome{kind: outcomeDone, index: v.ModifyIndex}
+		}
+		if !progress {
+			break
+		}
+	}
+	if len(r.failures) > 0 {
+		return r.recordFailures(ctx, v)
+	}
+	if r.deferred {
+		return outcome{kind: outcomeParked, index: v.ModifyIndex}
+	}
+	// A pass without progress, failure or deferral cannot happen; come
+	// back on the slow schedule rather than spin.
+	w.cfg.Logger.Error("claim release made no progress and met no error", "namespace", k.namespace, "volume", k.id)
+	return outcome{kind: outcomeRetry, final: true}
+}
+
+// pass moves each past claim of v forward by one step. progress reports
+// whether any write happened; allFreed whether every past claim of v was
+// freed.
+func (r *volumeRun) pass(ctx context.Context, v *csi.Volume) (progress, allFreed bool) {
+	claims := slices.SortedFunc(maps.Values(v.PastClaims), func(a, b *csi.Claim) int {
+		return cmp.Compare(a.AllocationID, b.AllocationID)
+	})
+
+	for _, c := range claims {
+		if c.State != csi.ClaimUnpublishing || r.failed(c) {
+			continue
+		}
+		if r.nodeStep(ctx, v, c) {
+			progress = true
+		}
+		if ctx.Err() != nil {
+			return progress, false
+		}
+	}
+	if progress {
+		return true, false
+	}
+
+	// Nodes where a past claim still waits for its node step: detaching
+	// the controller there would pull the volume from under a mount.
+	nodeBusy := map[string]bool{}
+	for _, c := range claims {
+		if c.State < csi.ClaimNodeDetached {
+			nodeBusy[c.NodeID] = true
+		}
+	}
+	type group struct{ node, external string }
+	groups := map[group][]*csi.Claim{}
+	freed := 0
+	for _, c := range claims {
+		switch {
+		case r.failed(c):
+		case c.State == csi.ClaimNodeDetached:
+			g := group{c.NodeID, c.ExternalNodeID}
+			groups[g] = append(groups[g], c)
+		case c.State >= csi.ClaimControllerDetached:
+			if r.free(ctx, v, c) {
+				progress = true
+				freed++
+			}
+		}
+	}
+	for _, g := range slices.SortedFunc(maps.Keys(groups), func(a, b group) int {
+		return cmp.Or(cmp.Compare(a.node, b.node), cmp.Compare(a.external, b.external))
+	}) {
+		if ctx.Err() != nil {
+			return progress, false
+		}
+		cs := groups[g]
+		if nodeBusy[g.node] || v.LiveClaimOnNode(g.node, cs[0].AllocationID) {
+			r.deferred = true
+			continue
+		}
+		n, wrote := r.controllerStep(ctx, v, cs)
+		freed += n
+		progress = progress || wrote
+	}
+	return progress, freed == len(claims)
+}
+
+func (r *volumeRun) failed(c *csi.Claim) bool { return r.failures[c.AllocationID] != nil }
+
+// fail records a failed attempt at step for claim c.
+func (r *volumeRun) fail(c *csi.Claim, step Step, err error) {
+	r.failures[c.AllocationID] = &failure{claim: c, step: step, err: err}
+	r.w.failedAttempts.Add(1)
+	final := csi.Classify(err) == csi.ClassFinal
+	r.w.cfg.Observer.StepFailed(r.key.namespace, r.key.id, c.AllocationID, step, err, final)
+	r.w.cfg.Logger.Debug("claim release step failed", "namespace", r.key.namespace, "volume", r.key.id,
+		"allocation", c.AllocationID, "node", c.NodeID, "step", string(step), "final", final, "error", err)
+}
+
+// nodeStep runs the node step of c and checkpoints NodeDetached. It
+// reports whether the checkpoint was written.
+func (r *volumeRun) nodeStep(ctx context.Context, v *csi.Volume, c *csi.Claim) bool {
+	w := r.w
+	st, err := w.cfg.NodeStatuses.NodeStatus(ctx, c.NodeID)
+	if err != nil {
+		if ctx.Err() == nil {
+			r.fail(c, StepNodeDetach, fmt.Errorf("%w: node %s: the host cannot tell whether it is up (%w); the node step is retried",
+				csi.ErrNodeNotReady, c.NodeID, err))
+		}
+		return false
+	}
+	switch st {
+	case csi.NodeStatusGone:
+		w.cfg.Logger.Info("node is gone; skipping the node step of the claim", "namespace", r.key.namespace,
+			"volume", r.key.id, "allocation", c.AllocationID, "node", c.NodeID)
+	case csi.NodeStatusReady:
+		sctx, cancel := context.WithTimeout(ctx, w.cfg.StepTimeout)
+		err := w.cfg.Nodes.NodeDetach(sctx, v, c)
+		cancel()
+		if ctx.Err() != nil {
+			return false
+		}
+		if !csi.TeardownDone(err) {
+			r.fail(c, StepNodeDetach, fmt.Errorf("node detach of volume %s for allocation %s on node %s: %w",
+				r.key.id, c.AllocationID, c.NodeID, err))
+			return false
+		}
+	default:
+		r.fail(c, StepNodeDetach, fmt.Errorf("%w: node %s is %s; the node step of volume %s for allocation %s waits until it is ready again or the host reports it gone",
+			csi.ErrNodeNotReady, c.NodeID, st, r.key.id, c.AllocationID))
+		return false
+	}
+	if !r.checkpoint(ctx, c, csi.ClaimNodeDetached, StepNodeDetach) {
+		return false
+	}
+	w.steps[stepIndex(StepNodeDetach)].Add(1)
+	return true
+}
+
+// controllerStep detaches the volume from one node for the claims cs
+// (all NodeDetached, same node and CSI node ID), checkpoints them and
+// frees them. It returns how many were freed and whether anything was
+// written.
+func (r *volumeRun) controllerStep(ctx context.Context, v *csi.Volume, cs []*csi.Claim) (freed int, wrote bool) {
+	w := r.w
+	needed, err := r.controllerNeeded(v)
+	if err != nil {
+		for _, c := range cs {
+			r.fail(c, StepControllerDetach, err)
+		}
+		return 0, false
+	}
+	if needed {
+		sctx, cancel := context.WithTimeout(ctx, w.cfg.StepTimeout)
+		err := w.cfg.Controllers.ControllerDetach(sctx, v, cs[0])
+		cancel()
+		if ctx.Err() != nil {
+			return 0, false
+		}
+		if !csi.TeardownDone(err) {
+			err = fmt.Errorf("controller detach of volume %s from node %s: %w", r.key.id, cs[0].NodeID, err)
+			for _, c := range cs {
+				r.fail(c, StepControllerDetach, err)
+			}
+			return 0, false
+		}
+	}
+	for _, c := range cs {
+		if needed {
+			if !r.checkpoint(ctx, c, csi.ClaimControllerDetached, StepControllerDetach) {
+				continue
+			}
+			wrote = true
+		}
+		w.steps[stepIndex(StepControllerDetach)].Add(1)
+		if r.free(ctx, v, c) {
+			freed++
+			wrote = true
+		}
+	}
+	return freed, wrote
+}
+
+// controllerNeeded decides whether the volume's claims go through
+// ControllerUnpublishVolume, once per pass.
+//
+// The plugin decides (csi.Plugin.NeedsControllerPublish). When the
+// plugin is not registered at all, or requires a controller of which no
+// instance is running, the answer is unknown: skipping could leave the
+// volume attached to the node for good, so the step fails with a
+// Retryable error and waits, with backoff, for the plugin to come back.
+// A volume whose plugin never comes back keeps its past claims until an
+// operator deregisters it with Force.
+func (r *volumeRun) controllerNeeded(v *csi.Volume) (bool, error) {
+	if r.ctrlKnown {
+		return r.ctrlNeeded, r.ctrlErr
+	}
+	needed, err := r.w.controllerNeeded(v)
+	r.ctrlKnown, r.ctrlNeeded, r.ctrlErr = true, needed, err
+	return needed, err
+}
+
+func (w *Worker) controllerNeeded(v *csi.Volume) (bool, error) {
+	p, err := w.pluginView(v.PluginID)
+	switch {
+	case errors.Is(err, csi.ErrPluginNotFound):
+		return false, fmt.Errorf("%w: plugin %s of volume %s is not registered, so whether the volume needs ControllerUnpublishVolume is unknown; the controller step waits for the plugin (deregister the volume with Force if it will never come back)",
+			csi.ErrPluginNotFound, v.PluginID, v.ID)
+	case err != nil:
+		return false, err
+	case p.NeedsControllerPublish():
+		return true, nil
+	case p.ControllerRequired && len(p.Controllers) == 0:
+		return false, fmt.Errorf("%w: plugin %s requires a controller but none is running, so whether volume %s needs ControllerUnpublishVolume is unknown; the controller step waits for a controller",
+			csi.ErrNoController, v.PluginID, v.ID)
+	}
+	return false, nil
+}
+
+// pluginEntry caches a plugin read, valid while the plugin table stays
+// at index.
+type pluginEntry struct {
+	index  uint64
+	plugin *csi.Plugin
+	err    error
+}
+
+// pluginView returns the plugin, read again only when the plugin table
+// changed: a plugin read copies every instance, which for a plugin on
+// many nodes costs more than the rest of a release. The returned plugin
+// is shared and must not be changed.
+func (w *Worker) pluginView(id string) (*csi.Plugin, error) {
+	idx, err := w.cfg.Store.Index(state.TablePlugins)
+	if err != nil {
+		return nil, &storeError{what: "read the plugin table index", err: err}
+	}
+	w.pluginMu.Lock()
+	e, ok := w.plugins[id]
+	w.pluginMu.Unlock()
+	if ok && e.index == idx {
+		return e.plugin, e.err
+	}
+	p, err := w.cfg.Store.Plugin(id)
+	if err != nil && !errors.Is(err, csi.ErrPluginNotFound) {
+		return nil, &storeError{what: "read plugin " + id, err: err}
+	}
+	w.pluginMu.Lock()
+	if old, ok := w.plugins[id]; !ok || old.index <= idx {
+		w.plugins[id] = pluginEntry{index: idx, plugin: p, err: err}
+	}
+	w.pluginMu.Unlock()
+	return p, err
+}
+
+// checkpoint moves c to st through the Applier. A claim that is gone or
+// already further along (another worker got there) counts as done.
+func (r *volumeRun) checkpoint(ctx context.Context, c *csi.Claim, st csi.ClaimState, step Step) bool {
+	_, err := r.w.cfg.Applier.Apply(ctx, state.CheckpointClaim{
+		Namespace: r.key.namespace, VolumeID: r.key.id, AllocationID: c.AllocationID, State: st,
+	})
+	switch {
+	case err == nil, errors.Is(err, csi.ErrClaimNotFound):
+		return true
+	case ctx.Err() != nil:
+		return false
+	}
+	r.fail(c, step, fmt.Errorf("checkpoint the claim of allocation %s on volume %s as %s: %w", c.AllocationID, r.key.id, st, err))
+	return false
+}
+
+// free removes c and reports whether it is gone.
+func (r *volumeRun) free(ctx context.Context, v *csi.Volume, c *csi.Claim) bool {
+	w := r.w
+	_, err := w.cfg.Applier.Apply(ctx, state.FreeClaim{
+		Namespace: r.key.namespace, VolumeID: r.key.id, AllocationID: c.AllocationID,
+	})
+	switch {
+	case errors.Is(err, csi.ErrClaimNotFound):
+		return true // freed by an earlier run whose outcome was lost
+	case err != nil:
+		if ctx.Err() == nil {
+			r.fail(c, StepFree, fmt.Errorf("free the claim of allocation %s on volume %s: %w", c.AllocationID, r.key.id, err))
+		}
+		return false
+	}
+	var since = w.cfg.Clock.Now().Sub(c.ReleasedAt)
+	if c.ReleasedAt.IsZero() || since < 0 {
+		since = 0
+	}
+	w.freed.Add(1)
+	w.freeLatencySum.Add(int64(since))
+	for {
+		m := w.freeLatencyMax.Load()
+		if int64(since) <= m || w.freeLatencyMax.CompareAndSwap(m, int64(since)) {
+			break
+		}
+	}
+	w.cfg.Observer.ClaimFreed(r.key.namespace, r.key.id, c.AllocationID, since)
+	w.cfg.Logger.Debug("claim freed", "namespace", r.key.namespace, "volume", v.ID, "allocation", c.AllocationID, "since_released", since)
+	return true
+}
+
+// recordFailures writes each failed claim's error (LastError) and says
+// when to come back: with backoff when any error is Retryable or
+// Uncertain, on the slow schedule when all are Final.
+func (r *volumeRun) recordFailures(ctx context.Context, v *csi.Volume) outcome {
+	final := true
+	for _, id := range slices.Sorted(maps.Keys(r.failures)) {
+		f := r.failures[id]
+		if csi.IsRetryable(f.err) {
+			final = false
+		}
+		msg := fmt.Sprintf("%s: %v", f.step, f.err)
+		if c := v.PastClaims[id]; c == nil || c.LastError == msg {
+			continue
+		}
+		_, err := r.w.cfg.Applier.Apply(ctx, state.RecordClaimError{
+			Namespace: r.key.namespace, VolumeID: r.key.id, AllocationID: id, Error: msg,
+		})
+		if err != nil && ctx.Err() == nil && !errors.Is(err, csi.ErrClaimNotFound) {
+			r.w.cfg.Logger.Warn("cannot record a claim release error", "namespace", r.key.namespace,
+				"volume", r.key.id, "allocation", id, "error", err)
+		}
+	}
+	if ctx.Err() != nil {
+		return outcome{kind: outcomeAborted}
+	}
+	if final {
+		r.w.cfg.Logger.Warn("claim release failed with a final error; retrying on the slow schedule",
+			"namespace", r.key.namespace, "volume", r.key.id, "claims", len(r.failures), "retry_in", r.w.cfg.FinalRetryInterval)
+	}
+	return outcome{kind: outcomeRetry, final: final}
+}
+
+// storeError is a failed store read: Retryable, the store may answer
+// next time.
+type storeError struct {
+	what string
+	err  error
+}
+
+func (e *storeError) Error() string         { return e.what + ": " + e.err.Error() }
+func (e *storeError) Unwrap() error         { return e.err }
+func (e *storeError) ErrorClass() csi.Class { return csi.ClassRetryable }

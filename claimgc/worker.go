@@ -1,0 +1,364 @@
+package claimgc
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/internal/clock"
+	"github.com/csikit/csikit/state"
+)
+
+// Worker releases past claims: for each volume with past claims it runs
+// the node step, the controller step and the free of every claim,
+// checkpointing after each step through the Applier. See the package
+// doc for the host's duties.
+//
+// A Worker starts disabled; only the leader enables it (SetEnabled).
+// Its methods are safe for concurrent use.
+type Worker struct {
+	cfg Config
+
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced when enabled, ep or run change
+	enabled  bool
+	run      runState
+	ep       *queue // the queue of the current enabled period, or nil
+	plugins  map[string]pluginEntry
+	pluginMu sync.Mutex
+
+	freed          atomic.Uint64
+	failedAttempts atomic.Uint64
+	steps          [3]atomic.Uint64 // by stepIndex
+	freeLatencySum atomic.Int64     // nanoseconds
+	freeLatencyMax atomic.Int64
+	scans          atomic.Uint64
+}
+
+type runState int
+
+const (
+	runIdle runState = iota
+	runRunning
+	runStopped
+)
+
+// New validates cfg, fills its defaults and returns a disabled Worker.
+// It starts no goroutine and reads nothing.
+func New(cfg Config) (*Worker, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Worker{
+		cfg:     c,
+		changed: make(chan struct{}),
+		plugins: map[string]pluginEntry{},
+	}, nil
+}
+
+func (w *Worker) notifyLocked() {
+	close(w.changed)
+	w.changed = make(chan struct{})
+}
+
+// SetEnabled turns releasing on (this server became the leader) or off
+// (it lost leadership). It does not block. Enabling starts a scan of
+// every volume with past claims, since the previous leader may have
+// dropped work. Disabling cancels the steps in flight; a step whose
+// call was cut short is not checkpointed and runs again, whole, on the
+// next leader. Settle waits until a disabled Worker has stopped.
+func (w *Worker) SetEnabled(enabled bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.enabled == enabled {
+		return
+	}
+	w.enabled = enabled
+	w.cfg.Logger.Info("claim release worker", "enabled", enabled)
+	w.notifyLocked()
+}
+
+// Enabled reports whether the Worker is enabled.
+func (w *Worker) Enabled() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.enabled
+}
+
+// Run releases claims while the Worker is enabled, and waits while it is
+// disabled, until ctx ends. It returns nil after every goroutine it
+// started has stopped. A Worker runs once: a second call returns an
+// error matching csi.ErrInvalidRequest.
+func (w *Worker) Run(ctx context.Context) error {
+	w.mu.Lock()
+	if w.run != runIdle {
+		w.mu.Unlock()
+		return fmt.Errorf("%w: claimgc: Run was already called; a Worker runs once, build a new one with New", csi.ErrInvalidRequest)
+	}
+	w.run = runRunning
+	w.notifyLocked()
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.run = runStopped
+		w.notifyLocked()
+		w.mu.Unlock()
+	}()
+	for {
+		if !w.waitEnabled(ctx, true) {
+			return nil
+		}
+		w.runEnabled(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// waitEnabled blocks until the enabled flag equals want; false when ctx
+// ends first.
+func (w *Worker) waitEnabled(ctx context.Context, want bool) bool {
+	for {
+		w.mu.Lock()
+		en, ch := w.enabled, w.changed
+		w.mu.Unlock()
+		if en == want {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-ch:
+		}
+	}
+}
+
+// runEnabled runs one enabled period: the store watcher, the scanner,
+// the timer loop and Parallelism workers, until the Worker is disabled
+// or ctx ends. It returns after all of them stopped.
+func (w *Worker) runEnabled(parent context.Context) {
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
+	q := newQueue(w.cfg.Clock, w.cfg.Observer, w.cfg.ScanInterval)
+	w.mu.Lock()
+	w.ep = q
+	w.notifyLocked()
+	w.mu.Unlock()
+
+	// The first scan (forced) reads the store as of now or later; the
+	// watcher only needs to report what changes after this index.
+	start, err := w.cfg.Store.Index(state.TableVolumes)
+	if err != nil {
+		start = 0
+	}
+	var wg sync.WaitGroup
+	wg.Go(func() { w.watchStore(ctx, q, start) })
+	wg.Go(func() { w.scanLoop(ctx, q) })
+	wg.Go(func() { w.timerLoop(ctx, q) })
+	for range w.cfg.Parallelism {
+		wg.Go(func() { w.workLoop(ctx, q) })
+	}
+	w.waitEnabled(ctx, false)
+	cancel()
+	wg.Wait()
+
+	w.mu.Lock()
+	w.ep = nil
+	w.notifyLocked()
+	w.mu.Unlock()
+	w.cfg.Observer.QueueChanged(0, 0, 0)
+}
+
+// watchStore turns changes of the volume table into scan requests. It
+// blocks in the store's Wait: no polling.
+func (w *Worker) watchStore(ctx context.Context, q *queue, idx uint64) {
+	failures := 0
+	for {
+		n, err := w.cfg.Store.Wait(ctx, state.TableVolumes, idx)
+		if ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			failures++
+			d := w.cfg.backoff().Delay(failures)
+			w.cfg.Logger.Warn("claim release worker cannot watch the volume table; retrying", "error", err, "retry_in", d)
+			if clock.Sleep(ctx, w.cfg.Clock, d) != nil {
+				return
+			}
+			continue
+		}
+		failures = 0
+		idx = n
+		q.storeChanged()
+	}
+}
+
+// scanLoop reads every volume with past claims when the store changed,
+// a scan is forced, and the ready queue has drained.
+func (w *Worker) scanLoop(ctx context.Context, q *queue) {
+	failures := 0
+	for q.waitScan(ctx) {
+		idx, err := w.cfg.Store.Index(state.TableVolumes)
+		var vols []*csi.Volume
+		if err == nil {
+			vols, err = w.cfg.Store.VolumesWithPastClaims()
+		}
+		if err != nil {
+			failures++
+			d := w.cfg.backoff().Delay(failures)
+			w.cfg.Logger.Warn("claim release worker cannot list volumes with past claims; retrying", "error", err, "retry_in", d)
+			q.scanFailed(w.cfg.Clock.Now().Add(d))
+			continue
+		}
+		failures = 0
+		w.scans.Add(1)
+		q.offer(vols, idx)
+	}
+}
+
+// timerLoop fires retries and the backstop scan on Config.Clock. It
+// holds one timer at a time, for the earliest deadline.
+func (w *Worker) timerLoop(ctx context.Context, q *queue) {
+	for {
+		next := q.nextDeadline()
+		t := w.cfg.Clock.NewTimer(next.Sub(w.cfg.Clock.Now()))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-q.timerWake:
+			t.Stop()
+		case <-t.C():
+		}
+		q.fire(w.cfg.ScanInterval)
+	}
+}
+
+// workLoop releases one volume at a time from the ready queue.
+func (w *Worker) workLoop(ctx context.Context, q *queue) {
+	for {
+		e, ok := q.pop(ctx)
+		if !ok {
+			return
+		}
+		o := w.releaseVolume(ctx, e.key)
+		if ctx.Err() != nil {
+			o = outcome{kind: outcomeAborted}
+		}
+		q.finish(e, o, w.retryDelay)
+	}
+}
+
+// retryDelay is the wait before the next run of a volume that failed
+// attempts times in a row.
+func (w *Worker) retryDelay(attempts int, final bool) time.Duration {
+	if final {
+		return w.cfg.FinalRetryInterval
+	}
+	return w.cfg.backoff().Delay(attempts)
+}
+
+// Settle blocks until the Worker has nothing to do right now, or ctx
+// ends (returning ctx.Err()). An enabled Worker has settled when it has
+// read the store as of the call (so every claim released before the call
+// has been seen), no volume is queued or being released, and no retry
+// or backstop scan is due on Config.Clock; volumes waiting for a later
+// retry, or for a change of their volume, do not count. A disabled
+// Worker has settled once its in-flight steps have stopped; a Worker
+// whose Run has returned has settled. An enabled Worker whose Run has
+// not started yet waits for it.
+//
+// Settle is for tests (act, Settle, assert; advance a fake clock,
+// Settle, assert) and for a host that wants to know the releases it
+// triggered have been tried.
+func (w *Worker) Settle(ctx context.Context) error {
+	target, err := w.cfg.Store.Index(state.TableVolumes)
+	if err != nil {
+		return fmt.Errorf("claimgc: settle: read the volume table index: %w", err)
+	}
+	for {
+		w.mu.Lock()
+		en, run, q, ch := w.enabled, w.run, w.ep, w.changed
+		w.mu.Unlock()
+		var qch <-chan struct{}
+		switch {
+		case run == runStopped:
+			return nil
+		case !en && q == nil:
+			return nil
+		case en && q != nil:
+			ok, c := q.settled(target)
+			if ok {
+				return nil
+			}
+			qch = c
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ch:
+		case <-qch:
+		}
+	}
+}
+
+// Stats is a snapshot of the Worker's counters (since New) and queue
+// (of the current enabled period).
+type Stats struct {
+	Enabled bool
+	// Freed counts claims freed.
+	Freed uint64
+	// NodeDetached, ControllerDetached count steps done (RPC made or
+	// skipped, checkpoint written).
+	NodeDetached       uint64
+	ControllerDetached uint64
+	// FailedAttempts counts failed attempts at a step.
+	FailedAttempts uint64
+	// Scans counts reads of every volume with past claims.
+	Scans uint64
+	// Ready, Running and Waiting are the volumes queued for a worker
+	// slot, being released, and waiting for a retry; Parked those
+	// waiting for their volume to change (a live claim on the same
+	// node).
+	Ready, Running, Waiting, Parked int
+	// FreeLatencyTotal and FreeLatencyMax sum and bound the time from
+	// Claim.ReleasedAt to the free over the freed claims; divide the
+	// total by Freed for the mean.
+	FreeLatencyTotal time.Duration
+	FreeLatencyMax   time.Duration
+}
+
+// Stats returns a snapshot of the counters.
+func (w *Worker) Stats() Stats {
+	w.mu.Lock()
+	en, q := w.enabled, w.ep
+	w.mu.Unlock()
+	s := Stats{
+		Enabled:            en,
+		Freed:              w.freed.Load(),
+		NodeDetached:       w.steps[stepIndex(StepNodeDetach)].Load(),
+		ControllerDetached: w.steps[stepIndex(StepControllerDetach)].Load(),
+		FailedAttempts:     w.failedAttempts.Load(),
+		Scans:              w.scans.Load(),
+		FreeLatencyTotal:   time.Duration(w.freeLatencySum.Load()),
+		FreeLatencyMax:     time.Duration(w.freeLatencyMax.Load()),
+	}
+	if q != nil {
+		s.Ready, s.Running, s.Waiting, s.Parked = q.depth()
+	}
+	return s
+}
+
+func stepIndex(s Step) int {
+	switch s {
+	case StepNodeDetach:
+		return 0
+	case StepControllerDetach:
+		return 1
+	}
+	return 2
+}
