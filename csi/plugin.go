@@ -19,20 +19,28 @@ type ControllerCapabilities struct {
 	PublishReadonly           bool `json:",omitempty"`
 	ExpandVolume              bool `json:",omitempty"`
 	ListVolumesPublishedNodes bool `json:",omitempty"`
-	VolumeCondition           bool `json:",omitempty"`
-	GetVolume                 bool `json:",omitempty"`
-	SingleNodeMultiWriter     bool `json:",omitempty"`
-	ModifyVolume              bool `json:",omitempty"`
-	GetSnapshot               bool `json:",omitempty"`
+	// GetVolumeHealth and ListVolumeHealth are CSI 1.13's
+	// GET_VOLUME_HEALTH and LIST_VOLUME_HEALTH (which replaced
+	// VOLUME_CONDITION).
+	GetVolumeHealth       bool `json:",omitempty"`
+	ListVolumeHealth      bool `json:",omitempty"`
+	GetVolume             bool `json:",omitempty"`
+	SingleNodeMultiWriter bool `json:",omitempty"`
+	ModifyVolume          bool `json:",omitempty"`
+	GetSnapshot           bool `json:",omitempty"`
 }
 
 // NodeCapabilities are the node RPCs a plugin advertises
 // (NodeGetCapabilities). The struct is comparable with ==.
 type NodeCapabilities struct {
-	StageUnstageVolume    bool `json:",omitempty"`
-	GetVolumeStats        bool `json:",omitempty"`
-	ExpandVolume          bool `json:",omitempty"`
-	VolumeCondition       bool `json:",omitempty"`
+	StageUnstageVolume bool `json:",omitempty"`
+	GetVolumeStats     bool `json:",omitempty"`
+	ExpandVolume       bool `json:",omitempty"`
+	// GetVolumeHealth and GetStorageHealth are CSI 1.13's
+	// GET_VOLUME_HEALTH and GET_STORAGE_HEALTH (which replaced
+	// VOLUME_CONDITION).
+	GetVolumeHealth       bool `json:",omitempty"`
+	GetStorageHealth      bool `json:",omitempty"`
 	SingleNodeMultiWriter bool `json:",omitempty"`
 	VolumeMountGroup      bool `json:",omitempty"`
 }

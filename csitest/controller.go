@@ -315,8 +315,8 @@ func (s controllerServer) ControllerGetCapabilities(context.Context, *csipb.Cont
 	add(c.SingleNodeMultiWriter, csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
 	add(c.ModifyVolume, csipb.ControllerServiceCapability_RPC_MODIFY_VOLUME)
 	add(c.GetSnapshot, csipb.ControllerServiceCapability_RPC_GET_SNAPSHOT)
-	// csi.ControllerCapabilities.VolumeCondition has no counterpart in
-	// CSI 1.13 (the health RPCs replaced it), so it is not advertised.
+	add(c.GetVolumeHealth, csipb.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH)
+	add(c.ListVolumeHealth, csipb.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH)
 	return &resp, nil
 }
 

@@ -381,8 +381,8 @@ func (s nodeServer) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilit
 	add(c.ExpandVolume, csipb.NodeServiceCapability_RPC_EXPAND_VOLUME)
 	add(c.SingleNodeMultiWriter, csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
 	add(c.VolumeMountGroup, csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP)
-	// csi.NodeCapabilities.VolumeCondition has no counterpart in CSI
-	// 1.13 (the health RPCs replaced it), so it is not advertised.
+	add(c.GetVolumeHealth, csipb.NodeServiceCapability_RPC_GET_VOLUME_HEALTH)
+	add(c.GetStorageHealth, csipb.NodeServiceCapability_RPC_GET_STORAGE_HEALTH)
 	return &resp, nil
 }
 

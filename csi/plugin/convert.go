@@ -235,9 +235,9 @@ func pluginCapsToPB(c Capabilities) []*csipb.PluginCapability {
 }
 
 // controllerCapsFromPB folds ControllerGetCapabilities' list into a
-// struct; unknown capabilities are ignored. csi's VolumeCondition is read
-// from GET_VOLUME_HEALTH, and from the VOLUME_CONDITION value older
-// plugins send.
+// struct; unknown capabilities are ignored. GetVolumeHealth is also read
+// from the VOLUME_CONDITION value that plugins of older spec versions
+// send.
 func controllerCapsFromPB(list []*csipb.ControllerServiceCapability) csi.ControllerCapabilities {
 	var c csi.ControllerCapabilities
 	for _, x := range list {
@@ -263,7 +263,9 @@ func controllerCapsFromPB(list []*csipb.ControllerServiceCapability) csi.Control
 		case csipb.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES:
 			c.ListVolumesPublishedNodes = true
 		case csipb.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH, legacyControllerVolumeCondition:
-			c.VolumeCondition = true
+			c.GetVolumeHealth = true
+		case csipb.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH:
+			c.ListVolumeHealth = true
 		case csipb.ControllerServiceCapability_RPC_GET_VOLUME:
 			c.GetVolume = true
 		case csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER:
@@ -301,12 +303,13 @@ func controllerCapsToPB(c csi.ControllerCapabilities) []*csipb.ControllerService
 	add(c.SingleNodeMultiWriter, csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
 	add(c.ModifyVolume, csipb.ControllerServiceCapability_RPC_MODIFY_VOLUME)
 	add(c.GetSnapshot, csipb.ControllerServiceCapability_RPC_GET_SNAPSHOT)
-	add(c.VolumeCondition, csipb.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH)
+	add(c.GetVolumeHealth, csipb.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH)
+	add(c.ListVolumeHealth, csipb.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH)
 	return out
 }
 
 // nodeCapsFromPB folds NodeGetCapabilities' list into a struct; unknown
-// capabilities are ignored. VolumeCondition is read as for controllers.
+// capabilities are ignored. GetVolumeHealth is read as for controllers.
 func nodeCapsFromPB(list []*csipb.NodeServiceCapability) csi.NodeCapabilities {
 	var c csi.NodeCapabilities
 	for _, x := range list {
@@ -318,7 +321,9 @@ func nodeCapsFromPB(list []*csipb.NodeServiceCapability) csi.NodeCapabilities {
 		case csipb.NodeServiceCapability_RPC_EXPAND_VOLUME:
 			c.ExpandVolume = true
 		case csipb.NodeServiceCapability_RPC_GET_VOLUME_HEALTH, legacyNodeVolumeCondition:
-			c.VolumeCondition = true
+			c.GetVolumeHealth = true
+		case csipb.NodeServiceCapability_RPC_GET_STORAGE_HEALTH:
+			c.GetStorageHealth = true
 		case csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER:
 			c.SingleNodeMultiWriter = true
 		case csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP:
@@ -342,7 +347,8 @@ func nodeCapsToPB(c csi.NodeCapabilities) []*csipb.NodeServiceCapability {
 	add(c.ExpandVolume, csipb.NodeServiceCapability_RPC_EXPAND_VOLUME)
 	add(c.SingleNodeMultiWriter, csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
 	add(c.VolumeMountGroup, csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP)
-	add(c.VolumeCondition, csipb.NodeServiceCapability_RPC_GET_VOLUME_HEALTH)
+	add(c.GetVolumeHealth, csipb.NodeServiceCapability_RPC_GET_VOLUME_HEALTH)
+	add(c.GetStorageHealth, csipb.NodeServiceCapability_RPC_GET_STORAGE_HEALTH)
 	return out
 }
 

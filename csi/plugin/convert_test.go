@@ -183,9 +183,9 @@ func TestConvert_ControllerCapabilities_BothWays(t *testing.T) {
 		in   []*csipb.ControllerServiceCapability
 		want csi.ControllerCapabilities
 	}{
-		{"legacy VOLUME_CONDITION", []*csipb.ControllerServiceCapability{rpc(11)}, csi.ControllerCapabilities{VolumeCondition: true}},
+		{"legacy VOLUME_CONDITION", []*csipb.ControllerServiceCapability{rpc(11)}, csi.ControllerCapabilities{GetVolumeHealth: true}},
 		{"unknown values ignored", []*csipb.ControllerServiceCapability{rpc(99), rpc(csipb.ControllerServiceCapability_RPC_UNKNOWN), {}, nil}, csi.ControllerCapabilities{}},
-		{"health list without get", []*csipb.ControllerServiceCapability{rpc(csipb.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH)}, csi.ControllerCapabilities{}},
+		{"health list without get", []*csipb.ControllerServiceCapability{rpc(csipb.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH)}, csi.ControllerCapabilities{ListVolumeHealth: true}},
 		{"repeated", []*csipb.ControllerServiceCapability{
 			rpc(csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME), rpc(csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME),
 		}, csi.ControllerCapabilities{PublishUnpublishVolume: true}},
@@ -221,8 +221,9 @@ func TestConvert_NodeCapabilities_BothWays(t *testing.T) {
 		want csi.NodeCapabilities
 	}{
 		{"stage", []*csipb.NodeServiceCapability{rpc(csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)}, csi.NodeCapabilities{StageUnstageVolume: true}},
-		{"legacy VOLUME_CONDITION", []*csipb.NodeServiceCapability{rpc(4)}, csi.NodeCapabilities{VolumeCondition: true}},
-		{"unknown values ignored", []*csipb.NodeServiceCapability{rpc(99), rpc(csipb.NodeServiceCapability_RPC_GET_STORAGE_HEALTH), nil}, csi.NodeCapabilities{}},
+		{"legacy VOLUME_CONDITION", []*csipb.NodeServiceCapability{rpc(4)}, csi.NodeCapabilities{GetVolumeHealth: true}},
+		{"unknown values ignored", []*csipb.NodeServiceCapability{rpc(99), nil}, csi.NodeCapabilities{}},
+		{"storage health", []*csipb.NodeServiceCapability{rpc(csipb.NodeServiceCapability_RPC_GET_STORAGE_HEALTH)}, csi.NodeCapabilities{GetStorageHealth: true}},
 	}
 	for _, c := range from {
 		t.Run(c.name, func(t *testing.T) {
