@@ -186,6 +186,13 @@ func nilIfEmpty[M ~map[K]V, K comparable, V any](m M) M {
 	return m
 }
 
+func nilIfEmptySlice[S ~[]E, E any](s S) S {
+	if len(s) == 0 {
+		return nil
+	}
+	return s
+}
+
 // editable returns a shallow copy of a stored volume whose claim maps
 // may be changed. Claims themselves stay shared: replace, never modify.
 func editable(v *csi.Volume) *csi.Volume {
@@ -239,6 +246,26 @@ func (w *writer) editClaim(ns, volID, allocID string, fn func(c *csi.Claim, past
 		(*m)[allocID] = nc
 	}
 	return w.putVolume(nv)
+}
+
+func (b Batch) apply(w *writer) error {
+	for i, c := range b.Commands {
+		switch c.(type) {
+		case nil:
+			return fmt.Errorf("%w: batch command %d is nil", csi.ErrInvalidRequest, i)
+		case Batch, *Batch:
+			return fmt.Errorf("%w: batch command %d is a batch; batches do not nest", csi.ErrInvalidRequest, i)
+		}
+		if err := c.apply(w); err != nil {
+			return fmt.Errorf("batch command %d (%s): %w", i, c.Kind(), err)
+		}
+		// The next command must see the plugins as this one left them.
+		if err := w.finishPlugins(); err != nil {
+			return err
+		}
+	}
+	w.claim = nil
+	return nil
 }
 
 // --- volumes ---
@@ -699,6 +726,9 @@ func (w *writer) setNodePlugins(nodeID string, list []*csi.PluginInfo, remove bo
 	var oldList []*csi.PluginInfo
 	if old != nil {
 		oldList = old.Plugins
+		if !remove && reflect.DeepEqual(oldList, nilIfEmptySlice(list)) {
+			return nil // a repeated report changes nothing and wakes no one
+		}
 	}
 	oldM, newM := expand(oldList), expand(list)
 	keys := slices.Collect(maps.Keys(oldM))
@@ -738,10 +768,7 @@ func (w *writer) setNodePlugins(nodeID string, list []*csi.PluginInfo, remove bo
 	if remove {
 		return w.delete(tNodes, old)
 	}
-	row := &Node{ID: nodeID, Plugins: list, CreateIndex: w.index, ModifyIndex: w.index}
-	if len(row.Plugins) == 0 {
-		row.Plugins = nil
-	}
+	row := &Node{ID: nodeID, Plugins: nilIfEmptySlice(list), CreateIndex: w.index, ModifyIndex: w.index}
 	if old != nil {
 		row.CreateIndex = old.CreateIndex
 	}
@@ -759,8 +786,11 @@ func healthy(p *csi.PluginInfo) int {
 // a plugin from a healthy instance, updates counts and metadata, and
 // deletes a plugin left without instances.
 func (w *writer) finishPlugins() error {
-	for _, id := range slices.Sorted(maps.Keys(w.plugins)) {
-		pc := w.plugins[id]
+	ids := slices.Sorted(maps.Keys(w.plugins))
+	changes := w.plugins
+	w.plugins = map[string]*pluginChange{}
+	for _, id := range ids {
+		pc := changes[id]
 		row, err := getPlugin(w.txn, id)
 		if err != nil {
 			return err

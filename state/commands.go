@@ -17,6 +17,9 @@ import (
 // EncodeCommand and decode them with DecodeCommand. They are
 // deterministic: everything a command needs, including timestamps,
 // travels inside it, and applying it reads nothing but the store.
+// Timestamps are stored in UTC and empty maps and slices as nil, so the
+// state is the same whether a command was applied as built or after an
+// encode and decode.
 // The set of commands is closed (the interface has an unexported
 // method); a Store implemented outside this package switches on the
 // concrete types.
@@ -44,6 +47,7 @@ const (
 	KindDeleteNode        Kind = "delete-node"
 	KindUpsertAllocations Kind = "upsert-allocations"
 	KindDeleteAllocations Kind = "delete-allocations"
+	KindBatch             Kind = "batch"
 )
 
 // RegisterVolume creates a volume or updates an existing one.
@@ -189,6 +193,55 @@ type DeleteAllocations struct {
 	AllocationIDs []string
 }
 
+// Batch applies several commands in order, in one transaction at one
+// index: all of them or none. Each command sees the effects of the ones
+// before it, exactly as if they were applied one by one. A host uses it
+// to write a group of changes atomically, or to load many objects (a
+// bulk registration) without paying for one transaction each. Batches
+// do not nest. Result.Claim is not set for a batch: apply a ClaimVolume
+// on its own to learn the stored claim. A refused command fails the
+// whole batch with its error.
+type Batch struct {
+	Commands []Command
+}
+
+// Kind implements Command.
+func (Batch) Kind() Kind { return KindBatch }
+
+type batchJSON struct {
+	Commands []json.RawMessage
+}
+
+// MarshalJSON encodes each command in its own envelope.
+func (b Batch) MarshalJSON() ([]byte, error) {
+	out := batchJSON{Commands: make([]json.RawMessage, len(b.Commands))}
+	for i, c := range b.Commands {
+		e, err := EncodeCommand(c)
+		if err != nil {
+			return nil, fmt.Errorf("batch command %d: %w", i, err)
+		}
+		out.Commands[i] = e
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON decodes what MarshalJSON wrote.
+func (b *Batch) UnmarshalJSON(data []byte) error {
+	var in batchJSON
+	if err := json.Unmarshal(data, &in); err != nil {
+		return err
+	}
+	b.Commands = make([]Command, len(in.Commands))
+	for i, raw := range in.Commands {
+		c, err := DecodeCommand(raw)
+		if err != nil {
+			return fmt.Errorf("batch command %d: %w", i, err)
+		}
+		b.Commands[i] = c
+	}
+	return nil
+}
+
 // Kind implements Command.
 func (RegisterVolume) Kind() Kind { return KindRegisterVolume }
 
@@ -285,6 +338,8 @@ func DecodeCommand(b []byte) (Command, error) {
 		return decodeBody[UpsertAllocations](env.Kind, body)
 	case KindDeleteAllocations:
 		return decodeBody[DeleteAllocations](env.Kind, body)
+	case KindBatch:
+		return decodeBody[Batch](env.Kind, body)
 	}
 	return nil, fmt.Errorf("%w: unknown command kind %q; is this replica older than the one that wrote the log?", csi.ErrInvalidRequest, env.Kind)
 }

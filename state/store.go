@@ -141,7 +141,9 @@ type Store interface {
 //
 // Snapshot may run concurrently with reads and writes and captures one
 // consistent state. Restore replaces the whole state; on error the store
-// is left exactly as it was. Snapshots contain volume secrets in clear:
+// is left exactly as it was, and a snapshot that is truncated, corrupted
+// or of an unknown version is an error matching ErrBadSnapshot. Blocked
+// Wait calls return after a restore. Snapshots contain volume secrets in clear:
 // store and send them like the host's log.
 type Snapshotter interface {
 	Snapshot(ctx context.Context, w io.Writer) error

@@ -2,6 +2,8 @@ package statetest
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,7 +16,9 @@ import (
 func propNamespaces() []string { return []string{nsDefault, nsOther} }
 func propNodes() []string      { return []string{"n1", "n2", "n3"} }
 func propPlugins() []string    { return []string{"pa", "pb"} }
-func propAllocs() []string     { return []string{"a1", "a2", "a3", "a4", "a5", "a6"} }
+func propAllocs() []string {
+	return []string{"a1", "a2", "a3", "a4", "a5", "a6", "a7", "a8"}
+}
 func propVolumes() [][2]string {
 	return [][2]string{{nsDefault, "v1"}, {nsDefault, "v2"}, {nsDefault, "v3"}, {nsOther, "v4"}}
 }
@@ -41,29 +45,86 @@ func propCaps() []csi.Capability {
 func (s suite) property(t *testing.T) {
 	rapid.Check(t, func(rt *rapid.T) {
 		m := &machine{w: s.empty(t), last: map[state.Table]uint64{}}
-		rt.Repeat(map[string]func(*rapid.T){
-			"":                  m.check,
-			"RegisterVolume":    m.register,
-			"DeregisterVolume":  m.deregister,
-			"UpsertNodePlugins": m.fingerprint,
-			"DeleteNode":        m.deleteNode,
-			"UpsertAllocations": m.upsertAllocations,
-			"DeleteAllocations": m.deleteAllocations,
-			"ClaimVolume":       m.claim,
-			"ClaimVolumeAgain":  m.claim,
-			"ReleaseClaims":     m.release,
-			"CheckpointClaim":   m.checkpoint,
-			"FreeClaim":         m.free,
-			"RemoveClaim":       m.remove,
-			"SetPublishContext": m.publish,
-			"RecordClaimError":  m.recordError,
-		})
+		m.seed(rt)
+		// Weights: claims and their release steps come up more often
+		// than the commands that tear the cluster down.
+		gens := map[string]func(*rapid.T) state.Command{}
+		for name, g := range map[string]struct {
+			gen    func(*rapid.T) state.Command
+			weight int
+		}{
+			"RegisterVolume":    {m.register, 2},
+			"DeregisterVolume":  {m.deregister, 1},
+			"UpsertNodePlugins": {m.fingerprint, 2},
+			"DeleteNode":        {m.deleteNode, 1},
+			"UpsertAllocations": {m.upsertAllocations, 3},
+			"DeleteAllocations": {m.deleteAllocations, 1},
+			"ClaimVolume":       {m.claim, 6},
+			"ReleaseClaims":     {m.release, 2},
+			"CheckpointClaim":   {m.checkpoint, 3},
+			"FreeClaim":         {m.free, 2},
+			"RemoveClaim":       {m.remove, 1},
+			"SetPublishContext": {m.publish, 1},
+			"RecordClaimError":  {m.recordError, 1},
+		} {
+			for i := range g.weight {
+				gens[fmt.Sprintf("%s#%d", name, i)] = g.gen
+			}
+		}
+		names := slices.Sorted(maps.Keys(gens))
+		actions := map[string]func(*rapid.T){"": m.check}
+		for name, gen := range gens {
+			actions[name] = func(rt *rapid.T) { m.run(rt, gen(rt)) }
+		}
+		// A batch is all of its commands or none of them.
+		actions["Batch"] = func(rt *rapid.T) {
+			var b state.Batch
+			for range rapid.IntRange(1, 3).Draw(rt, "batch size") {
+				b.Commands = append(b.Commands, gens[rapid.SampledFrom(names).Draw(rt, "batched")](rt))
+			}
+			m.run(rt, b)
+		}
+		rt.Repeat(actions)
 	})
 }
 
 type machine struct {
 	w    *world
 	last map[state.Table]uint64
+}
+
+// seed starts a check from a random but working cluster, so that random
+// commands find volumes to claim: every node runs a healthy monolith of
+// each plugin, the allocations run, the volumes are registered.
+func (m *machine) seed(rt *rapid.T) {
+	for _, node := range propNodes() {
+		var infos []csi.PluginInfo
+		for _, p := range propPlugins() {
+			info := fingerprint(p, csi.PluginTypeMonolith, node, "", true)
+			info.NodeInfo.MaxVolumes = int64(rapid.IntRange(0, 3).Draw(rt, "max volumes"))
+			infos = append(infos, info)
+		}
+		m.mustRun(rt, state.UpsertNodePlugins{NodeID: node, Plugins: infos})
+	}
+	var as []csi.Allocation
+	for _, id := range propAllocs() {
+		ns := nsDefault
+		if rapid.IntRange(0, 4).Draw(rt, "other namespace") == 0 {
+			ns = nsOther
+		}
+		as = append(as, alloc(id, ns, rapid.SampledFrom(propNodes()).Draw(rt, "node"), "job"))
+	}
+	m.mustRun(rt, state.UpsertAllocations{Allocations: as})
+	for _, v := range propVolumes() {
+		m.mustRun(rt, state.RegisterVolume{Volume: volume(v[0], v[1], rapid.SampledFrom(propPlugins()).Draw(rt, "plugin"),
+			rapid.SliceOfNDistinct(rapid.SampledFrom(propCaps()), 1, 3, rapid.ID).Draw(rt, "capabilities")...)})
+	}
+}
+
+func (m *machine) mustRun(rt *rapid.T, cmd state.Command) {
+	if _, err := m.w.apply(rt, cmd); err != nil {
+		rt.Fatalf("seed %s: %v", cmd.Kind(), err)
+	}
 }
 
 // run applies cmd; a refusal must match a csi sentinel and change
@@ -89,20 +150,46 @@ func drawVolume(rt *rapid.T) (ns, id string) {
 
 func drawAlloc(rt *rapid.T) string { return rapid.SampledFrom(propAllocs()).Draw(rt, "allocation") }
 
-func (m *machine) register(rt *rapid.T) {
+// drawClaim picks, most of the time, an existing claim's volume and
+// allocation, so that release steps find something to act on.
+func (m *machine) drawClaim(rt *rapid.T) (ns, volID, allocID string) {
+	ns, volID = drawVolume(rt)
+	allocID = drawAlloc(rt)
+	vols, err := m.w.s.Volumes("", "")
+	if err != nil {
+		rt.Fatalf("Volumes: %v", err)
+	}
+	var refs [][3]string
+	for _, v := range vols {
+		for _, c := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims, v.PastClaims} {
+			for _, id := range slices.Sorted(maps.Keys(c)) {
+				refs = append(refs, [3]string{v.Namespace, v.ID, id})
+			}
+		}
+	}
+	if len(refs) > 0 && rapid.IntRange(0, 4).Draw(rt, "existing claim") > 0 {
+		r := rapid.SampledFrom(refs).Draw(rt, "claim")
+		return r[0], r[1], r[2]
+	}
+	return ns, volID, allocID
+}
+
+func (m *machine) register(rt *rapid.T) state.Command {
 	ns, id := drawVolume(rt)
 	v := volume(ns, id, rapid.SampledFrom(propPlugins()).Draw(rt, "plugin"),
 		rapid.SliceOfNDistinct(rapid.SampledFrom(propCaps()), 1, 3, rapid.ID).Draw(rt, "capabilities")...)
-	v.ExternalID = rapid.SampledFrom([]string{"ext-1", "ext-2"}).Draw(rt, "external")
-	m.run(rt, state.RegisterVolume{Volume: v})
+	if rapid.IntRange(0, 4).Draw(rt, "other external ID") == 0 {
+		v.ExternalID = "ext-elsewhere"
+	}
+	return state.RegisterVolume{Volume: v}
 }
 
-func (m *machine) deregister(rt *rapid.T) {
+func (m *machine) deregister(rt *rapid.T) state.Command {
 	ns, id := drawVolume(rt)
-	m.run(rt, state.DeregisterVolume{Namespace: ns, VolumeID: id, Force: rapid.Bool().Draw(rt, "force")})
+	return state.DeregisterVolume{Namespace: ns, VolumeID: id, Force: rapid.Bool().Draw(rt, "force")}
 }
 
-func (m *machine) fingerprint(rt *rapid.T) {
+func (m *machine) fingerprint(rt *rapid.T) state.Command {
 	node := rapid.SampledFrom(propNodes()).Draw(rt, "node")
 	var infos []csi.PluginInfo
 	for _, p := range propPlugins() {
@@ -118,75 +205,85 @@ func (m *machine) fingerprint(rt *rapid.T) {
 		}
 		infos = append(infos, info)
 	}
-	m.run(rt, state.UpsertNodePlugins{NodeID: node, Plugins: infos})
+	return state.UpsertNodePlugins{NodeID: node, Plugins: infos}
 }
 
-func (m *machine) deleteNode(rt *rapid.T) {
-	m.run(rt, state.DeleteNode{NodeID: rapid.SampledFrom(propNodes()).Draw(rt, "node")})
+func (m *machine) deleteNode(rt *rapid.T) state.Command {
+	return state.DeleteNode{NodeID: rapid.SampledFrom(propNodes()).Draw(rt, "node")}
 }
 
-func (m *machine) upsertAllocations(rt *rapid.T) {
+func (m *machine) upsertAllocations(rt *rapid.T) state.Command {
 	n := rapid.IntRange(1, 2).Draw(rt, "count")
 	var as []csi.Allocation
 	for range n {
 		a := alloc(drawAlloc(rt), rapid.SampledFrom(propNamespaces()).Draw(rt, "namespace"),
 			rapid.SampledFrom(propNodes()).Draw(rt, "node"), rapid.SampledFrom([]string{"job-a", "job-b"}).Draw(rt, "job"))
+		if old, err := m.w.s.Allocation(a.ID); err == nil && rapid.IntRange(0, 4).Draw(rt, "move") > 0 {
+			a.Namespace, a.NodeID = old.Namespace, old.NodeID
+		}
 		if rapid.Bool().Draw(rt, "runs a plugin") {
 			a.Plugins = []csi.AllocPlugin{{PluginID: rapid.SampledFrom(propPlugins()).Draw(rt, "plugin"), Type: rapid.SampledFrom(propTypes()).Draw(rt, "type")}}
 		}
-		a.Terminal = rapid.IntRange(0, 2).Draw(rt, "terminal") == 0
+		a.Terminal = rapid.IntRange(0, 3).Draw(rt, "terminal") == 0
 		as = append(as, a)
 	}
-	m.run(rt, state.UpsertAllocations{Allocations: as, ReleasedAt: t0.Add(time.Duration(m.w.idx) * time.Second)})
+	return state.UpsertAllocations{Allocations: as, ReleasedAt: t0.Add(time.Duration(m.w.idx) * time.Second)}
 }
 
-func (m *machine) deleteAllocations(rt *rapid.T) {
-	m.run(rt, state.DeleteAllocations{AllocationIDs: []string{drawAlloc(rt)}})
+func (m *machine) deleteAllocations(rt *rapid.T) state.Command {
+	return state.DeleteAllocations{AllocationIDs: []string{drawAlloc(rt)}}
 }
 
-func (m *machine) claim(rt *rapid.T) {
+func (m *machine) claim(rt *rapid.T) state.Command {
 	ns, id := drawVolume(rt)
 	allocID := drawAlloc(rt)
+	// Mostly well-formed claims: the allocation's own node, a capability
+	// the volume allows.
 	node := rapid.SampledFrom(propNodes()).Draw(rt, "node")
 	if a, err := m.w.s.Allocation(allocID); err == nil && rapid.IntRange(0, 4).Draw(rt, "right node") > 0 {
 		node = a.NodeID
+	}
+	c := rapid.SampledFrom(propCaps()).Draw(rt, "capability")
+	if v, err := m.w.s.Volume(ns, id); err == nil && rapid.IntRange(0, 4).Draw(rt, "allowed capability") > 0 {
+		c = rapid.SampledFrom(v.Capabilities).Draw(rt, "volume capability")
 	}
 	mode := csi.ClaimRead
 	if rapid.Bool().Draw(rt, "write") {
 		mode = csi.ClaimWrite
 	}
-	m.run(rt, claimCmd(ns, id, claim(allocID, node, mode, rapid.SampledFrom(propCaps()).Draw(rt, "capability"))))
+	return claimCmd(ns, id, claim(allocID, node, mode, c))
 }
 
-func (m *machine) release(rt *rapid.T) {
-	m.run(rt, state.ReleaseClaims{AllocationID: drawAlloc(rt), ReleasedAt: t0})
+func (m *machine) release(rt *rapid.T) state.Command {
+	_, _, allocID := m.drawClaim(rt)
+	return state.ReleaseClaims{AllocationID: allocID, ReleasedAt: t0}
 }
 
-func (m *machine) checkpoint(rt *rapid.T) {
-	ns, id := drawVolume(rt)
-	st := csi.ClaimState(rapid.IntRange(0, 5).Draw(rt, "state"))
-	m.run(rt, state.CheckpointClaim{Namespace: ns, VolumeID: id, AllocationID: drawAlloc(rt), State: st})
+func (m *machine) checkpoint(rt *rapid.T) state.Command {
+	ns, id, allocID := m.drawClaim(rt)
+	st := csi.ClaimState(rapid.IntRange(-1, 5).Draw(rt, "state"))
+	return state.CheckpointClaim{Namespace: ns, VolumeID: id, AllocationID: allocID, State: st}
 }
 
-func (m *machine) free(rt *rapid.T) {
-	ns, id := drawVolume(rt)
-	m.run(rt, state.FreeClaim{Namespace: ns, VolumeID: id, AllocationID: drawAlloc(rt)})
+func (m *machine) free(rt *rapid.T) state.Command {
+	ns, id, allocID := m.drawClaim(rt)
+	return state.FreeClaim{Namespace: ns, VolumeID: id, AllocationID: allocID}
 }
 
-func (m *machine) remove(rt *rapid.T) {
-	ns, id := drawVolume(rt)
-	m.run(rt, state.RemoveClaim{Namespace: ns, VolumeID: id, AllocationID: drawAlloc(rt)})
+func (m *machine) remove(rt *rapid.T) state.Command {
+	ns, id, allocID := m.drawClaim(rt)
+	return state.RemoveClaim{Namespace: ns, VolumeID: id, AllocationID: allocID}
 }
 
-func (m *machine) publish(rt *rapid.T) {
-	ns, id := drawVolume(rt)
+func (m *machine) publish(rt *rapid.T) state.Command {
+	ns, id, allocID := m.drawClaim(rt)
 	pc := map[string]string{"lun": rapid.SampledFrom([]string{"1", "2"}).Draw(rt, "lun")}
-	m.run(rt, state.SetPublishContext{Namespace: ns, VolumeID: id, AllocationID: drawAlloc(rt), PublishContext: pc})
+	return state.SetPublishContext{Namespace: ns, VolumeID: id, AllocationID: allocID, PublishContext: pc}
 }
 
-func (m *machine) recordError(rt *rapid.T) {
-	ns, id := drawVolume(rt)
-	m.run(rt, state.RecordClaimError{Namespace: ns, VolumeID: id, AllocationID: drawAlloc(rt), Error: "boom"})
+func (m *machine) recordError(rt *rapid.T) state.Command {
+	ns, id, allocID := m.drawClaim(rt)
+	return state.RecordClaimError{Namespace: ns, VolumeID: id, AllocationID: allocID, Error: "boom"}
 }
 
 // check verifies the invariants of the whole store.

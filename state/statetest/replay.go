@@ -38,6 +38,10 @@ func (s suite) scenario(t *testing.T) *world {
 	ev.Parameters, ev.Context, ev.Secrets = map[string]string{}, map[string]string{}, csi.Secrets{}
 	ev.MountOptions = &csi.MountOptions{FSType: "ext4", MountFlags: []string{}}
 	w.must(t, state.RegisterVolume{Volume: ev})
+	w.must(t, state.Batch{Commands: []state.Command{
+		state.UpsertAllocations{Allocations: []csi.Allocation{allocWeb(6, "n1")}},
+		claimCmd(nsDefault, "empty-maps", claim("web-6", "n1", csi.ClaimWrite, fsSNW)),
+	}})
 	w.must(t, state.DeleteNode{NodeID: "n3"})
 	w.must(t, state.DeregisterVolume{Namespace: nsDefault, VolumeID: "solo"})
 	return w

@@ -26,6 +26,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 	t.Run("Release", s.releases)
 	t.Run("Plugin", s.plugins)
 	t.Run("Allocation", s.allocations)
+	t.Run("Batch", s.batches)
 	t.Run("Wait", s.blocking)
 	t.Run("Replay", s.replay)
 	t.Run("Snapshot", s.snapshots)
@@ -89,6 +90,18 @@ func (s suite) empty(t *testing.T) *world {
 func (w *world) apply(t reporter, cmd state.Command) (state.Result, error) {
 	t.Helper()
 	w.idx++
+	w.track(cmd)
+	b, err := state.EncodeCommand(cmd)
+	if err != nil {
+		t.Fatalf("encode %s: %v", cmd.Kind(), err)
+	}
+	res, err := w.s.Apply(w.idx, cmd)
+	w.log = append(w.log, logEntry{index: w.idx, cmd: b, err: err})
+	return res, err
+}
+
+// track remembers the node and allocation IDs a command names.
+func (w *world) track(cmd state.Command) {
 	switch c := cmd.(type) {
 	case state.UpsertNodePlugins:
 		w.trackNode(c.NodeID)
@@ -100,14 +113,11 @@ func (w *world) apply(t reporter, cmd state.Command) (state.Result, error) {
 				w.allocs[a.ID] = true
 			}
 		}
+	case state.Batch:
+		for _, sub := range c.Commands {
+			w.track(sub)
+		}
 	}
-	b, err := state.EncodeCommand(cmd)
-	if err != nil {
-		t.Fatalf("encode %s: %v", cmd.Kind(), err)
-	}
-	res, err := w.s.Apply(w.idx, cmd)
-	w.log = append(w.log, logEntry{index: w.idx, cmd: b, err: err})
-	return res, err
 }
 
 func (w *world) trackNode(id string) {

@@ -1,0 +1,227 @@
+package state_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/state"
+)
+
+// benchStore is a store filled through Apply, the way a host fills it,
+// with the log index kept alongside.
+type benchStore struct {
+	tb  testing.TB
+	s   *state.MemStore
+	idx uint64
+}
+
+func newBenchStore(tb testing.TB) *benchStore {
+	return &benchStore{tb: tb, s: newMemStore(tb)}
+}
+
+func (b *benchStore) apply(cmd state.Command) {
+	b.idx++
+	if _, err := b.s.Apply(b.idx, cmd); err != nil {
+		b.tb.Fatalf("apply %s: %v", cmd.Kind(), err)
+	}
+}
+
+// batched applies cmds in batches of 1,000 commands, one index each: a
+// memdb transaction per command would spend most of the setup on
+// transaction overhead.
+func (b *benchStore) batched(cmds []state.Command) {
+	for len(cmds) > 0 {
+		n := min(len(cmds), 1000)
+		b.apply(state.Batch{Commands: cmds[:n]})
+		cmds = cmds[n:]
+	}
+}
+
+func benchCap() csi.Capability {
+	return csi.Capability{AccessMode: csi.AccessModeMultiNodeMultiWriter, AttachmentMode: csi.AttachmentModeFileSystem}
+}
+
+// benchVolume is a volume shaped like a real registration: a name, an
+// external ID, one capability, a parameter and a context entry.
+func benchVolume(i int) csi.Volume {
+	return csi.Volume{
+		ID: fmt.Sprintf("vol-%06d", i), Namespace: "default", Name: fmt.Sprintf("data-%d", i),
+		ExternalID: fmt.Sprintf("vol-0a1b2c3d%08x", i), PluginID: "bench",
+		Capabilities: []csi.Capability{benchCap()},
+		Parameters:   map[string]string{"type": "gp3"},
+		Context:      map[string]string{"fsType": "ext4"},
+	}
+}
+
+// cluster adds nodes n0..n(nodes-1), each with a healthy node instance of
+// plugin "bench" (limit maxVolumes) and one workload allocation w<i>.
+func (b *benchStore) cluster(nodes int, maxVolumes int64) {
+	allocs := make([]csi.Allocation, 0, 2*nodes)
+	for i := range nodes {
+		node := fmt.Sprintf("n%d", i)
+		allocs = append(allocs,
+			csi.Allocation{ID: "bench-" + node, Namespace: "default", NodeID: node, JobID: "bench-nodes",
+				Plugins: []csi.AllocPlugin{{PluginID: "bench", Type: csi.PluginTypeMonolith}}},
+			csi.Allocation{ID: fmt.Sprintf("w%d", i), Namespace: "default", NodeID: node, JobID: "web"})
+	}
+	b.apply(state.UpsertAllocations{Allocations: allocs})
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	var cmds []state.Command
+	for i := range nodes {
+		node := fmt.Sprintf("n%d", i)
+		cmds = append(cmds, state.UpsertNodePlugins{NodeID: node, Plugins: []csi.PluginInfo{{
+			PluginID: "bench", AllocationID: "bench-" + node, Type: csi.PluginTypeMonolith, Healthy: true,
+			UpdateTime: at, Provider: "bench.csi.example.com", RequiresController: true,
+			ControllerInfo: &csi.ControllerInfo{Capabilities: csi.ControllerCapabilities{PublishUnpublishVolume: true}},
+			NodeInfo:       &csi.NodeInfo{ID: "csi-" + node, MaxVolumes: maxVolumes},
+		}}})
+	}
+	b.batched(cmds)
+}
+
+func (b *benchStore) volumes(n int) {
+	cmds := make([]state.Command, n)
+	for i := range n {
+		cmds[i] = state.RegisterVolume{Volume: benchVolume(i)}
+	}
+	b.batched(cmds)
+}
+
+// claimer claims random volumes of a store, each with a fresh claim that
+// it removes again, so the store stays the same size.
+type claimer struct {
+	*benchStore
+	volumes, nodes int
+	rng            *rand.Rand
+	total          time.Duration
+	n              int
+}
+
+func (c *claimer) claimOnce() {
+	v := c.rng.IntN(c.volumes)
+	node := c.rng.IntN(c.nodes)
+	id := fmt.Sprintf("vol-%06d", v)
+	claim := csi.Claim{AllocationID: fmt.Sprintf("w%d", node), NodeID: fmt.Sprintf("n%d", node), Mode: csi.ClaimWrite,
+		AccessMode: benchCap().AccessMode, AttachmentMode: benchCap().AttachmentMode}
+	cmd := state.ClaimVolume{Namespace: "default", VolumeID: id, Claim: claim}
+	c.idx++
+	start := time.Now()
+	_, err := c.s.Apply(c.idx, cmd)
+	c.total += time.Since(start)
+	c.n++
+	if err != nil {
+		c.tb.Fatalf("claim %s: %v", id, err)
+	}
+	c.apply(state.RemoveClaim{Namespace: "default", VolumeID: id, AllocationID: claim.AllocationID})
+}
+
+func (c *claimer) nsPerClaim() float64 { return float64(c.total.Nanoseconds()) / float64(c.n) }
+
+// BenchmarkClaim measures one ClaimVolume (every rule checked, the
+// node's MaxVolumes counted, the claim written) in stores of 1,000 and
+// 100,000 registered volumes, alternating between them so both see the
+// same machine conditions. claim-100k-vs-1k is the ratio; the goal is at
+// most 1.5.
+func BenchmarkClaim(b *testing.B) {
+	const nodes = 100
+	small, big := newBenchStore(b), newBenchStore(b)
+	for _, s := range []*benchStore{small, big} {
+		s.cluster(nodes, 64)
+	}
+	small.volumes(1_000)
+	big.volumes(100_000)
+	cs := &claimer{benchStore: small, volumes: 1_000, nodes: nodes, rng: rand.New(rand.NewPCG(1, 2))}
+	cb := &claimer{benchStore: big, volumes: 100_000, nodes: nodes, rng: rand.New(rand.NewPCG(1, 2))}
+	runtime.GC() // start measuring without the setup's garbage
+	for b.Loop() {
+		cs.claimOnce()
+		cb.claimOnce()
+	}
+	b.ReportMetric(cs.nsPerClaim(), "ns/claim-1k")
+	b.ReportMetric(cb.nsPerClaim(), "ns/claim-100k")
+	b.ReportMetric(cb.nsPerClaim()/cs.nsPerClaim(), "claim-100k-vs-1k")
+}
+
+// BenchmarkVolumeBytes reports the heap held per registered, unclaimed
+// volume in a store of 100,000 (bytes/volume). Its ns/op is one Volume
+// read in that store.
+func BenchmarkVolumeBytes(b *testing.B) {
+	const n = 100_000
+	s := newBenchStore(b)
+	s.cluster(1, 0)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s.volumes(n)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	perVolume := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+	rng := rand.New(rand.NewPCG(3, 4))
+	for b.Loop() {
+		if _, err := s.s.Volume("default", fmt.Sprintf("vol-%06d", rng.IntN(n))); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(perVolume, "bytes/volume")
+	runtime.KeepAlive(s)
+}
+
+// BenchmarkVolumesByNode lists one node's volumes in stores of 100, 1,000
+// and 10,000 nodes with 10 claimed volumes each, alternating between them.
+// bynode-10k-nodes is the time in ns in the largest store;
+// bynode-10k-vs-100 its ratio to the smallest (goal: at most 1.5). The
+// lookup is an index seek, so the work per call is the same in every
+// store; what grows is the share of cache misses, as a node's volumes lie
+// further apart in a larger heap.
+func BenchmarkVolumesByNode(b *testing.B) {
+	const perNode = 10
+	build := func(nodes int) *benchStore {
+		s := newBenchStore(b)
+		s.cluster(nodes, 0)
+		s.volumes(nodes * perNode)
+		var claims []state.Command
+		for i := range nodes * perNode {
+			node := i % nodes
+			claims = append(claims, state.ClaimVolume{Namespace: "default", VolumeID: fmt.Sprintf("vol-%06d", i), Claim: csi.Claim{
+				AllocationID: fmt.Sprintf("w%d", node), NodeID: fmt.Sprintf("n%d", node), Mode: csi.ClaimRead,
+				AccessMode: benchCap().AccessMode, AttachmentMode: benchCap().AttachmentMode,
+			}})
+		}
+		s.batched(claims)
+		return s
+	}
+	sizes := []int{100, 1_000, 10_000}
+	stores := make([]*benchStore, len(sizes))
+	for i, n := range sizes {
+		stores[i] = build(n)
+	}
+	runtime.GC()
+	rng := rand.New(rand.NewPCG(5, 6))
+	total := make([]time.Duration, len(sizes))
+	var n int
+	for b.Loop() {
+		for i, s := range stores {
+			node := fmt.Sprintf("n%d", rng.IntN(sizes[i]))
+			start := time.Now()
+			vols, err := s.s.VolumesByNode(node)
+			total[i] += time.Since(start)
+			if err != nil || len(vols) != perNode {
+				b.Fatalf("VolumesByNode(%s) = %d volumes, %v; want %d", node, len(vols), err, perNode)
+			}
+		}
+		n++
+	}
+	ns := make([]float64, len(sizes))
+	for i := range sizes {
+		ns[i] = float64(total[i].Nanoseconds()) / float64(n)
+	}
+	b.ReportMetric(ns[0], "ns/bynode-100-nodes")
+	b.ReportMetric(ns[1], "ns/bynode-1k-nodes")
+	b.ReportMetric(ns[2], "bynode-10k-nodes")
+	b.ReportMetric(ns[2]/ns[1], "bynode-10k-vs-1k")
+	b.ReportMetric(ns[2]/ns[0], "bynode-10k-vs-100")
+}

@@ -1,0 +1,82 @@
+package statetest
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/state"
+)
+
+func (s suite) batches(t *testing.T) {
+	t.Run("AppliesInOrder", func(t *testing.T) {
+		w := s.empty(t)
+		// The claim needs the plugin that the fingerprint before it creates.
+		res := w.must(t, state.Batch{Commands: []state.Command{
+			state.UpsertAllocations{Allocations: []csi.Allocation{allocEBSController(), allocEBSNode("n1"), allocWeb(1, "n1")}},
+			state.UpsertNodePlugins{NodeID: "n1", Plugins: []csi.PluginInfo{
+				fingerprint(pluginEBS, csi.PluginTypeController, "n1", "ebs-ctl-1", true),
+				fingerprint(pluginEBS, csi.PluginTypeNode, "n1", "ebs-node-1", true),
+			}},
+			state.RegisterVolume{Volume: volume(nsDefault, "data", pluginEBS, fsSNW)},
+			claimCmd(nsDefault, "data", claim("web-1", "n1", csi.ClaimWrite, fsSNW)),
+		}})
+		if !res.Changed || res.Claim != nil {
+			t.Errorf("Result = %s, want Changed and no Claim", toJSON(res))
+		}
+		for _, tb := range state.Tables() {
+			if idx := w.index(t, tb); idx != w.idx {
+				t.Errorf("Index(%s) = %d, want the batch's %d", tb, idx, w.idx)
+			}
+		}
+		if c := w.volume(t, nsDefault, "data").WriteClaims["web-1"]; c == nil || c.ExternalNodeID != "ext-n1" {
+			t.Errorf("claim from the batch = %s", toJSON(c))
+		}
+	})
+
+	t.Run("AllOrNothing", func(t *testing.T) {
+		w := s.standard(t)
+		w.refuse(t, state.Batch{Commands: []state.Command{
+			state.RegisterVolume{Volume: volume(nsDefault, "new", pluginEBS, fsSNW)},
+			claimCmd(nsDefault, "new", claim("web-1", "n1", csi.ClaimWrite, fsSNW)),
+			claimCmd(nsDefault, "new", claim("web-2", "n2", csi.ClaimWrite, fsSNW)),
+		}}, csi.ErrAttachedElsewhere, "new")
+	})
+
+	t.Run("SeesEarlierCommands", func(t *testing.T) {
+		w := s.standard(t)
+		w.must(t, claimCmd(nsDefault, "data", claim("web-1", "n1", csi.ClaimWrite, fsSNW)))
+		w.refuse(t, state.Batch{Commands: []state.Command{
+			state.UpsertNodePlugins{NodeID: "n1", Plugins: []csi.PluginInfo{
+				fingerprint(pluginEBS, csi.PluginTypeController, "n1", "ebs-ctl-1", true),
+				fingerprint(pluginEBS, csi.PluginTypeNode, "n1", "ebs-node-1", false),
+			}},
+			claimCmd(nsDefault, "shared", claim("web-3", "n1", csi.ClaimRead, fsMNMW)),
+		}}, csi.ErrPluginUnhealthy)
+		w.refuse(t, state.Batch{Commands: []state.Command{
+			state.ReleaseClaims{AllocationID: "web-1", ReleasedAt: t0},
+			claimCmd(nsDefault, "data", claim("web-1", "n1", csi.ClaimWrite, fsSNW)),
+		}}, csi.ErrAllocationTerminal)
+	})
+
+	t.Run("Invalid", func(t *testing.T) {
+		w := s.standard(t)
+		inner := state.Batch{Commands: []state.Command{state.DeleteNode{NodeID: "n3"}}}
+		w.refuse(t, state.Batch{Commands: []state.Command{inner}}, csi.ErrInvalidRequest)
+		// A nil command cannot be encoded, so it only reaches a store
+		// applied directly.
+		before := w.dump(t)
+		w.idx++
+		if _, err := w.s.Apply(w.idx, state.Batch{Commands: []state.Command{state.DeleteNode{NodeID: "n3"}, nil}}); !errors.Is(err, csi.ErrInvalidRequest) {
+			t.Errorf("batch with a nil command: %v, want ErrInvalidRequest", err)
+		}
+		if after := w.dump(t); after != before {
+			t.Errorf("a refused batch changed the store")
+		}
+	})
+
+	t.Run("Empty", func(t *testing.T) {
+		w := s.standard(t)
+		w.noop(t, state.Batch{})
+	})
+}
