@@ -6,7 +6,9 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"syscall"
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -26,7 +28,7 @@ func TestMain(m *testing.M) {
 // harness is one plugin served in-process on a real unix socket, with raw
 // CSI clients dialed to it.
 type harness struct {
-	t      *testing.T
+	t      testing.TB
 	cfg    hostpath.Config
 	p      *hostpath.Plugin
 	socket string
@@ -51,7 +53,7 @@ func shortDir(t testing.TB) string {
 // start serves a plugin for cfg. Zero fields get test defaults: a fresh
 // data dir, node ID "node-1", and the symlink mount method so the test
 // runs as any user.
-func start(t *testing.T, cfg hostpath.Config) *harness {
+func start(t testing.TB, cfg hostpath.Config) *harness {
 	t.Helper()
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
@@ -186,4 +188,41 @@ func dial(t *testing.T, socket string) *grpc.ClientConn {
 	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	must.NoError(t, err)
 	return conn
+}
+
+// pathDir returns a new temporary directory for staging and target
+// paths. Whatever is still mounted under it when the test ends is
+// unmounted before the directory is removed, so a failed bind-mount test
+// leaks no mount (cleanups run last-registered first).
+func pathDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	t.Cleanup(func() { unmountUnder(t, dir) })
+	return dir
+}
+
+func unmountUnder(t *testing.T, dir string) {
+	t.Helper()
+	resolved, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		return
+	}
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return // no mountinfo, no bind mounts
+	}
+	var mps []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], resolved+"/") {
+			mps = append(mps, f[4])
+		}
+	}
+	// Deepest first, so nested mounts come off before their parents.
+	slices.SortFunc(mps, func(a, b string) int { return len(b) - len(a) })
+	for _, mp := range mps {
+		if err := syscall.Unmount(mp, 0); err != nil {
+			t.Errorf("unmount %s left by the test: %v", mp, err)
+		}
+	}
 }

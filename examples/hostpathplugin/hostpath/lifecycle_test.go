@@ -27,7 +27,7 @@ type lifecycleCheck func(t *testing.T, path string, attached bool)
 // unpublish, delete.
 func runLifecycle(t *testing.T, h *harness, check lifecycleCheck) {
 	ctx := context.Background()
-	base := t.TempDir()
+	base := pathDir(t)
 	staging := filepath.Join(base, "staging")
 	target := filepath.Join(base, "target")
 	must.NoError(t, os.Mkdir(staging, 0o750)) // the CO creates the staging directory
@@ -160,7 +160,7 @@ func TestPlugin_NodePublishVolume_ReadOnlyBind(t *testing.T) {
 	cv, err := h.ctrl.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: "ro", VolumeCapabilities: []*csipb.VolumeCapability{mountCap(snw)}})
 	must.NoError(t, err)
 	id := cv.GetVolume().GetVolumeId()
-	base := t.TempDir()
+	base := pathDir(t)
 	rw, ro := filepath.Join(base, "rw"), filepath.Join(base, "ro")
 	for _, tc := range []struct {
 		target   string
@@ -197,7 +197,7 @@ func TestPlugin_Restart_KeepsState(t *testing.T) {
 	id := cv.GetVolume().GetVolumeId()
 	cp, err := h.ctrl.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{VolumeId: id, NodeId: "node-1", VolumeCapability: mountCap(snw)})
 	must.NoError(t, err)
-	base := t.TempDir()
+	base := pathDir(t)
 	staging, target := filepath.Join(base, "s"), filepath.Join(base, "t")
 	_, err = h.node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, PublishContext: cp.GetPublishContext(), StagingTargetPath: staging, VolumeCapability: mountCap(snw)})
 	must.NoError(t, err)
@@ -248,7 +248,7 @@ func TestPlugin_Split_ControllerAndNodes(t *testing.T) {
 	_, err = ctrl.ctrl.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{VolumeId: id, NodeId: "node-2", VolumeCapability: mountCap(snw)})
 	requireCode(t, codes.FailedPrecondition, err)
 
-	staging := filepath.Join(t.TempDir(), "s")
+	staging := filepath.Join(pathDir(t), "s")
 	stage := &csipb.NodeStageVolumeRequest{VolumeId: id, PublishContext: cp.GetPublishContext(), StagingTargetPath: staging, VolumeCapability: mountCap(snw)}
 	_, err = nodes["node-2"].node.NodeStageVolume(ctx, stage)
 	requireCode(t, codes.FailedPrecondition, err) // the context names node-1
