@@ -18,7 +18,8 @@
 // them in its log and apply the same command at the same index on every
 // replica. A command is applied whole or not at all: a refused command
 // returns an error matching a csi sentinel (errors.Is) and leaves the
-// store, table indexes included, as it was.
+// store, table indexes included, as it was. Batch groups commands into
+// one atomic write at one index.
 //
 // The claim rules are checked and the claim written in one transaction
 // (ClaimVolume), before any plugin call. An allocation that becomes

@@ -1,6 +1,7 @@
 package statetest
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
@@ -91,6 +92,8 @@ func (s suite) property(t *testing.T) {
 type machine struct {
 	w    *world
 	last map[state.Table]uint64
+	// lastDump is the store as the last invariant check saw it.
+	lastDump string
 }
 
 // seed starts a check from a random but working cluster, so that random
@@ -119,6 +122,7 @@ func (m *machine) seed(rt *rapid.T) {
 		m.mustRun(rt, state.RegisterVolume{Volume: volume(v[0], v[1], rapid.SampledFrom(propPlugins()).Draw(rt, "plugin"),
 			rapid.SliceOfNDistinct(rapid.SampledFrom(propCaps()), 1, 3, rapid.ID).Draw(rt, "capabilities")...)})
 	}
+	m.lastDump = m.w.dump(rt)
 }
 
 func (m *machine) mustRun(rt *rapid.T, cmd state.Command) {
@@ -130,7 +134,7 @@ func (m *machine) mustRun(rt *rapid.T, cmd state.Command) {
 // run applies cmd; a refusal must match a csi sentinel and change
 // nothing.
 func (m *machine) run(rt *rapid.T, cmd state.Command) {
-	before := m.w.dump(rt)
+	before := m.lastDump // check ran after the previous command
 	_, err := m.w.apply(rt, cmd)
 	if err == nil {
 		return
@@ -289,6 +293,11 @@ func (m *machine) recordError(rt *rapid.T) state.Command {
 // check verifies the invariants of the whole store.
 func (m *machine) check(rt *rapid.T) {
 	v := m.w.view(rt)
+	b, err := json.Marshal(v)
+	if err != nil {
+		rt.Fatalf("encode view: %v", err)
+	}
+	m.lastDump = string(b)
 	for tb, idx := range v.Indexes {
 		if idx < m.last[tb] {
 			rt.Errorf("Index(%s) went back from %d to %d", tb, m.last[tb], idx)
