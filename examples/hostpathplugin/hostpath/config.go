@@ -78,7 +78,8 @@ func (m MountMethod) valid() bool {
 
 // Config describes one plugin process. The zero value (plus DataDir) is
 // a monolith without ControllerPublish and without staging, on the
-// automatic mount method.
+// automatic mount method. (The hostpathplugin command's flags turn both
+// capabilities on by default.)
 type Config struct {
 	// Name and Version are what GetPluginInfo reports; defaults
 	// DefaultName and DefaultVersion.

@@ -32,7 +32,10 @@
 //  3. Call Run(ctx) to serve on Config.Endpoint, or Serve(ctx, lis) to
 //     serve on a listener of your own. Both return when ctx ends, after
 //     a graceful stop bounded by Config.ShutdownTimeout.
-//  4. Dial the socket with any CSI client.
+//  4. Dial the socket with any CSI client. Run creates the socket and then
+//     opens the data dir, so the first call should wait for the socket
+//     (grpc.WaitForReady) or be retried; once Probe answers, the plugin
+//     holds its locks and has loaded its state.
 //
 // # Data dir
 //
