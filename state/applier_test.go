@@ -130,3 +130,47 @@ func TestLocalApplier_Apply_Concurrent(t *testing.T) {
 		t.Errorf("%d distinct indexes, want %d", len(seen), writers*perWriter)
 	}
 }
+
+// TestMemStore_Apply_ConcurrentReads rewrites a volume with nested
+// options while readers copy it: stored objects must never be written
+// after they are stored (checked under -race).
+func TestMemStore_Apply_ConcurrentReads(t *testing.T) {
+	s, last := smallCluster(t)
+	v, err := s.Volume("default", "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v.MountOptions = &csi.MountOptions{FSType: "xfs", MountFlags: []string{"noatime"}}
+	v.RequestedTopologies = &csi.TopologyRequest{Required: []*csi.Topology{{Segments: map[string]string{"zone": "a"}}}}
+	last++
+	if _, err := s.Apply(last, state.RegisterVolume{Volume: *v}); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	var readers sync.WaitGroup
+	for range 2 {
+		readers.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if _, err := s.Volume("default", "v1"); err != nil {
+					t.Errorf("Volume: %v", err)
+					return
+				}
+			}
+		})
+	}
+	for i := range 200 {
+		last++
+		cmd := state.SetPublishContext{Namespace: "default", VolumeID: "v1", AllocationID: "web-1",
+			PublishContext: map[string]string{"n": fmt.Sprint(i)}}
+		if _, err := s.Apply(last, cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	readers.Wait()
+}

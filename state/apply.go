@@ -153,11 +153,14 @@ func normalizeVolume(v *csi.Volume) {
 	if len(v.Topologies) == 0 {
 		v.Topologies = nil
 	}
+	// The pointed-to structs may be shared with the stored volume this
+	// one replaces: write to them only when they are not normalized yet,
+	// which is never the case for a stored one.
 	if r := v.RequestedTopologies; r != nil {
-		if len(r.Required) == 0 {
+		if r.Required != nil && len(r.Required) == 0 {
 			r.Required = nil
 		}
-		if len(r.Preferred) == 0 {
+		if r.Preferred != nil && len(r.Preferred) == 0 {
 			r.Preferred = nil
 		}
 	}
@@ -174,7 +177,7 @@ func normalizeClaim(c *csi.Claim) {
 }
 
 func normalizeMountOptions(o *csi.MountOptions) {
-	if o != nil && len(o.MountFlags) == 0 {
+	if o != nil && o.MountFlags != nil && len(o.MountFlags) == 0 {
 		o.MountFlags = nil
 	}
 }
