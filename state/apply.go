@@ -16,7 +16,7 @@ import (
 // Apply implements Store. It runs cmd in one memdb write transaction and
 // commits only if the whole command succeeded.
 func (s *MemStore) Apply(index uint64, cmd Command) (Result, error) {
-	if cmd == nil {
+	if isNil(cmd) {
 		return Result{}, fmt.Errorf("%w: apply a nil command", csi.ErrInvalidRequest)
 	}
 	if index == 0 {
@@ -253,9 +253,10 @@ func (w *writer) editClaim(ns, volID, allocID string, fn func(c *csi.Claim, past
 
 func (b Batch) apply(w *writer) error {
 	for i, c := range b.Commands {
-		switch c.(type) {
-		case nil:
+		if isNil(c) {
 			return fmt.Errorf("%w: batch command %d is nil", csi.ErrInvalidRequest, i)
+		}
+		switch c.(type) {
 		case Batch, *Batch:
 			return fmt.Errorf("%w: batch command %d is a batch; batches do not nest", csi.ErrInvalidRequest, i)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/csikit/csikit/csi"
@@ -281,6 +282,16 @@ func (UpsertAllocations) Kind() Kind { return KindUpsertAllocations }
 // Kind implements Command.
 func (DeleteAllocations) Kind() Kind { return KindDeleteAllocations }
 
+// isNil reports whether cmd is nil or a nil pointer to a command, whose
+// methods would panic.
+func isNil(cmd Command) bool {
+	if cmd == nil {
+		return true
+	}
+	v := reflect.ValueOf(cmd)
+	return v.Kind() == reflect.Pointer && v.IsNil()
+}
+
 type envelope struct {
 	Kind Kind            `json:"kind"`
 	Body json.RawMessage `json:"body"`
@@ -289,7 +300,7 @@ type envelope struct {
 // EncodeCommand encodes cmd as the JSON envelope
 // {"kind": "...", "body": {...}}. The body holds volume secrets in clear.
 func EncodeCommand(cmd Command) ([]byte, error) {
-	if cmd == nil {
+	if isNil(cmd) {
 		return nil, fmt.Errorf("%w: encode a nil command", csi.ErrInvalidRequest)
 	}
 	body, err := json.Marshal(cmd)

@@ -134,3 +134,22 @@ func TestDecodeCommand_Invalid(t *testing.T) {
 		})
 	}
 }
+
+func TestMemStore_Apply_NilPointer(t *testing.T) {
+	s := newMemStore(t)
+	var nilClaim *state.ClaimVolume
+	if _, err := s.Apply(1, nilClaim); !errors.Is(err, csi.ErrInvalidRequest) {
+		t.Errorf("Apply(nil *ClaimVolume): %v, want ErrInvalidRequest", err)
+	}
+	if _, err := s.Apply(1, state.Batch{Commands: []state.Command{nilClaim}}); !errors.Is(err, csi.ErrInvalidRequest) {
+		t.Errorf("Apply(batch of a nil pointer): %v, want ErrInvalidRequest", err)
+	}
+	if _, err := state.EncodeCommand(nilClaim); !errors.Is(err, csi.ErrInvalidRequest) {
+		t.Errorf("EncodeCommand(nil *ClaimVolume): %v, want ErrInvalidRequest", err)
+	}
+	// A non-nil pointer is applied like the value.
+	res, err := s.Apply(1, &state.UpsertAllocations{Allocations: []csi.Allocation{{ID: "a", Namespace: "default", NodeID: "n1"}}})
+	if err != nil || !res.Changed {
+		t.Errorf("Apply(&UpsertAllocations) = %+v, %v", res, err)
+	}
+}
