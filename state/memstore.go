@@ -395,5 +395,12 @@ func viewPlugin(txn *memdb.Txn, row *csi.Plugin) (*csi.Plugin, error) {
 			}
 		}
 	}
+	// The index yields allocation order; the contract adds the type.
+	slices.SortStableFunc(p.Allocations, func(a, b csi.PluginAllocation) int {
+		if c := strings.Compare(a.AllocationID, b.AllocationID); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.Type), string(b.Type))
+	})
 	return p, nil
 }

@@ -57,7 +57,7 @@ type VolumeReader interface {
 // missing plugin matches csi.ErrPluginNotFound.
 type PluginReader interface {
 	// Plugin returns one plugin with its instances and the non-terminal
-	// allocations that run it.
+	// allocations that run it (sorted by allocation ID, then type).
 	Plugin(id string) (*csi.Plugin, error)
 	// Plugins returns every plugin, sorted by ID.
 	Plugins() ([]*csi.Plugin, error)

@@ -41,7 +41,7 @@ func (s suite) plugins(t *testing.T) {
 			{AllocationID: "ebs-node-1", NodeID: "n1", JobID: "ebs-nodes", TaskGroup: "ebs-nodes-group", Type: csi.PluginTypeNode},
 			{AllocationID: "ebs-node-2", NodeID: "n2", JobID: "ebs-nodes", TaskGroup: "ebs-nodes-group", Type: csi.PluginTypeNode},
 		}
-		if got := sortedAllocs(p.Allocations); !slices.Equal(got, want) {
+		if got := p.Allocations; !slices.Equal(got, want) {
 			t.Errorf("Allocations = %s, want %s", toJSON(got), toJSON(want))
 		}
 		if !p.Schedulable() || !p.NeedsControllerPublish() {
@@ -365,24 +365,4 @@ func (s suite) plugins(t *testing.T) {
 			t.Errorf("changing returned objects changed the store:\nbefore: %s\nafter:  %s", before, after)
 		}
 	})
-}
-
-func sortedAllocs(as []csi.PluginAllocation) []csi.PluginAllocation {
-	out := slices.Clone(as)
-	slices.SortFunc(out, func(a, b csi.PluginAllocation) int {
-		if a.AllocationID != b.AllocationID {
-			if a.AllocationID < b.AllocationID {
-				return -1
-			}
-			return 1
-		}
-		if a.Type < b.Type {
-			return -1
-		}
-		if a.Type > b.Type {
-			return 1
-		}
-		return 0
-	})
-	return out
 }
