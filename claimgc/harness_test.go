@@ -55,6 +55,9 @@ type harnessOptions struct {
 	// clientRetries is the plugin clients' own MaxRetries; default -1
 	// (none), so that every failure reaches the worker.
 	clientRetries int
+	// baseDir holds the sockets, mount roots and mounter state; default
+	// the system's temporary directory.
+	baseDir string
 }
 
 type harness struct {
@@ -116,7 +119,7 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	h.store, h.applier = st, state.NewLocalApplier(st)
-	dir := shortTempDir(t)
+	dir := shortTempDir(t, o.baseDir)
 
 	ctrlCaps := csi.ControllerCapabilities{PublishUnpublishVolume: !o.noControllerPublish}
 	h.ctrl = csitest.Start(t, csitest.Config{
@@ -125,7 +128,6 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		Endpoint:   filepath.Join(dir, "ctrl.sock"),
 	})
 	h.ctrlClient = newClient(t, h.ctrl.Endpoint(), o.clientRetries)
-	h.ctrl.SetHook(csitest.MethodControllerUnpublishVolume, h.checkControllerUnpublish)
 
 	for i := 1; i <= o.nodes; i++ {
 		id := fmt.Sprintf("n%d", i)
@@ -149,9 +151,6 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 			t.Fatal(err)
 		}
 		n.mounter = m
-		for _, method := range []string{csitest.MethodNodeUnpublishVolume, csitest.MethodNodeUnstageVolume} {
-			n.fake.SetHook(method, h.order.hook(id))
-		}
 		h.nodes[id] = n
 		h.nodeIDs = append(h.nodeIDs, id)
 		h.statuses.set(id, csi.NodeStatusReady)
@@ -166,7 +165,22 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		}
 		h.apply(state.UpsertNodePlugins{NodeID: id, Plugins: plugins})
 	}
+	h.clearFaults()
 	return h
+}
+
+// clearFaults removes every injected fault and puts back the hooks that
+// record the order of teardown calls and check them across plugins.
+func (h *harness) clearFaults() {
+	h.ctrl.ClearFaults()
+	h.ctrl.SetHook(csitest.MethodControllerUnpublishVolume, h.checkControllerUnpublish)
+	for _, id := range h.nodeIDs {
+		n := h.nodes[id]
+		n.fake.ClearFaults()
+		for _, method := range []string{csitest.MethodNodeUnpublishVolume, csitest.MethodNodeUnstageVolume} {
+			n.fake.SetHook(method, h.order.hook(id))
+		}
+	}
 }
 
 func (h *harness) nodePluginInfo(n *testNode) *csi.PluginInfo {
@@ -178,9 +192,9 @@ func (h *harness) nodePluginInfo(n *testNode) *csi.PluginInfo {
 }
 
 // shortTempDir returns a directory whose paths fit a unix socket address.
-func shortTempDir(t testing.TB) string {
+func shortTempDir(t testing.TB, base string) string {
 	t.Helper()
-	dir, err := os.MkdirTemp("", "cgc")
+	dir, err := os.MkdirTemp(base, "cgc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,6 +243,13 @@ func (h *harness) addVolume(id string, mode csi.AccessMode) {
 // the node.
 func (h *harness) claim(volID, allocID, node string) {
 	h.t.Helper()
+	if err := h.tryClaim(context.Background(), volID, allocID, node); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// tryClaim is claim for any goroutine: it returns its error.
+func (h *harness) tryClaim(ctx context.Context, volID, allocID, node string) error {
 	h.mu.Lock()
 	a, ok := h.allocs[allocID]
 	if !ok {
@@ -237,36 +258,45 @@ func (h *harness) claim(volID, allocID, node string) {
 	}
 	h.mu.Unlock()
 	if !ok {
-		h.apply(state.UpsertAllocations{Allocations: []csi.Allocation{a}})
+		if _, err := h.applier.Apply(ctx, state.UpsertAllocations{Allocations: []csi.Allocation{a}}); err != nil {
+			return err
+		}
 	}
 	vol, err := h.store.Volume(testNamespace, volID)
 	if err != nil {
-		h.t.Fatal(err)
+		return err
 	}
-	res := h.apply(state.ClaimVolume{Namespace: testNamespace, VolumeID: volID, Claim: csi.Claim{
+	res, err := h.applier.Apply(ctx, state.ClaimVolume{Namespace: testNamespace, VolumeID: volID, Claim: csi.Claim{
 		AllocationID: allocID, NodeID: node, Mode: csi.ClaimWrite,
 		AccessMode: vol.Capabilities[0].AccessMode, AttachmentMode: vol.Capabilities[0].AttachmentMode,
 	}})
+	if err != nil {
+		return fmt.Errorf("claim %s for %s: %w", volID, allocID, err)
+	}
 	c := res.Claim
-	ctx := context.Background()
 	if h.controllerPublish {
 		pc, err := h.ctrlClient.ControllerPublishVolume(ctx, &plugin.ControllerPublishRequest{
 			ExternalID: vol.ExternalID, ExternalNodeID: c.ExternalNodeID,
 			Capability: c.Capability(), Secrets: vol.Secrets,
 		})
 		if err != nil {
-			h.t.Fatalf("ControllerPublish of %s to %s: %v", volID, node, err)
+			return fmt.Errorf("ControllerPublish of %s to %s: %w", volID, node, err)
 		}
-		h.apply(state.SetPublishContext{Namespace: testNamespace, VolumeID: volID, AllocationID: allocID, PublishContext: pc})
+		if _, err := h.applier.Apply(ctx, state.SetPublishContext{
+			Namespace: testNamespace, VolumeID: volID, AllocationID: allocID, PublishContext: pc,
+		}); err != nil {
+			return err
+		}
 		c.PublishContext = pc
 	}
 	req, err := mounter.NewMountRequest(vol, c)
 	if err != nil {
-		h.t.Fatal(err)
+		return err
 	}
 	if _, err := h.nodes[node].mounter.MountVolume(ctx, req); err != nil {
-		h.t.Fatalf("mount %s for %s on %s: %v", volID, allocID, node, err)
+		return fmt.Errorf("mount %s for %s on %s: %w", volID, allocID, node, err)
 	}
+	return nil
 }
 
 // release makes allocations terminal, as the host reports a stopped

@@ -59,7 +59,7 @@ const (
 	// user) on the claim's node, then the NodeDetached checkpoint.
 	StepNodeDetach Step = "node-detach"
 	// StepControllerDetach is ControllerUnpublish through a controller,
-	// then the ControllerDetached checkpoint.
+	// ended by the free.
 	StepControllerDetach Step = "controller-detach"
 	// StepFree removes the claim.
 	StepFree Step = "free"

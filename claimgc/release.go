@@ -22,12 +22,11 @@ import (
 //  2. controller step for claims in NodeDetached, grouped by node: one
 //     ControllerUnpublish per (node, CSI node ID), only when no live
 //     claim of the volume is on that node and no other past claim there
-//     still waits for its node step; then checkpoint ControllerDetached
-//     for each claim of the group and free it. When the plugin needs no
-//     ControllerUnpublish the claims are freed directly: there is no
-//     step whose repetition a checkpoint would save;
-//  3. free for claims in ControllerDetached or ReadyToFree (left by a
-//     run that stopped between the checkpoint and the free).
+//     still waits for its node step (or none at all when the plugin
+//     needs no ControllerUnpublish); then free each claim of the group.
+//     The free is the step's checkpoint;
+//  3. free for claims in ControllerDetached or ReadyToFree (written by
+//     another writer, such as an earlier version of this worker).
 //
 // Every checkpoint is written only after its step succeeded, so a run
 // cut short at any point (crash, lost leadership) leaves each claim at
@@ -245,17 +244,18 @@ func (r *volumeRun) controllerStep(ctx context.Context, v *csi.Volume, cs []*csi
 			return 0, false
 		}
 	}
+	// The free is the controller step's checkpoint: nothing can happen
+	// between the two, so writing ControllerDetached first would cost a
+	// store write (and its wait) per claim and save nothing. A free that
+	// fails leaves the claim NodeDetached, and the controller step, like
+	// any step whose checkpoint did not land, runs again.
 	for _, c := range cs {
-		if needed {
-			if !r.checkpoint(ctx, c, csi.ClaimControllerDetached, StepControllerDetach) {
-				continue
-			}
-			wrote = true
-		}
-		w.steps[stepIndex(StepControllerDetach)].Add(1)
 		if r.free(ctx, v, c) {
 			freed++
 			wrote = true
+			if needed {
+				w.steps[stepIndex(StepControllerDetach)].Add(1)
+			}
 		}
 	}
 	return freed, wrote
@@ -335,7 +335,7 @@ func (w *Worker) pluginView(id string) (*csi.Plugin, error) {
 // checkpoint moves c to st through the Applier. A claim that is gone or
 // already further along (another worker got there) counts as done.
 func (r *volumeRun) checkpoint(ctx context.Context, c *csi.Claim, st csi.ClaimState, step Step) bool {
-	_, err := r.w.cfg.Applier.Apply(ctx, state.CheckpointClaim{
+	err := r.w.commit.apply(ctx, state.CheckpointClaim{
 		Namespace: r.key.namespace, VolumeID: r.key.id, AllocationID: c.AllocationID, State: st,
 	})
 	switch {
@@ -351,7 +351,7 @@ func (r *volumeRun) checkpoint(ctx context.Context, c *csi.Claim, st csi.ClaimSt
 // free removes c and reports whether it is gone.
 func (r *volumeRun) free(ctx context.Context, v *csi.Volume, c *csi.Claim) bool {
 	w := r.w
-	_, err := w.cfg.Applier.Apply(ctx, state.FreeClaim{
+	err := w.commit.apply(ctx, state.FreeClaim{
 		Namespace: r.key.namespace, VolumeID: r.key.id, AllocationID: c.AllocationID,
 	})
 	switch {
@@ -394,7 +394,7 @@ func (r *volumeRun) recordFailures(ctx context.Context, v *csi.Volume) outcome {
 		if c := v.PastClaims[id]; c == nil || c.LastError == msg {
 			continue
 		}
-		_, err := r.w.cfg.Applier.Apply(ctx, state.RecordClaimError{
+		err := r.w.commit.apply(ctx, state.RecordClaimError{
 			Namespace: r.key.namespace, VolumeID: r.key.id, AllocationID: id, Error: msg,
 		})
 		if err != nil && ctx.Err() == nil && !errors.Is(err, csi.ErrClaimNotFound) {

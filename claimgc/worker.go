@@ -26,7 +26,8 @@ type Worker struct {
 	changed  chan struct{} // closed and replaced when enabled, ep or run change
 	enabled  bool
 	run      runState
-	ep       *queue // the queue of the current enabled period, or nil
+	ep       *queue     // the queue of the current enabled period, or nil
+	commit   *committer // the writer of the current enabled period
 	plugins  map[string]pluginEntry
 	pluginMu sync.Mutex
 
@@ -36,6 +37,8 @@ type Worker struct {
 	freeLatencySum atomic.Int64     // nanoseconds
 	freeLatencyMax atomic.Int64
 	scans          atomic.Uint64
+	writes         atomic.Uint64
+	applies        atomic.Uint64
 }
 
 type runState int
@@ -144,6 +147,7 @@ func (w *Worker) runEnabled(parent context.Context) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	q := newQueue(w.cfg.Clock, w.cfg.Observer, w.cfg.ScanInterval)
+	w.commit = newCommitter(w.cfg.Applier, &w.writes, &w.applies)
 	w.mu.Lock()
 	w.ep = q
 	w.notifyLocked()
@@ -156,6 +160,7 @@ func (w *Worker) runEnabled(parent context.Context) {
 		start = 0
 	}
 	var wg sync.WaitGroup
+	wg.Go(func() { w.commit.run(ctx) })
 	wg.Go(func() { w.watchStore(ctx, q, start) })
 	wg.Go(func() { w.scanLoop(ctx, q) })
 	wg.Go(func() { w.timerLoop(ctx, q) })
@@ -312,14 +317,19 @@ type Stats struct {
 	Enabled bool
 	// Freed counts claims freed.
 	Freed uint64
-	// NodeDetached, ControllerDetached count steps done (RPC made or
-	// skipped, checkpoint written).
+	// NodeDetached counts node steps done (RPCs made, or skipped for a
+	// gone node) and checkpointed; ControllerDetached counts claims whose
+	// ControllerUnpublish was made and which were then freed.
 	NodeDetached       uint64
 	ControllerDetached uint64
 	// FailedAttempts counts failed attempts at a step.
 	FailedAttempts uint64
 	// Scans counts reads of every volume with past claims.
 	Scans uint64
+	// Writes counts commands written (checkpoints, frees, errors);
+	// Applies counts calls to the Applier: commands written while
+	// another write was in flight go together in one state.Batch.
+	Writes, Applies uint64
 	// Ready, Running and Waiting are the volumes queued for a worker
 	// slot, being released, and waiting for a retry; Parked those
 	// waiting for their volume to change (a live claim on the same
@@ -344,6 +354,8 @@ func (w *Worker) Stats() Stats {
 		ControllerDetached: w.steps[stepIndex(StepControllerDetach)].Load(),
 		FailedAttempts:     w.failedAttempts.Load(),
 		Scans:              w.scans.Load(),
+		Writes:             w.writes.Load(),
+		Applies:            w.applies.Load(),
 		FreeLatencyTotal:   time.Duration(w.freeLatencySum.Load()),
 		FreeLatencyMax:     time.Duration(w.freeLatencyMax.Load()),
 	}

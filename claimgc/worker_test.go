@@ -419,7 +419,7 @@ func TestWorker_SetEnabled_DisableStopsInFlightStep(t *testing.T) {
 		t.Errorf("stats after disable = %+v", st)
 	}
 
-	n1.fake.SetHook(nodeUnpublish, h.order.hook("n1"))
+	h.clearFaults()
 	w.SetEnabled(true)
 	h.settle(w)
 	if n := h.pastClaims(); n != 0 {
@@ -466,9 +466,7 @@ func TestWorker_Release_FinalErrorRecordedAndRetriedSlowly(t *testing.T) {
 	if got := n2.fake.CallCount(nodeUnpublish); got != 2 {
 		t.Fatalf("NodeUnpublish calls after the slow retry = %d, want 2", got)
 	}
-	n2.fake.ClearFaults()
-	n2.fake.SetHook(nodeUnpublish, h.order.hook("n2"))
-	n2.fake.SetHook(nodeUnstage, h.order.hook("n2"))
+	h.clearFaults()
 	h.advance(w, 10*time.Minute)
 	if n := h.pastClaims(); n != 0 {
 		t.Fatalf("%d past claims left after the fault cleared", n)

@@ -1,0 +1,204 @@
+package claimgc_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/plugin"
+	"github.com/csikit/csikit/internal/clock"
+)
+
+// BenchmarkWorker_Release measures how close the Worker gets to the
+// bound set by plugin latency alone: 10,000 claims on 100 nodes, each
+// release three RPCs (NodeUnpublish, NodeUnstage, ControllerUnpublish)
+// to csitest plugins that add 2 ms each, 64 volumes in parallel. The
+// bound is claims × 3 × 2 ms ÷ 64; release-vs-bound is the wall time
+// from the release command to the last claim freed, divided by it.
+//
+// Every node has its own csitest node plugin on its own socket and its
+// own mounter (state writes without fsync); one csitest controller
+// serves the controller calls. The mounts are made, without latency,
+// before the timer starts.
+//
+//	go test ./claimgc -run '^$' -bench Release -benchtime 1x
+func BenchmarkWorker_Release(b *testing.B) {
+	const (
+		claims      = 10_000
+		nodes       = 100
+		parallelism = 64
+		latency     = 2 * time.Millisecond
+		rpcsPerClm  = 3
+	)
+	bound := time.Duration(claims*rpcsPerClm) * latency / parallelism
+	var ratios, floors []float64
+	for b.Loop() {
+		b.StopTimer()
+		h := newHarness(b, harnessOptions{nodes: nodes, clock: clock.Real, baseDir: benchDir()})
+		setupClaims(b, h, claims)
+		for _, id := range h.nodeIDs {
+			h.nodes[id].fake.SetLatency(nodeUnpublish, latency)
+			h.nodes[id].fake.SetLatency(nodeUnstage, latency)
+		}
+		h.ctrl.SetLatency(ctrlUnpublish, latency)
+		cfg := h.workerConfig()
+		cfg.Parallelism = parallelism
+		cfg.Logger = nil
+		w := h.startWorker(cfg, true)
+		h.settle(w)
+		allocs := make([]string, claims)
+		for i := range allocs {
+			allocs[i] = fmt.Sprintf("a%d", i)
+		}
+
+		cpu0 := cpuTime()
+		b.StartTimer()
+		start := time.Now()
+		h.release(allocs...)
+		h.settle(w)
+		wall := time.Since(start)
+		b.StopTimer()
+		cpu := cpuTime() - cpu0
+
+		if n := h.pastClaims(); n != 0 {
+			b.Fatalf("%d past claims left", n)
+		}
+		if st := w.Stats(); st.Freed != claims || st.FailedAttempts != 0 {
+			b.Fatalf("stats = %+v", st)
+		}
+		h.requireNoViolations()
+		w.stop()
+
+		// The floor: the same 30,000 RPCs through the same clients to the
+		// same plugins with the same latency, made by 64 goroutines
+		// with nothing else to do. The volumes are gone by now, so the
+		// plugins answer on their fast path: this is the transport and
+		// latency alone.
+		cpu1 := cpuTime()
+		floor := rpcFloor(b, h, claims, parallelism)
+		cpuFloor := cpuTime() - cpu1
+		ratios = append(ratios, float64(wall)/float64(bound))
+		floors = append(floors, float64(floor)/float64(bound))
+		b.ReportMetric(float64(wall.Microseconds())/claims, "µs/claim")
+		b.ReportMetric(float64(cpu.Microseconds())/claims, "cpu-µs/claim")
+		st := w.Stats()
+		b.Logf("released %d claims in %v (process CPU %v); bound %v; scans %d, writes %d in %d applies; RPC floor %v (process CPU %v)",
+			claims, wall, cpu, bound, st.Scans, st.Writes, st.Applies, floor, cpuFloor)
+		b.StartTimer()
+	}
+	b.ReportMetric(mean(ratios), "release-vs-bound")
+	b.ReportMetric(mean(floors), "rpcfloor-vs-bound")
+}
+
+func mean(xs []float64) float64 {
+	var sum float64
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
+}
+
+// rpcFloor makes the teardown RPCs of n claims (spread over the nodes as
+// setupClaims spreads them) from parallel goroutines and returns the
+// wall time.
+func rpcFloor(b *testing.B, h *harness, n, parallel int) time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	work := make(chan int)
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	start := time.Now()
+	for range parallel {
+		wg.Go(func() {
+			for i := range work {
+				node := h.nodes[h.nodeIDs[i%len(h.nodeIDs)]]
+				ext := fmt.Sprintf("ext-v%d", i)
+				dir := fmt.Sprintf("/nonexistent/floor/%d", i)
+				err := node.client.NodeUnpublishVolume(ctx, &plugin.NodeUnpublishRequest{ExternalID: ext, TargetPath: dir + "/target"})
+				if csi.TeardownDone(err) {
+					err = node.client.NodeUnstageVolume(ctx, &plugin.NodeUnstageRequest{ExternalID: ext, StagingPath: dir + "/staging"})
+				}
+				if csi.TeardownDone(err) {
+					err = h.ctrlClient.ControllerUnpublishVolume(ctx, &plugin.ControllerUnpublishRequest{ExternalID: ext, ExternalNodeID: node.csiID})
+				}
+				if !csi.TeardownDone(err) {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	elapsed := time.Since(start)
+	if len(errs) > 0 {
+		b.Fatalf("%d floor calls failed; first: %v", len(errs), errs[0])
+	}
+	return elapsed
+}
+
+// setupClaims registers n volumes and claims and mounts each for its own
+// allocation, spread round-robin over the nodes.
+func setupClaims(b *testing.B, h *harness, n int) {
+	b.Helper()
+	ctx := context.Background()
+	for i := range n {
+		h.addVolume(fmt.Sprintf("v%d", i), csi.AccessModeSingleNodeWriter)
+	}
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	work := make(chan int)
+	for range 32 {
+		wg.Go(func() {
+			for i := range work {
+				node := h.nodeIDs[i%len(h.nodeIDs)]
+				if err := h.tryClaim(ctx, fmt.Sprintf("v%d", i), fmt.Sprintf("a%d", i), node); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for i := range n {
+		work <- i
+	}
+	close(work)
+	wg.Wait()
+	if len(errs) > 0 {
+		b.Fatalf("%d claims failed; first: %v", len(errs), errs[0])
+	}
+}
+
+// benchDir puts the nodes' files in memory when the machine has a tmpfs
+// at /dev/shm: the node side's disk is not what this benchmark measures.
+func benchDir() string {
+	if fi, err := os.Stat("/dev/shm"); err == nil && fi.IsDir() {
+		return "/dev/shm"
+	}
+	return ""
+}
+
+// cpuTime is the CPU time (user and system) the process used so far.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}

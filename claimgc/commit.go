@@ -1,0 +1,130 @@
+package claimgc
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/state"
+)
+
+// maxBatch bounds the commands written in one state.Batch, so that one
+// log entry of a replicated host stays small (a checkpoint is a few
+// hundred bytes encoded).
+const maxBatch = 256
+
+// committer sends the Worker's writes to the Applier. Commands that
+// arrive while a write is in flight are grouped into one state.Batch:
+// one store transaction, and one log entry on a replicated host, for
+// many claims. A store pays mostly per transaction, so this is what lets
+// releases keep up with many volumes in parallel. Each command is still
+// submitted only after its step succeeded, and its submitter waits for
+// the outcome before going on, so grouping never reorders the writes of
+// one volume.
+type committer struct {
+	applier state.Applier
+	// writes and applies count commands written and Applier calls made.
+	writes, applies *atomic.Uint64
+
+	mu      sync.Mutex
+	pending []*write
+	wake    chan struct{} // holds one signal when pending became non-empty
+}
+
+type write struct {
+	cmd  state.Command
+	done chan error // buffered: the committer never blocks on it
+}
+
+func newCommitter(a state.Applier, writes, applies *atomic.Uint64) *committer {
+	return &committer{applier: a, writes: writes, applies: applies, wake: make(chan struct{}, 1)}
+}
+
+// apply submits cmd and waits for its outcome, or for ctx to end (the
+// command may then still be applied: the outcome is unknown, as with
+// any Applier).
+func (c *committer) apply(ctx context.Context, cmd state.Command) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	w := &write{cmd: cmd, done: make(chan error, 1)}
+	c.mu.Lock()
+	c.pending = append(c.pending, w)
+	if len(c.pending) == 1 {
+		select {
+		case c.wake <- struct{}{}:
+		default:
+		}
+	}
+	c.mu.Unlock()
+	select {
+	case err := <-w.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// run writes what is pending until ctx ends; writes still pending then
+// fail with ctx's error.
+func (c *committer) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			c.mu.Lock()
+			for _, w := range c.pending {
+				w.done <- ctx.Err()
+			}
+			c.pending = nil
+			c.mu.Unlock()
+			return
+		case <-c.wake:
+		}
+		for {
+			c.mu.Lock()
+			n := min(len(c.pending), maxBatch)
+			batch := c.pending[:n:n]
+			c.pending = c.pending[n:]
+			if len(c.pending) == 0 {
+				c.pending = nil
+			}
+			c.mu.Unlock()
+			if n == 0 {
+				break
+			}
+			c.write(ctx, batch)
+		}
+	}
+}
+
+// write applies one group. When the batch as a whole is refused (a csi
+// sentinel: one command's own refusal, which fails every command of the
+// batch), each command is applied on its own to give each its own
+// answer; the Worker's commands are idempotent, so that is safe. Any
+// other error (lost leadership, ctx ended) goes to every command.
+func (c *committer) write(ctx context.Context, batch []*write) {
+	c.writes.Add(uint64(len(batch)))
+	c.applies.Add(1)
+	if len(batch) == 1 {
+		_, err := c.applier.Apply(ctx, batch[0].cmd)
+		batch[0].done <- err
+		return
+	}
+	cmds := make([]state.Command, len(batch))
+	for i, w := range batch {
+		cmds[i] = w.cmd
+	}
+	_, err := c.applier.Apply(ctx, state.Batch{Commands: cmds})
+	if err != nil && ctx.Err() == nil && csi.SentinelOf(err) != nil {
+		c.applies.Add(uint64(len(batch)))
+		for _, w := range batch {
+			_, err := c.applier.Apply(ctx, w.cmd)
+			w.done <- err
+		}
+		return
+	}
+	for _, w := range batch {
+		w.done <- err
+	}
+}
