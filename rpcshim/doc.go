@@ -5,7 +5,8 @@
 // routed to a node that runs the controller plugin, and node calls go to
 // the node that owns the mount. Both cross the host's network through a
 // Transport. This package defines that contract, ships two
-// implementations, and (in the router and endpoint files) uses it.
+// implementations, and uses it in the Router, the Server and the
+// NodeEndpoint.
 //
 // # Transport
 //
@@ -83,7 +84,77 @@
 //
 // # Router and endpoints
 //
-// (This section is written with the router, the server endpoints and the
-// node endpoints: the methods they define, how a controller node is
-// chosen, and the host's duties to wire them.)
+// Three parts use the transport:
+//
+//   - Router (server side) sends controller calls (ControllerPublish,
+//     ControllerUnpublish, ValidateVolumeCapabilities, CreateVolume,
+//     DeleteVolume, ListVolumes, ExpandVolume, CreateSnapshot,
+//     DeleteSnapshot, ListSnapshots) to a node that runs a healthy
+//     controller of the plugin, and node detach to the node that owns a
+//     claim. Its NodeDetach and ControllerDetach are the claim release
+//     worker's steps (claimgc.NodeDetacher and
+//     claimgc.ControllerDetacher).
+//   - Server (server side) is the host API: register, deregister,
+//     create and delete volumes, read volumes and plugins, claim a
+//     volume (claim first, then ControllerPublish for a new attachment),
+//     and take a node's early unpublish report. It reads the
+//     state.Reader and writes only through a state.Applier.
+//   - NodeEndpoint (node side) answers the router: controller calls go
+//     to the node's local controller plugin, node detach to its mounter.
+//
+// Every request and method name is in messages.go (the Method…
+// constants). Controller requests embed CSIControllerQuery: the plugin,
+// and optionally the node whose controller must serve the call.
+//
+// Choosing a controller node: the candidates are the nodes whose
+// controller instance of the plugin is healthy, read from the store's
+// per-plugin index (state.Reader.HealthyControllers), so the cost does
+// not grow with the nodes of the cluster. They are tried in node ID
+// order, the node that last served the plugin first; a node that
+// NodeStatuses does not report ready is passed over, a Retryable or
+// Uncertain answer (the plugin not running there, csi.ErrPluginNotFound;
+// the node unreachable; the plugin Unavailable) moves to the next node,
+// and a Final answer is returned. With no candidate left the error is a
+// *NoControllerError matching csi.ErrNoController, which names the
+// plugin and why each node was passed over. A request that names its
+// node is checked instead (known, ready, healthy controller) and sent
+// there only. ControllerPublish and ControllerUnpublish calls for one
+// plugin and one target node run one at a time; see Router.
+//
+// # Usage: router and endpoints
+//
+// On the server (the leader):
+//
+//  1. Build the store and its applier (state.NewMemStore,
+//     state.NewLocalApplier or the host's replicated Applier), the
+//     transport to the nodes (NewGRPCTransport, or NewInmemTransport in
+//     a single process) and the host's NodeStatuses.
+//  2. NewRouter with the store, transport and node statuses.
+//  3. NewServer with the store, applier and router, and serve its
+//     methods through the host's own API. Before a workload uses a
+//     volume, call Claim and hand the response's Volume and Claim to the
+//     claim's node (they hold the volume's secrets; send them nowhere
+//     else). Retry a claim that failed with a Retryable or Uncertain
+//     error; it is idempotent.
+//  4. Run the claim release worker (claimgc.New) with the router as its
+//     Nodes and Controllers and the same NodeStatuses.
+//  5. Feed each node's fingerprints to the store (state.UpsertNodePlugins
+//     through the applier) as the nodes report them; the router reads
+//     them on every call.
+//
+// On each node agent:
+//
+//  1. Build the node's plugin registry (fingerprint.New, Run, Register
+//     each plugin allocation) and its mounter (mounter.New with the
+//     registry as its Plugins).
+//  2. NewNodeEndpoint with the node's ID, the registry and the mounter.
+//  3. Serve it: NewGRPCNodeServer with the endpoint as Handler and Serve
+//     on the node's socket (or Register on the host's own gRPC server),
+//     or InmemTransport.Register in a single process. Methods of the
+//     agent's own may be added to the endpoint's Mux.
+//  4. Mount claimed volumes with mounter.NewMountRequest(Volume, Claim)
+//     from the server's claim response. When a workload stops, unmount
+//     and, optionally, report it with the server's Unpublish
+//     (NodeDetached set) so the release goes straight to the controller
+//     step.
 package rpcshim
