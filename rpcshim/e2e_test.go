@@ -10,6 +10,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
+	"github.com/csikit/csikit/claimgc"
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/fingerprint"
@@ -281,4 +282,69 @@ func expectAs[T error](t *testing.T, err error, target *T) bool {
 		return false
 	}
 	return true
+}
+
+// TestE2E_ReleaseWorker releases a mounted claim with the real claim
+// release worker, whose node and controller steps are the Router's:
+// NodeUnpublish and NodeUnstage on the claim's node, then
+// ControllerUnpublish through the controller, then the claim is freed.
+func TestE2E_ReleaseWorker(t *testing.T) {
+	c := newE2ECluster(t)
+	ctx := context.Background()
+	n2 := c.nodes["n2"]
+	_, err := c.applier.Apply(ctx, state.UpsertAllocations{Allocations: []csi.Allocation{{ID: "web-1", Namespace: "default", NodeID: "n2"}}})
+	must(t, err)
+	c.ctl.AddVolume("ext-1", 1<<30, nil)
+	_, err = c.server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+		ID: "data", Namespace: "default", PluginID: rtPlugin, ExternalID: "ext-1", Capabilities: []csi.Capability{snwFS},
+	}})
+	must(t, err)
+	r, err := c.server.Claim(ctx, &rpcshim.VolumeClaimRequest{Namespace: "default", VolumeID: "data", Claim: csi.Claim{
+		AllocationID: "web-1", NodeID: "n2", Mode: csi.ClaimWrite, AccessMode: snwFS.AccessMode, AttachmentMode: snwFS.AttachmentMode,
+	}})
+	must(t, err)
+	req, err := mounter.NewMountRequest(r.Volume, r.Claim)
+	must(t, err)
+	_, err = n2.mounter.MountVolume(ctx, req)
+	must(t, err)
+
+	w, err := claimgc.New(claimgc.Config{
+		Store: c.store, Applier: c.applier, Nodes: c.router, Controllers: c.router, NodeStatuses: c.statuses,
+	})
+	must(t, err)
+	w.SetEnabled(true)
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- w.Run(runCtx) }()
+	defer func() {
+		stop()
+		must(t, <-done)
+	}()
+
+	_, err = c.applier.Apply(ctx, state.UpsertAllocations{ReleasedAt: rtTime, Allocations: []csi.Allocation{
+		{ID: "web-1", Namespace: "default", NodeID: "n2", Terminal: true},
+	}})
+	must(t, err)
+	for {
+		idx, err := c.store.Index(state.TableVolumes)
+		must(t, err)
+		v, err := c.store.Volume("default", "data")
+		must(t, err)
+		if !v.InUse() {
+			break
+		}
+		if _, err := c.store.Wait(t.Context(), state.TableVolumes, idx); err != nil {
+			t.Fatalf("waiting for the claim to be freed: %v", err)
+		}
+	}
+
+	n2.plugin.RequireSequence(t, csitest.MethodNodeStageVolume, csitest.MethodNodePublishVolume,
+		csitest.MethodNodeUnpublishVolume, csitest.MethodNodeUnstageVolume)
+	c.ctl.RequireSequence(t, csitest.MethodControllerPublishVolume, csitest.MethodControllerUnpublishVolume)
+	unpub := c.ctl.CallsTo(csitest.MethodControllerUnpublishVolume)
+	expectEqual(t, len(unpub), 1)
+	expectEqual(t, unpub[0].Request.(*csipb.ControllerUnpublishVolumeRequest).GetNodeId(), "csi-n2")
+	expectEqual(t, c.ctl.CallCount(csitest.MethodControllerPublishVolume), 1)
+	c.ctl.RequireNoViolations(t)
+	n2.plugin.RequireNoViolations(t)
 }
