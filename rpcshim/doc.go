@@ -102,9 +102,10 @@
 //   - NodeEndpoint (node side) answers the router: controller calls go
 //     to the node's local controller plugin, node detach to its mounter.
 //
-// Every request and method name is in messages.go (the Method…
-// constants). Controller requests embed CSIControllerQuery: the plugin,
-// and optionally the node whose controller must serve the call.
+// The Method… constants name the calls the router sends, each with its
+// request and response types. Controller requests embed
+// CSIControllerQuery: the plugin, and optionally the node whose
+// controller must serve the call.
 //
 // Choosing a controller node: the candidates are the nodes whose
 // controller instance of the plugin is healthy, read from the store's

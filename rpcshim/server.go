@@ -204,11 +204,11 @@ func (s *Server) RegisterVolume(ctx context.Context, req *VolumeRegisterRequest)
 	if err := csi.ValidatePluginID(v.PluginID); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	p, err := s.store.Plugin(v.PluginID)
+	hasController, err := s.hasController(v.PluginID)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	if p.ControllerRequired {
+	if hasController {
 		if err := s.validateCapabilities(ctx, op, v); err != nil {
 			return nil, err
 		}
@@ -218,6 +218,24 @@ func (s *Server) RegisterVolume(ctx context.Context, req *VolumeRegisterRequest)
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	return s.volumeResponse(op, v.Namespace, v.ID, res.Index)
+}
+
+// hasController reports whether the plugin has a controller: a healthy
+// controller instance (the index read), or failing that the plugin's
+// own record, read whole only then.
+func (s *Server) hasController(pluginID string) (bool, error) {
+	ctrls, err := s.store.HealthyControllers(pluginID)
+	if err != nil {
+		return false, err
+	}
+	if len(ctrls) > 0 {
+		return true, nil
+	}
+	p, err := s.store.Plugin(pluginID)
+	if err != nil {
+		return false, err
+	}
+	return p.ControllerRequired, nil
 }
 
 func (s *Server) validateCapabilities(ctx context.Context, op string, v *csi.Volume) error {
