@@ -5,26 +5,56 @@
 //
 // # What it does
 //
-// A Usage is (claim mode, access mode, attachment mode). MountVolume
-// calls NodeStageVolume once per (volume, usage) on the node when the
-// plugin advertises STAGE_UNSTAGE_VOLUME, then NodePublishVolume once per
+// A Usage is how an allocation uses a volume: (claim mode, access mode,
+// attachment mode). Its StageUsage leaves out the claim mode. MountVolume
+// calls NodeStageVolume once per volume on the node when the plugin
+// advertises STAGE_UNSTAGE_VOLUME, then NodePublishVolume once per
 // allocation, read-only for read claims. UnmountVolume calls
 // NodeUnpublishVolume for the allocation, and NodeUnstageVolume only when
-// the last allocation of that (volume, usage) is gone.
+// the last allocation published from that stage is gone.
 //
 // Paths live under Config.Root and are built only from validated IDs:
 //
-//	<root>/staging/<namespace>/<volume>/<usage>       staging directory (created by the mounter)
-//	<root>/per-alloc/<allocation>/<volume>/<usage>    target (created by the plugin; its parent by the mounter)
+//	<root>/staging/<namespace>/<volume>/<stage usage>  staging directory (created by the mounter), e.g. .../snw-fs
+//	<root>/per-alloc/<allocation>/<volume>/<usage>     target (created by the plugin; its parent by the mounter), e.g. .../w-snw-fs
 //
-// Staging once per usage is csikit's design. Note that the CSI spec says
-// "The CO SHALL ensure that there is only one `staging_target_path` per
-// volume": two usages of one volume on one node at the same time (say a
-// read claim and a write claim of a multi-writer volume) are staged at
-// two paths, which a plugin may refuse, and csitest's lifecycle checker
-// reports unstaging one of them while the other is published. A host that
-// wants strict conformance places at most one usage of a staged volume on
-// a node at a time; the Mounter does not refuse it.
+// # One stage per volume
+//
+// The CSI spec (csi.proto, NodeStageVolumeRequest.staging_target_path)
+// says: "The CO SHALL ensure that there is only one
+// `staging_target_path` per volume." NodeStageVolume has no read-only
+// flag (read-only is NodePublishVolume's choice), so the mounter stages
+// a volume per (access mode, attachment mode), not per claim mode: the
+// readers and the writers of a multi-writer volume on one node share one
+// stage and one staging path, and are published from it at targets of
+// their own, the readers read-only. The stage is made with the mount
+// options, secrets and contexts of the mount that staged it; later
+// mounts pass theirs to NodePublishVolume only.
+//
+// A volume staged under one StageUsage cannot at the same time be staged
+// under another (a read claim with MULTI_NODE_READER_ONLY beside a write
+// claim with MULTI_NODE_MULTI_WRITER, or a block claim beside a
+// file-system one): MountVolume refuses such a mount with
+// csi.ErrVolumeInUse, which is Retryable, before any plugin call or
+// write, and names the allocations using the current stage. Once they
+// have all unmounted, the volume is unstaged and the other mode mounts.
+// A stage that no allocation uses any more (left by a failed mount or an
+// interrupted unmount) does not block: the next mount under another mode
+// tears it down first. A plugin that does not stage has no staging path,
+// so any modes may then be published side by side.
+//
+// # Failed plugin calls
+//
+// gRPC reports a connection lost in the middle of a call as Unavailable,
+// although the plugin may have acted. So only a Final error from
+// NodeStageVolume or NodePublishVolume (InvalidArgument,
+// FailedPrecondition, Internal, …: the plugin refused) is taken to mean
+// that the call did nothing (this trusts a plugin that answers, say,
+// Internal to have left nothing behind); after a Retryable or Uncertain
+// one the volume stays recorded as possibly staged, and possibly
+// published for the allocation, until an UnmountVolume has torn it down
+// (NodeUnpublishVolume and NodeUnstageVolume are idempotent, and
+// NotFound counts as done).
 //
 // # State and crashes
 //
@@ -52,7 +82,11 @@
 // next mount and undone by the unmount; interrupted teardowns are
 // finished by the next call on the volume. A file it cannot read fails
 // New with ErrCorruptState: it never starts from an empty state while
-// mounts may exist.
+// mounts may exist. Files are written in format version 2 (stages keyed
+// by StageUsage); a version 1 file (stages keyed by Usage) is read and
+// rewritten as version 2 with the volume's next change, unless it has
+// the volume staged at two paths for one StageUsage, which fails New
+// with ErrCorruptState saying so.
 //
 // # Usage
 //
@@ -70,7 +104,10 @@
 //     claim) to the workload.
 //  3. If MountVolume fails with a Retryable or Uncertain error
 //     (csi.IsRetryable), retry it later with the same request; a Final
-//     error will fail again.
+//     error will fail again. csi.ErrVolumeInUse means the volume is
+//     staged on the node in another access or attachment mode for other
+//     allocations: retry once they have stopped, or place the
+//     allocation on another node.
 //  4. When the allocation stops (or its mount failed and the host gives
 //     up), call UnmountVolume for it — always, even after a failed
 //     mount: an uncertain publish is tracked as mounted and only an

@@ -110,3 +110,23 @@ func Example() {
 	// NodeUnpublishVolume
 	// NodeUnstageVolume
 }
+
+// ExampleUsage_StageUsage shows how usages map to stages: a reader and a
+// writer of a multi-writer volume share one stage (one staging path on
+// the node) and are published at targets of their own; another access
+// mode would need a stage of its own, which the Mounter refuses while the
+// first has users.
+func ExampleUsage_StageUsage() {
+	fs := csi.AttachmentModeFileSystem
+	for _, u := range []mounter.Usage{
+		{ClaimMode: csi.ClaimWrite, AccessMode: csi.AccessModeMultiNodeMultiWriter, AttachmentMode: fs},
+		{ClaimMode: csi.ClaimRead, AccessMode: csi.AccessModeMultiNodeMultiWriter, AttachmentMode: fs},
+		{ClaimMode: csi.ClaimRead, AccessMode: csi.AccessModeMultiNodeReaderOnly, AttachmentMode: fs},
+	} {
+		fmt.Printf("publish %s (read-only %t) from stage %s\n", u, u.ReadOnly(), u.StageUsage())
+	}
+	// Output:
+	// publish w-mnmw-fs (read-only false) from stage mnmw-fs
+	// publish r-mnmw-fs (read-only true) from stage mnmw-fs
+	// publish r-mnro-fs (read-only true) from stage mnro-fs
+}

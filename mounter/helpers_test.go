@@ -34,6 +34,9 @@ type registry struct {
 	client  *plugin.Client
 	info    *csi.PluginInfo // nil: the mounter asks NodeGetCapabilities
 	missing bool
+	// wrap, if set, wraps the client handed to the mounter (to lose a
+	// reply after the plugin acted, say).
+	wrap func(plugin.NodeClient) plugin.NodeClient
 }
 
 var _ mounter.Plugins = (*registry)(nil)
@@ -43,6 +46,9 @@ func (r *registry) NodePlugin(id string) (plugin.NodeClient, *csi.PluginInfo, er
 	defer r.mu.Unlock()
 	if id != r.id || r.missing {
 		return nil, nil, fmt.Errorf("no node plugin %q on this node: %w", id, csi.ErrPluginNotFound)
+	}
+	if r.wrap != nil {
+		return r.wrap(r.client), r.info.Copy(), nil
 	}
 	return r.client, r.info.Copy(), nil
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/plugin"
@@ -15,18 +16,32 @@ import (
 // A request that fails validation (bad IDs: csi.ErrInvalidID; bad modes
 // or options: csi.ErrInvalidRequest) is refused before any file is
 // written or any plugin called. A missing node plugin returns the
-// Retryable csi.ErrPluginNotFound from Config.Plugins, wrapped. A failed
-// plugin call returns its *csi.RPCError, wrapped; after an Uncertain one
-// the volume counts as mounted for the allocation, so an UnmountVolume
-// (which the host owes every allocation it mounted for, failed or not)
-// cleans it up.
+// Retryable csi.ErrPluginNotFound from Config.Plugins, wrapped.
+//
+// A volume has one staging path per node: a mount whose StageUsage
+// differs from the one the volume is staged under for other allocations
+// is refused with csi.ErrVolumeInUse, wrapped (Retryable: it can succeed
+// once those allocations have unmounted), before any plugin call or
+// write. A stage under another StageUsage that no allocation uses any
+// more (left by a failed mount or an interrupted unmount) is torn down
+// first instead.
+//
+// A failed plugin call returns its *csi.RPCError, wrapped. Only a Final
+// error (InvalidArgument, FailedPrecondition, Internal, …: the plugin
+// refused) is taken to mean the call did nothing. After any other error,
+// Uncertain (DeadlineExceeded, Canceled) or Retryable (Unavailable,
+// which gRPC also reports for a connection lost while the plugin was
+// acting), the volume counts as possibly staged, and possibly published
+// for the allocation, so an UnmountVolume (which the host owes every
+// allocation it mounted for, failed or not) cleans it up; the teardown
+// calls are idempotent and NotFound counts as done.
 func (m *Mounter) MountVolume(ctx context.Context, req *MountRequest) (*MountInfo, error) {
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("mount volume: %w", err)
 	}
 	what := fmt.Sprintf("mount volume %s/%s for allocation %s", req.Namespace, req.VolumeID, req.AllocationID)
 	usage := req.Usage()
-	stagingPath, err := m.stagingPath(req.Namespace, req.VolumeID, usage)
+	stagingPath, err := m.stagingPath(req.Namespace, req.VolumeID, usage.StageUsage())
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -51,11 +66,7 @@ func (m *Mounter) MountVolume(ctx context.Context, req *MountRequest) (*MountInf
 	}
 	defer done()
 
-	stage, err := m.stages(ctx, req.PluginID, client, info)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
-	}
-	mi, err := m.mount(ctx, v, client, req, usage, stage, stagingPath, targetPath)
+	mi, err := m.mount(ctx, v, client, info, req, usage, stagingPath, targetPath)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
@@ -63,44 +74,58 @@ func (m *Mounter) MountVolume(ctx context.Context, req *MountRequest) (*MountInf
 }
 
 // mount runs with the volume locked.
-func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient, req *MountRequest, usage Usage, stage bool, stagingPath, targetPath string) (*MountInfo, error) {
+func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient, info *csi.PluginInfo, req *MountRequest, usage Usage, stagingPath, targetPath string) (*MountInfo, error) {
 	rec := v.rec
 	if rec != nil && (rec.ExternalID != req.ExternalID || rec.PluginID != req.PluginID) {
 		return nil, fmt.Errorf("%w: the volume is tracked on this node as external ID %q of plugin %s, not %q of plugin %s; unmount its allocations first",
 			csi.ErrInvalidRequest, rec.ExternalID, rec.PluginID, req.ExternalID, req.PluginID)
 	}
-	if rec == nil {
+	sk := usage.StageUsage()
+	if rec != nil {
+		if err := stageConflict(rec, usage); err != nil {
+			return nil, err
+		}
+		if err := m.finishStages(ctx, client, rec, sk); err != nil {
+			return nil, err
+		}
+	} else {
 		rec = &volumeRecord{
 			Version:    formatVersion,
 			Namespace:  req.Namespace,
 			VolumeID:   req.VolumeID,
 			ExternalID: req.ExternalID,
 			PluginID:   req.PluginID,
-			Usages:     map[Usage]*usageRecord{},
+			Stages:     map[StageUsage]*stageRecord{},
 		}
 	}
-	u := rec.Usages[usage]
+	s := rec.Stages[sk]
 	var prior *allocRecord
-	if u != nil {
-		// An existing usage keeps the staging decision it was made with,
+	var stage bool
+	if s == nil {
+		var err error
+		if stage, err = m.stages(ctx, req.PluginID, client, info); err != nil {
+			return nil, err
+		}
+	} else {
+		// An existing stage keeps the staging decision it was made with,
 		// so its allocations all publish from the same staging path.
-		stage = u.Stage != stageNone
-		if p := u.Allocations[req.AllocationID]; p != nil {
+		stage = s.Stage != stageNone
+		if p := s.pub(usage.ClaimMode, req.AllocationID); p != nil {
 			c := *p
 			prior = &c
 			targetPath = p.TargetPath
 		}
-		if prior != nil && prior.State == publishPublished && (u.Stage == stageNone || u.Stage == stageStaged) {
+		if prior != nil && prior.State == publishPublished && (s.Stage == stageNone || s.Stage == stageStaged) {
 			return mountInfo(targetPath, usage), nil
 		}
-		m.completeUnpublishes(ctx, client, rec, u, req.AllocationID)
+		m.completeUnpublishes(ctx, client, rec, s, usage.ClaimMode, req.AllocationID)
 	}
 
 	// Directories first: creating one twice is harmless, and they are
 	// removed again by the unmount.
 	if stage {
-		if u != nil && u.StagingPath != "" {
-			stagingPath = u.StagingPath
+		if s != nil && s.StagingPath != "" {
+			stagingPath = s.StagingPath
 		}
 		if err := m.makeStagingDir(stagingPath); err != nil {
 			return nil, fmt.Errorf("create staging directory: %w", err)
@@ -110,23 +135,20 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 		return nil, fmt.Errorf("create the target's parent directory: %w", err)
 	}
 
-	orig := u.clone() // to undo this call's changes to the usage
-	if u == nil {
-		u = &usageRecord{}
-		rec.Usages[usage] = u
-	}
-	if u.Allocations == nil {
-		u.Allocations = map[string]*allocRecord{}
+	if s == nil {
+		s = &stageRecord{}
+		rec.Stages[sk] = s
 	}
 	v.rec = rec
 
-	if stage && u.Stage != stageStaged {
+	if stage && s.Stage != stageStaged {
 		// Intent, then NodeStageVolume, then its result made durable
 		// together with the publish intent: a volume staged before a
 		// restart is not staged again.
-		u.Stage, u.StagingPath = stageStaging, stagingPath
+		prevStage, prevPath := s.Stage, s.StagingPath
+		s.Stage, s.StagingPath = stageStaging, stagingPath
 		if err := m.store.save(rec); err != nil {
-			m.restoreUsage(v, usage, orig)
+			s.Stage, s.StagingPath = prevStage, prevPath
 			m.settle(v)
 			return nil, err
 		}
@@ -134,27 +156,27 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 		err := client.NodeStageVolume(ctx, &plugin.NodeStageRequest{
 			ExternalID:     req.ExternalID,
 			PublishContext: req.PublishContext,
-			StagingPath:    u.StagingPath,
+			StagingPath:    s.StagingPath,
 			Capability:     req.Capability,
 			MountOptions:   req.MountOptions,
 			Secrets:        req.Secrets,
 			VolumeContext:  req.VolumeContext,
 		})
 		if err != nil {
-			// After an uncertain outcome the volume may be staged, as
-			// the file already says; otherwise nothing happened.
-			if csi.Classify(err) != csi.ClassUncertain {
-				m.restoreUsage(v, usage, orig)
+			// Only a refusal proves nothing was staged; after any other
+			// error the volume may be staged, as the file already says.
+			if csi.Classify(err) == csi.ClassFinal {
+				s.Stage, s.StagingPath = prevStage, prevPath
 				m.settle(v)
 			}
 			return nil, fmt.Errorf("NodeStageVolume: %w", err)
 		}
-		u.Stage = stageStaged
+		s.Stage = stageStaged
 	}
 
-	u.Allocations[req.AllocationID] = &allocRecord{State: publishPublishing, TargetPath: targetPath}
+	s.setPub(usage.ClaimMode, req.AllocationID, &allocRecord{State: publishPublishing, TargetPath: targetPath})
 	if err := m.store.save(rec); err != nil {
-		restoreAlloc(u, req.AllocationID, prior)
+		s.setPub(usage.ClaimMode, req.AllocationID, prior)
 		m.settle(v)
 		return nil, err
 	}
@@ -170,22 +192,93 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 		VolumeContext:  req.VolumeContext,
 	}
 	if stage {
-		pub.StagingPath = u.StagingPath
+		pub.StagingPath = s.StagingPath
 	}
 	m.calls.Add(1)
 	if err := client.NodePublishVolume(ctx, pub); err != nil {
-		if csi.Classify(err) != csi.ClassUncertain {
-			// The plugin did not publish. An earlier attempt whose
-			// outcome was unknown still may have.
-			restoreAlloc(u, req.AllocationID, prior)
+		if csi.Classify(err) == csi.ClassFinal {
+			// The plugin refused: it did not publish. An earlier attempt
+			// whose outcome was unknown still may have.
+			s.setPub(usage.ClaimMode, req.AllocationID, prior)
 			m.settle(v)
 		}
 		return nil, fmt.Errorf("NodePublishVolume: %w", err)
 	}
-	u.Allocations[req.AllocationID].State = publishPublished
+	s.pub(usage.ClaimMode, req.AllocationID).State = publishPublished
 	m.logger.Debug("volume mounted", "namespace", req.Namespace, "volume", req.VolumeID,
 		"allocation", req.AllocationID, "usage", usage.String(), "staged", stage, "target", targetPath)
 	return mountInfo(targetPath, usage), nil
+}
+
+// stageConflict refuses a mount under a stage usage other than the one
+// the volume may be staged under for allocations that still use it. The
+// CSI spec (csi.proto, NodeStageVolumeRequest.staging_target_path): "The
+// CO SHALL ensure that there is only one `staging_target_path` per
+// volume." A second stage usage would need a second staging path; the
+// error is Retryable, as the first stage goes with its last user.
+func stageConflict(rec *volumeRecord, want Usage) error {
+	for _, sk := range rec.sortedStages() {
+		s := rec.Stages[sk]
+		if sk == want.StageUsage() || s.Stage == stageNone {
+			continue
+		}
+		if users := s.liveUsers(sk); len(users) > 0 {
+			return fmt.Errorf("%w: the volume is staged on this node as %s for %s, and a volume has one staging path per node, so it cannot also be mounted as %s; retry once they have unmounted",
+				csi.ErrVolumeInUse, sk, listUsers(users), want)
+		}
+	}
+	return nil
+}
+
+// listUsers lists allocations for an error message, at most a few.
+func listUsers(users []string) string {
+	const most = 5
+	word := "allocation "
+	if len(users) > 1 {
+		word = "allocations "
+	}
+	if len(users) > most {
+		return word + strings.Join(users[:most], ", ") + fmt.Sprintf(" and %d more", len(users)-most)
+	}
+	if len(users) > 1 {
+		return word + strings.Join(users[:len(users)-1], ", ") + " and " + users[len(users)-1]
+	}
+	return word + users[0]
+}
+
+// finishStages tears down the volume's stages other than keep that no
+// allocation uses any more (stageConflict refuses the mount while one
+// does): the unpublishes that a crash or a failure interrupted, then the
+// unstage. Stages without a stage state (a plugin that does not stage)
+// are left alone.
+func (m *Mounter) finishStages(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, keep StageUsage) error {
+	for _, sk := range rec.sortedStages() {
+		s := rec.Stages[sk]
+		if sk == keep || s.Stage == stageNone || len(s.liveUsers(sk)) > 0 {
+			continue
+		}
+		if s.Stage == stageStaged {
+			// Once NodeUnstageVolume may have run, a restart must not take
+			// the volume for staged.
+			s.Stage = stageUnstaging
+			if err := m.store.save(rec); err != nil {
+				s.Stage = stageStaged
+				return err
+			}
+		}
+		for _, p := range s.publications() {
+			if err := m.unpublish(ctx, client, rec, p.alloc, p.rec.TargetPath); err != nil {
+				return fmt.Errorf("finish the teardown of the volume's stage %s: %w", sk, err)
+			}
+			s.setPub(p.mode, p.alloc, nil)
+		}
+		if err := m.unstage(ctx, client, rec, s); err != nil {
+			return fmt.Errorf("finish the teardown of the volume's stage %s: %w", sk, err)
+		}
+		delete(rec.Stages, sk)
+		m.logger.Debug("finished the teardown of an unused stage", "namespace", rec.Namespace, "volume", rec.VolumeID, "stage", sk.String())
+	}
+	return nil
 }
 
 func mountInfo(target string, u Usage) *MountInfo {
@@ -193,20 +286,19 @@ func mountInfo(target string, u Usage) *MountInfo {
 }
 
 // completeUnpublishes finishes the teardowns of other allocations of the
-// usage that a crash or a failure interrupted. A failure is logged: it
+// stage that a crash or a failure interrupted. A failure is logged: it
 // does not stop the mount, and the next call tries again.
-func (m *Mounter) completeUnpublishes(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, u *usageRecord, except string) {
-	for _, id := range sortedAllocs(u) {
-		a := u.Allocations[id]
-		if id == except || a.State != publishUnpublishing {
+func (m *Mounter) completeUnpublishes(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, s *stageRecord, mode csi.ClaimMode, except string) {
+	for _, p := range s.publications() {
+		if p.mode == mode && p.alloc == except || p.rec.State != publishUnpublishing {
 			continue
 		}
-		if err := m.unpublish(ctx, client, rec, id, a.TargetPath); err != nil {
+		if err := m.unpublish(ctx, client, rec, p.alloc, p.rec.TargetPath); err != nil {
 			m.logger.Warn("cannot complete an interrupted unmount", "namespace", rec.Namespace, "volume", rec.VolumeID,
-				"allocation", id, "error", err)
+				"allocation", p.alloc, "error", err)
 			continue
 		}
-		delete(u.Allocations, id)
+		s.setPub(p.mode, p.alloc, nil)
 	}
 }
 
@@ -220,26 +312,6 @@ func (m *Mounter) unpublish(ctx context.Context, client plugin.NodeClient, rec *
 	}
 	m.removeEmpty(filepath.Dir(target), filepath.Join(m.root, perAllocDir))
 	return nil
-}
-
-// restoreUsage puts back a usage as it was before this call (orig nil:
-// it did not exist), in memory; settle then persists it.
-func (m *Mounter) restoreUsage(v *volume, usage Usage, orig *usageRecord) {
-	if orig == nil {
-		delete(v.rec.Usages, usage)
-	} else {
-		v.rec.Usages[usage] = orig
-	}
-}
-
-// restoreAlloc puts back an allocation's record as it was before this
-// call (prior nil: it did not exist).
-func restoreAlloc(u *usageRecord, allocID string, prior *allocRecord) {
-	if prior == nil {
-		delete(u.Allocations, allocID)
-	} else {
-		u.Allocations[allocID] = prior
-	}
 }
 
 // settle writes the volume's record after a failed call undid an intent,

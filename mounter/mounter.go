@@ -23,17 +23,20 @@ import (
 // mounted succeeds. Errors are classified by csi.Classify: Retryable and
 // Uncertain ones may be retried with the same request.
 type VolumeMounter interface {
-	// MountVolume stages the volume for its usage if the plugin needs it
-	// and no allocation staged it yet, then publishes it for the
-	// allocation, and returns where it is.
+	// MountVolume stages the volume if the plugin needs it and no
+	// allocation staged it yet, then publishes it for the allocation,
+	// and returns where it is. A volume is staged once per node: a mount
+	// that needs another access or attachment mode than the one it is
+	// staged with for other allocations fails with csi.ErrVolumeInUse
+	// (Retryable) until they have unmounted.
 	MountVolume(ctx context.Context, req *MountRequest) (*MountInfo, error)
 	// UnmountVolume unpublishes the volume for the allocation, and
 	// unstages it when no other allocation uses it.
 	UnmountVolume(ctx context.Context, req *UnmountRequest) error
 	// HasMount reports whether the allocation may have the volume
 	// published: true once a MountVolume has sent NodePublishVolume for
-	// it (whatever the outcome, unless the plugin answered with a
-	// definite failure) until an UnmountVolume for it has completed.
+	// it (whatever the outcome, unless the plugin refused it with a
+	// Final error) until an UnmountVolume for it has completed.
 	HasMount(ctx context.Context, namespace, volumeID, allocID string) (bool, error)
 }
 
@@ -194,8 +197,8 @@ func (m *Mounter) HasMount(ctx context.Context, namespace, volumeID, allocID str
 	if v.rec == nil {
 		return false, nil
 	}
-	for _, u := range v.rec.Usages {
-		if u.Allocations[allocID] != nil {
+	for _, s := range v.rec.Stages {
+		if s.Writers[allocID] != nil || s.Readers[allocID] != nil {
 			return true, nil
 		}
 	}

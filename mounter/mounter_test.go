@@ -152,15 +152,16 @@ func TestMounter_MountVolume_Block(t *testing.T) {
 	e.p.RequireNoViolations(t)
 }
 
-// TestMounter_MountVolume_Usages mounts a read claim and a write claim of
-// one volume: each is its own usage, with its own paths, and the read
-// claim is published read-only.
+// TestMounter_MountVolume_Usages mounts a read claim on a
+// multi-node-reader-only mode and a write claim on a multi-writer mode of
+// one volume: two access modes, so two stage usages. A plugin that does
+// not stage publishes both at once; one that stages takes them one
+// after the other (see TestMounter_MountVolume_StageConflict). Each
+// claim gets its own target, and the read claim is published read-only.
 func TestMounter_MountVolume_Usages(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		caps csi.NodeCapabilities
-		// Both usages at once only without staging: with staging that
-		// would stage the volume at two paths, see the package doc.
+		name    string
+		caps    csi.NodeCapabilities
 		overlap bool
 		want    [4]int
 	}{
@@ -500,14 +501,28 @@ func TestMounter_MountVolume_Failures(t *testing.T) {
 		afterFail [4]int // calls after the failed mount
 		unmount   [4]int // calls after the unmount that follows
 	}{
+		// A Retryable or Uncertain error may hide a call that acted: the
+		// stage or the publish stays recorded and the unmount undoes it.
 		{name: "stage unavailable", method: csitest.MethodNodeStageVolume, code: codes.Unavailable,
-			class: csi.ClassRetryable, afterFail: [4]int{1, 0, 0, 0}, unmount: [4]int{1, 0, 0, 0}},
+			class: csi.ClassRetryable, afterFail: [4]int{1, 0, 0, 0}, unmount: [4]int{1, 0, 0, 1}},
+		{name: "stage resource exhausted", method: csitest.MethodNodeStageVolume, code: codes.ResourceExhausted,
+			class: csi.ClassRetryable, afterFail: [4]int{1, 0, 0, 0}, unmount: [4]int{1, 0, 0, 1}},
+		{name: "publish unavailable", method: csitest.MethodNodePublishVolume, code: codes.Unavailable,
+			class: csi.ClassRetryable, hasMount: true, afterFail: [4]int{1, 1, 0, 0}, unmount: [4]int{1, 1, 1, 1}},
+		{name: "publish aborted", method: csitest.MethodNodePublishVolume, code: codes.Aborted,
+			class: csi.ClassRetryable, hasMount: true, afterFail: [4]int{1, 1, 0, 0}, unmount: [4]int{1, 1, 1, 1}},
+		{name: "publish canceled", method: csitest.MethodNodePublishVolume, code: codes.Canceled,
+			class: csi.ClassUncertain, hasMount: true, afterFail: [4]int{1, 1, 0, 0}, unmount: [4]int{1, 1, 1, 1}},
+		// A Final error is the plugin's refusal: nothing to undo but an
+		// earlier successful stage.
 		{name: "stage internal", method: csitest.MethodNodeStageVolume, code: codes.Internal,
+			class: csi.ClassFinal, afterFail: [4]int{1, 0, 0, 0}, unmount: [4]int{1, 0, 0, 0}},
+		{name: "stage invalid argument", method: csitest.MethodNodeStageVolume, code: codes.InvalidArgument,
 			class: csi.ClassFinal, afterFail: [4]int{1, 0, 0, 0}, unmount: [4]int{1, 0, 0, 0}},
 		{name: "publish failed precondition", method: csitest.MethodNodePublishVolume, code: codes.FailedPrecondition,
 			class: csi.ClassFinal, afterFail: [4]int{1, 1, 0, 0}, unmount: [4]int{1, 1, 0, 1}},
-		{name: "publish canceled", method: csitest.MethodNodePublishVolume, code: codes.Canceled,
-			class: csi.ClassUncertain, hasMount: true, afterFail: [4]int{1, 1, 0, 0}, unmount: [4]int{1, 1, 1, 1}},
+		{name: "publish invalid argument", method: csitest.MethodNodePublishVolume, code: codes.InvalidArgument,
+			class: csi.ClassFinal, afterFail: [4]int{1, 1, 0, 0}, unmount: [4]int{1, 1, 0, 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, stageCaps)

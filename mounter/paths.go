@@ -14,18 +14,23 @@ import (
 
 // Layout under Config.Root. Every element below the root is a validated
 // ID (csi.ValidateID: no separator, no "." or "..", at most 128 bytes) or
-// a Usage's String form, so no request can name a path outside the root.
+// the String form of a StageUsage or Usage, so no request can name a path
+// outside the root.
 //
-//	<root>/staging/<namespace>/<volume>/<usage>       NodeStageVolume's staging_target_path
-//	<root>/per-alloc/<allocation>/<volume>/<usage>    NodePublishVolume's target_path
+//	<root>/staging/<namespace>/<volume>/<stage usage>  NodeStageVolume's staging_target_path, e.g. .../snw-fs
+//	<root>/per-alloc/<allocation>/<volume>/<usage>     NodePublishVolume's target_path, e.g. .../w-snw-fs
+//
+// A volume has one staging path per node at a time (see StageUsage); a
+// file written by format version 1 may still name an older staging path
+// (.../<usage>), which the tracker keeps using until it is unstaged.
 const (
 	stagingDir  = "staging"
 	perAllocDir = "per-alloc"
 )
 
-// stagingPath is where (namespace, volume) is staged for usage u.
-func (m *Mounter) stagingPath(namespace, volumeID string, u Usage) (string, error) {
-	return m.underRoot(stagingDir, namespace, volumeID, u.String())
+// stagingPath is where (namespace, volume) is staged under stage usage s.
+func (m *Mounter) stagingPath(namespace, volumeID string, s StageUsage) (string, error) {
+	return m.underRoot(stagingDir, namespace, volumeID, s.String())
 }
 
 // targetPath is where (volume, usage) is published for an allocation.

@@ -195,7 +195,7 @@ func (s *store) load() (map[volKey]*volumeRecord, error) {
 			if !f.Type().IsRegular() {
 				return nil, &StateError{Path: p, Reason: "is not a regular file"}
 			}
-			rec, err := readRecord(p, ns.Name(), volumeID)
+			rec, err := s.readRecord(p, ns.Name(), volumeID)
 			if err != nil {
 				return nil, err
 			}
@@ -205,7 +205,7 @@ func (s *store) load() (map[volKey]*volumeRecord, error) {
 	return out, nil
 }
 
-func readRecord(p, namespace, volumeID string) (*volumeRecord, error) {
+func (s *store) readRecord(p, namespace, volumeID string) (*volumeRecord, error) {
 	data, err := os.ReadFile(p)
 	if err != nil {
 		return nil, &StateError{Path: p, Reason: "cannot read", Err: err}
@@ -216,20 +216,41 @@ func readRecord(p, namespace, volumeID string) (*volumeRecord, error) {
 	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, &StateError{Path: p, Reason: "is not a valid record", Err: err}
 	}
-	if head.Version != formatVersion {
-		return nil, &StateError{Path: p, Reason: fmt.Sprintf("has format version %d; this build reads version %d (was it written by another csikit version?)", head.Version, formatVersion)}
-	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	rec := new(volumeRecord)
-	if err := dec.Decode(rec); err != nil {
-		return nil, &StateError{Path: p, Reason: "is not a valid record", Err: err}
-	}
-	if dec.More() {
-		return nil, &StateError{Path: p, Reason: "has data after the record"}
+	var rec *volumeRecord
+	switch head.Version {
+	case 1:
+		old := new(volumeRecordV1)
+		if err := decodeStrict(data, old); err != nil {
+			return nil, &StateError{Path: p, Reason: "is not a valid version 1 record", Err: err}
+		}
+		if rec, err = old.upgrade(); err != nil {
+			return nil, &StateError{Path: p, Reason: "is a version 1 record that cannot be upgraded", Err: err}
+		}
+		s.logger.Info("read a version 1 mount state file; the volume's next change rewrites it as version 2", "path", p)
+	case formatVersion:
+		rec = new(volumeRecord)
+		if err := decodeStrict(data, rec); err != nil {
+			return nil, &StateError{Path: p, Reason: "is not a valid record", Err: err}
+		}
+	default:
+		return nil, &StateError{Path: p, Reason: fmt.Sprintf("has format version %d; this build reads versions 1 and %d (written by another csikit version, or not a mounter state file?)", head.Version, formatVersion)}
 	}
 	if err := rec.check(namespace, volumeID); err != nil {
 		return nil, &StateError{Path: p, Reason: "is not a valid record", Err: err}
 	}
 	return rec, nil
+}
+
+// decodeStrict decodes one JSON value into v, refusing unknown fields
+// and trailing data.
+func decodeStrict(data []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("data after the record")
+	}
+	return nil
 }

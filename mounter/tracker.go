@@ -11,18 +11,20 @@ import (
 )
 
 // formatVersion is the version of the state file format this package
-// writes and reads. A file with another version is refused (StateError),
-// never guessed at.
-const formatVersion = 1
+// writes. It also reads version 1 (stages keyed by the full usage) and
+// upgrades it in memory; a file of any other version is refused
+// (StateError), never guessed at.
+const formatVersion = 2
 
-// stageState is where the staging of one (volume, usage) stands. The
-// empty state means the plugin does not stage (publish only).
+// stageState is where the staging of a volume under one stage usage
+// stands. The empty state means the plugin does not stage (publish only).
 type stageState string
 
 const (
 	stageNone stageState = ""
-	// stageStaging: NodeStageVolume is being called or its outcome is
-	// unknown; the volume may be staged.
+	// stageStaging: NodeStageVolume is being called, or its outcome is
+	// unknown (an Uncertain or Retryable error); the volume may be
+	// staged.
 	stageStaging stageState = "staging"
 	// stageStaged: NodeStageVolume succeeded.
 	stageStaged stageState = "staged"
@@ -33,12 +35,13 @@ const (
 
 // publishState is where the publication for one allocation stands. Every
 // state means "may be published": a record is dropped only once the
-// plugin has confirmed the volume is not published there.
+// plugin has confirmed the volume is not published there, or refused to
+// publish it with a Final error.
 type publishState string
 
 const (
-	// publishPublishing: NodePublishVolume is being called or its outcome
-	// is unknown.
+	// publishPublishing: NodePublishVolume is being called, or its
+	// outcome is unknown (an Uncertain or Retryable error).
 	publishPublishing publishState = "publishing"
 	// publishPublished: NodePublishVolume succeeded.
 	publishPublished publishState = "published"
@@ -62,16 +65,24 @@ type volumeRecord struct {
 	VolumeID   string
 	ExternalID string
 	PluginID   string
-	Usages     map[Usage]*usageRecord
+	// Stages maps a stage usage to its stage and the publications made
+	// from it. The Mounter never stages a volume under a second stage
+	// usage while one has users, so at most one entry has a stage state
+	// (a file upgraded from version 1 may hold more, which drain as
+	// their users unmount); entries without a stage state hold the
+	// publications of a plugin that does not stage.
+	Stages map[StageUsage]*stageRecord
 }
 
-// usageRecord tracks the stage of one (volume, usage) and the
-// allocations published under it.
-type usageRecord struct {
+// stageRecord tracks the stage of a volume under one stage usage and the
+// allocations published from it.
+type stageRecord struct {
 	Stage       stageState `json:",omitempty"`
 	StagingPath string     `json:",omitempty"`
-	// Allocations maps an allocation ID to its publication.
-	Allocations map[string]*allocRecord `json:",omitempty"`
+	// Writers and Readers map an allocation ID to its publication:
+	// read-write for a write claim, read-only for a read claim.
+	Writers map[string]*allocRecord `json:",omitempty"`
+	Readers map[string]*allocRecord `json:",omitempty"`
 }
 
 type allocRecord struct {
@@ -79,55 +90,127 @@ type allocRecord struct {
 	TargetPath string
 }
 
+// pubRef names one publication of a stage.
+type pubRef struct {
+	mode  csi.ClaimMode
+	alloc string
+	rec   *allocRecord
+}
+
+// pub returns the publication of an allocation under a claim mode, or
+// nil.
+func (s *stageRecord) pub(mode csi.ClaimMode, allocID string) *allocRecord {
+	if mode == csi.ClaimRead {
+		return s.Readers[allocID]
+	}
+	return s.Writers[allocID]
+}
+
+// setPub records a publication; a nil one deletes it.
+func (s *stageRecord) setPub(mode csi.ClaimMode, allocID string, a *allocRecord) {
+	m := &s.Writers
+	if mode == csi.ClaimRead {
+		m = &s.Readers
+	}
+	if a == nil {
+		delete(*m, allocID)
+		return
+	}
+	if *m == nil {
+		*m = map[string]*allocRecord{}
+	}
+	(*m)[allocID] = a
+}
+
+// users counts the stage's publications, whatever their state.
+func (s *stageRecord) users() int { return len(s.Writers) + len(s.Readers) }
+
+// publications returns the stage's publications in a stable order:
+// writers, then readers, each by allocation ID.
+func (s *stageRecord) publications() []pubRef {
+	out := make([]pubRef, 0, s.users())
+	for _, mode := range []csi.ClaimMode{csi.ClaimWrite, csi.ClaimRead} {
+		m := s.Writers
+		if mode == csi.ClaimRead {
+			m = s.Readers
+		}
+		for _, id := range slices.Sorted(maps.Keys(m)) {
+			out = append(out, pubRef{mode: mode, alloc: id, rec: m[id]})
+		}
+	}
+	return out
+}
+
+// liveUsers describes the publications that are not being torn down,
+// for an error message: "a1 (w-snw-fs)".
+func (s *stageRecord) liveUsers(sk StageUsage) []string {
+	var out []string
+	for _, p := range s.publications() {
+		if p.rec.State != publishUnpublishing {
+			out = append(out, fmt.Sprintf("%s (%s)", p.alloc, sk.Usage(p.mode)))
+		}
+	}
+	return out
+}
+
+func (s *stageRecord) clone() *stageRecord {
+	if s == nil {
+		return nil
+	}
+	c := *s
+	c.Writers, c.Readers = cloneAllocs(s.Writers), cloneAllocs(s.Readers)
+	return &c
+}
+
+func cloneAllocs(m map[string]*allocRecord) map[string]*allocRecord {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]*allocRecord, len(m))
+	for id, a := range m {
+		ac := *a
+		c[id] = &ac
+	}
+	return c
+}
+
 func (r *volumeRecord) clone() *volumeRecord {
 	if r == nil {
 		return nil
 	}
 	c := *r
-	c.Usages = make(map[Usage]*usageRecord, len(r.Usages))
-	for k, u := range r.Usages {
-		uc := *u
-		uc.Allocations = make(map[string]*allocRecord, len(u.Allocations))
-		for id, a := range u.Allocations {
-			ac := *a
-			uc.Allocations[id] = &ac
-		}
-		c.Usages[k] = &uc
+	c.Stages = make(map[StageUsage]*stageRecord, len(r.Stages))
+	for k, s := range r.Stages {
+		c.Stages[k] = s.clone()
 	}
 	return &c
 }
 
 // empty reports whether the record tracks nothing that may be staged or
 // published.
-func (r *volumeRecord) empty() bool { return r == nil || len(r.Usages) == 0 }
+func (r *volumeRecord) empty() bool { return r == nil || len(r.Stages) == 0 }
 
-// sortedUsages returns the record's usages in a stable order.
-func (r *volumeRecord) sortedUsages() []Usage {
-	us := slices.Collect(maps.Keys(r.Usages))
-	slices.SortFunc(us, func(a, b Usage) int { return strings.Compare(a.String(), b.String()) })
-	return us
+// sortedStages returns the record's stage usages in a stable order.
+func (r *volumeRecord) sortedStages() []StageUsage {
+	ks := slices.Collect(maps.Keys(r.Stages))
+	slices.SortFunc(ks, func(a, b StageUsage) int { return strings.Compare(a.String(), b.String()) })
+	return ks
 }
 
-// prune drops usages with nothing left.
+// prune drops stages with nothing left.
 func (r *volumeRecord) prune() {
-	for k, u := range r.Usages {
-		if u.Stage == stageNone && len(u.Allocations) == 0 {
-			delete(r.Usages, k)
+	for k, s := range r.Stages {
+		if s.Stage == stageNone && s.users() == 0 {
+			delete(r.Stages, k)
 		}
 	}
-}
-
-func sortedAllocs(u *usageRecord) []string {
-	ids := slices.Collect(maps.Keys(u.Allocations))
-	slices.Sort(ids)
-	return ids
 }
 
 // check validates a record read from disk from the file named after
 // (namespace, volumeID).
 func (r *volumeRecord) check(namespace, volumeID string) error {
 	if r.Version != formatVersion {
-		return fmt.Errorf("format version %d is not the version %d this build reads (written by another csikit version?)", r.Version, formatVersion)
+		return fmt.Errorf("format version %d is not the version %d this build writes", r.Version, formatVersion)
 	}
 	if r.Namespace != namespace || r.VolumeID != volumeID {
 		return fmt.Errorf("holds volume %q in namespace %q, but its name says volume %q in namespace %q", r.VolumeID, r.Namespace, volumeID, namespace)
@@ -138,42 +221,46 @@ func (r *volumeRecord) check(namespace, volumeID string) error {
 	if err := csi.ValidateExternalID("external volume ID", r.ExternalID); err != nil {
 		return err
 	}
-	if len(r.Usages) == 0 {
-		return fmt.Errorf("tracks no usage (an empty record is never written)")
+	if len(r.Stages) == 0 {
+		return fmt.Errorf("tracks no stage (an empty record is never written)")
 	}
-	for usage, u := range r.Usages {
-		if u == nil {
-			return fmt.Errorf("usage %s has no record", usage)
+	for sk, s := range r.Stages {
+		if s == nil {
+			return fmt.Errorf("stage %s has no record", sk)
 		}
-		switch u.Stage {
+		switch s.Stage {
 		case stageNone:
-			if u.StagingPath != "" {
-				return fmt.Errorf("usage %s has a staging path but no stage state", usage)
+			if s.StagingPath != "" {
+				return fmt.Errorf("stage %s has a staging path but no stage state", sk)
 			}
-			if len(u.Allocations) == 0 {
-				return fmt.Errorf("usage %s tracks nothing", usage)
+			if s.users() == 0 {
+				return fmt.Errorf("stage %s tracks nothing", sk)
 			}
 		case stageStaging, stageStaged, stageUnstaging:
-			if err := checkPath(u.StagingPath); err != nil {
-				return fmt.Errorf("usage %s: staging path: %w", usage, err)
+			if err := checkPath(s.StagingPath); err != nil {
+				return fmt.Errorf("stage %s: staging path: %w", sk, err)
 			}
 		default:
-			return fmt.Errorf("usage %s has unknown stage state %q", usage, u.Stage)
+			return fmt.Errorf("stage %s has unknown stage state %q", sk, s.Stage)
 		}
-		for id, a := range u.Allocations {
-			if err := csi.ValidateAllocationID(id); err != nil {
+		if len(s.Writers) > 0 && sk.AccessMode.ReadOnly() {
+			return fmt.Errorf("stage %s has writers but a read-only access mode", sk)
+		}
+		for _, p := range s.publications() {
+			usage := sk.Usage(p.mode)
+			if err := csi.ValidateAllocationID(p.alloc); err != nil {
 				return fmt.Errorf("usage %s: %w", usage, err)
 			}
-			if a == nil {
-				return fmt.Errorf("usage %s: allocation %s has no record", usage, id)
+			if p.rec == nil {
+				return fmt.Errorf("usage %s: allocation %s has no record", usage, p.alloc)
 			}
-			switch a.State {
+			switch p.rec.State {
 			case publishPublishing, publishPublished, publishUnpublishing:
 			default:
-				return fmt.Errorf("usage %s: allocation %s has unknown publish state %q", usage, id, a.State)
+				return fmt.Errorf("usage %s: allocation %s has unknown publish state %q", usage, p.alloc, p.rec.State)
 			}
-			if err := checkPath(a.TargetPath); err != nil {
-				return fmt.Errorf("usage %s: allocation %s: target path: %w", usage, id, err)
+			if err := checkPath(p.rec.TargetPath); err != nil {
+				return fmt.Errorf("usage %s: allocation %s: target path: %w", usage, p.alloc, err)
 			}
 		}
 	}
@@ -188,15 +275,63 @@ func checkPath(p string) error {
 	return nil
 }
 
-func (u *usageRecord) clone() *usageRecord {
-	if u == nil {
-		return nil
+// volumeRecordV1 is the format-1 record: one stage per full usage, so
+// the readers and the writers of a volume had separate staging paths.
+type volumeRecordV1 struct {
+	Version    int
+	Namespace  string
+	VolumeID   string
+	ExternalID string
+	PluginID   string
+	Usages     map[Usage]*usageRecordV1
+}
+
+type usageRecordV1 struct {
+	Stage       stageState              `json:",omitempty"`
+	StagingPath string                  `json:",omitempty"`
+	Allocations map[string]*allocRecord `json:",omitempty"`
+}
+
+// upgrade turns a format-1 record into the current format: the usages
+// that share a stage usage are merged into one stage. It fails when two
+// of them may both be staged, at two paths, which the current format
+// cannot hold.
+func (r *volumeRecordV1) upgrade() (*volumeRecord, error) {
+	out := &volumeRecord{
+		Version:    formatVersion,
+		Namespace:  r.Namespace,
+		VolumeID:   r.VolumeID,
+		ExternalID: r.ExternalID,
+		PluginID:   r.PluginID,
+		Stages:     map[StageUsage]*stageRecord{},
 	}
-	c := *u
-	c.Allocations = make(map[string]*allocRecord, len(u.Allocations))
-	for id, a := range u.Allocations {
-		ac := *a
-		c.Allocations[id] = &ac
+	usages := slices.SortedFunc(maps.Keys(r.Usages), func(a, b Usage) int { return strings.Compare(a.String(), b.String()) })
+	staged := map[StageUsage]Usage{}
+	for _, usage := range usages {
+		u := r.Usages[usage]
+		if u == nil {
+			return nil, fmt.Errorf("usage %s has no record", usage)
+		}
+		sk := usage.StageUsage()
+		s := out.Stages[sk]
+		if s == nil {
+			s = &stageRecord{}
+			out.Stages[sk] = s
+		}
+		if u.Stage != stageNone || u.StagingPath != "" {
+			if other, dup := staged[sk]; dup {
+				return nil, fmt.Errorf("usages %s and %s of the volume may both be staged, at %s and %s; this version stages a volume at one path per node and cannot take them over: unmount their allocations with the csikit version that wrote the file (or by hand) first",
+					other, usage, s.StagingPath, u.StagingPath)
+			}
+			staged[sk] = usage
+			s.Stage, s.StagingPath = u.Stage, u.StagingPath
+		}
+		for id, a := range u.Allocations {
+			if a == nil {
+				return nil, fmt.Errorf("usage %s: allocation %s has no record", usage, id)
+			}
+			s.setPub(usage.ClaimMode, id, a)
+		}
 	}
-	return &c
+	return out, nil
 }

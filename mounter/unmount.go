@@ -12,14 +12,15 @@ import (
 // UnmountVolume implements VolumeMounter.
 //
 // It unpublishes the volume for the allocation and unstages it when no
-// allocation is left under that usage. It also finishes teardowns of the
-// volume that a crash or an earlier failure interrupted (in the selected
-// usages). The plugin, external ID and paths come from the tracker, so
-// it works after a restart. Nothing tracked means nothing to do: it
-// returns nil without asking for the plugin. NotFound from the plugin
-// counts as done (csi.TeardownDone). A missing plugin returns the
-// Retryable csi.ErrPluginNotFound, wrapped; any failure leaves the
-// teardown recorded, and a retry resumes it.
+// allocation is left on its stage: the readers and the writers of a
+// volume share one stage, and the last of them unstages it. It also
+// finishes teardowns of the volume that a crash or an earlier failure
+// interrupted (in the selected stage). The plugin, external ID and paths
+// come from the tracker, so it works after a restart. Nothing tracked
+// means nothing to do: it returns nil without asking for the plugin.
+// NotFound from the plugin counts as done (csi.TeardownDone). A missing
+// plugin returns the Retryable csi.ErrPluginNotFound, wrapped; any
+// failure leaves the teardown recorded, and a retry resumes it.
 func (m *Mounter) UnmountVolume(ctx context.Context, req *UnmountRequest) error {
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("unmount volume: %w", err)
@@ -37,10 +38,10 @@ func (m *Mounter) UnmountVolume(ctx context.Context, req *UnmountRequest) error 
 	return nil
 }
 
-// teardown is the work planned for one usage.
+// teardown is the work planned for one stage.
 type teardown struct {
-	usage     Usage
-	unpublish []string // allocation IDs
+	stage     StageUsage
+	unpublish []pubRef
 	unstage   bool
 }
 
@@ -50,28 +51,34 @@ func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) e
 	if rec == nil {
 		return nil
 	}
-	usages := rec.sortedUsages()
+	stages := rec.sortedStages()
 	if !req.Usage.IsZero() {
-		usages = []Usage{req.Usage}
+		stages = []StageUsage{req.Usage.StageUsage()}
 	}
 	var plan []teardown
-	for _, usage := range usages {
-		u := rec.Usages[usage]
-		if u == nil {
+	for _, sk := range stages {
+		s := rec.Stages[sk]
+		if s == nil {
 			continue
 		}
-		t := teardown{usage: usage}
-		for _, id := range sortedAllocs(u) {
-			if id == req.AllocationID || u.Allocations[id].State == publishUnpublishing {
-				t.unpublish = append(t.unpublish, id)
+		t := teardown{stage: sk}
+		for _, p := range s.publications() {
+			mine := p.alloc == req.AllocationID && (req.Usage.IsZero() || p.mode == req.Usage.ClaimMode)
+			if mine || p.rec.State == publishUnpublishing {
+				t.unpublish = append(t.unpublish, p)
 			}
 		}
-		t.unstage = len(t.unpublish) == len(u.Allocations) && u.Stage != stageNone
+		t.unstage = len(t.unpublish) == s.users() && s.Stage != stageNone
 		if len(t.unpublish) > 0 || t.unstage {
 			plan = append(plan, t)
 		}
 	}
 	if len(plan) == 0 {
+		if rec.empty() {
+			// Left empty by a mount that finished old teardowns and then
+			// failed: drop the record.
+			m.settle(v)
+		}
 		return nil
 	}
 
@@ -88,12 +95,12 @@ func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) e
 	// Record the intents of every call in one durable write.
 	prev := rec.clone()
 	for _, t := range plan {
-		u := rec.Usages[t.usage]
-		for _, id := range t.unpublish {
-			u.Allocations[id].State = publishUnpublishing
+		s := rec.Stages[t.stage]
+		for _, p := range t.unpublish {
+			p.rec.State = publishUnpublishing
 		}
 		if t.unstage {
-			u.Stage = stageUnstaging
+			s.Stage = stageUnstaging
 		}
 	}
 	if err := m.store.save(rec); err != nil {
@@ -102,18 +109,18 @@ func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) e
 	}
 
 	for _, t := range plan {
-		u := rec.Usages[t.usage]
-		for _, id := range t.unpublish {
-			if err := m.unpublish(ctx, client, rec, id, u.Allocations[id].TargetPath); err != nil {
+		s := rec.Stages[t.stage]
+		for _, p := range t.unpublish {
+			if err := m.unpublish(ctx, client, rec, p.alloc, p.rec.TargetPath); err != nil {
 				return err
 			}
-			delete(u.Allocations, id)
+			s.setPub(p.mode, p.alloc, nil)
 		}
 		if t.unstage {
-			if err := m.unstage(ctx, client, rec, u); err != nil {
+			if err := m.unstage(ctx, client, rec, s); err != nil {
 				return err
 			}
-			u.Stage, u.StagingPath = stageNone, ""
+			s.Stage, s.StagingPath = stageNone, ""
 		}
 	}
 	rec.prune()
@@ -131,12 +138,12 @@ func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) e
 
 // unstage calls NodeUnstageVolume and removes the staging directory (the
 // mounter created it) and its empty parents. NotFound counts as done.
-func (m *Mounter) unstage(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, u *usageRecord) error {
+func (m *Mounter) unstage(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, s *stageRecord) error {
 	m.calls.Add(1)
-	err := client.NodeUnstageVolume(ctx, &plugin.NodeUnstageRequest{ExternalID: rec.ExternalID, StagingPath: u.StagingPath})
+	err := client.NodeUnstageVolume(ctx, &plugin.NodeUnstageRequest{ExternalID: rec.ExternalID, StagingPath: s.StagingPath})
 	if !csi.TeardownDone(err) {
 		return fmt.Errorf("NodeUnstageVolume: %w", err)
 	}
-	m.removeEmpty(u.StagingPath, filepath.Join(m.root, stagingDir))
+	m.removeEmpty(s.StagingPath, filepath.Join(m.root, stagingDir))
 	return nil
 }

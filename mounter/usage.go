@@ -7,15 +7,32 @@ import (
 	"github.com/csikit/csikit/csi"
 )
 
-// Usage is how allocations on this node use a volume: the claim mode and
-// the (access, attachment) pair. A volume is staged once per usage and
-// published once per allocation under it.
+// Usage is how an allocation uses a volume on this node: the claim mode
+// and the (access, attachment) pair. The volume is published once per
+// allocation under its usage; it is staged once per node under the
+// usage's StageUsage, which leaves out the claim mode.
 //
 // Its String form is short and safe as a single path element, for
 // example "w-snw-fs" (write claim, single-node-writer, file system) or
-// "r-mnro-blk" (read claim, multi-node-reader-only, block device).
+// "r-mnro-blk" (read claim, multi-node-reader-only, block device): the
+// claim mode, a dash, and the StageUsage's String form.
 type Usage struct {
 	ClaimMode      csi.ClaimMode
+	AccessMode     csi.AccessMode
+	AttachmentMode csi.AttachmentMode
+}
+
+// StageUsage is how a volume is staged on this node: the (access,
+// attachment) pair of its usages, without the claim mode.
+// NodeStageVolume has no read-only flag (read-only is NodePublishVolume's
+// choice), so the readers and the writers of a volume on one node share
+// one stage, and the CSI spec allows only one staging path per volume:
+// while a volume is staged under one StageUsage, a mount under another is
+// refused (csi.ErrVolumeInUse) until that stage's users have unmounted.
+//
+// Its String form is short and safe as a single path element, for
+// example "snw-fs" or "mnro-blk".
+type StageUsage struct {
 	AccessMode     csi.AccessMode
 	AttachmentMode csi.AttachmentMode
 }
@@ -28,10 +45,14 @@ func UsageOf(mode csi.ClaimMode, c csi.Capability) Usage {
 	return Usage{ClaimMode: mode, AccessMode: c.AccessMode, AttachmentMode: c.AttachmentMode}
 }
 
-// Capability returns the usage's (access, attachment) pair.
-func (u Usage) Capability() csi.Capability {
-	return csi.Capability{AccessMode: u.AccessMode, AttachmentMode: u.AttachmentMode}
+// StageUsage returns the stage the usage publishes from: u without its
+// claim mode.
+func (u Usage) StageUsage() StageUsage {
+	return StageUsage{AccessMode: u.AccessMode, AttachmentMode: u.AttachmentMode}
 }
+
+// Capability returns the usage's (access, attachment) pair.
+func (u Usage) Capability() csi.Capability { return u.StageUsage().Capability() }
 
 // ReadOnly reports whether the volume is published read-only: every read
 // claim is.
@@ -47,7 +68,7 @@ func (u Usage) Validate() error {
 	if u.ClaimMode != csi.ClaimRead && u.ClaimMode != csi.ClaimWrite {
 		return fmt.Errorf("%w: claim mode %d is neither read nor write", csi.ErrInvalidRequest, int(u.ClaimMode))
 	}
-	if err := u.Capability().Validate(); err != nil {
+	if err := u.StageUsage().Validate(); err != nil {
 		return err
 	}
 	if u.ClaimMode == csi.ClaimWrite && u.AccessMode.ReadOnly() {
@@ -66,24 +87,20 @@ func (u Usage) String() string {
 	if u.ClaimMode == csi.ClaimWrite {
 		claim = "w"
 	}
-	attach := "fs"
-	if u.AttachmentMode == csi.AttachmentModeBlockDevice {
-		attach = "blk"
-	}
-	return claim + "-" + accessAbbrev[u.AccessMode] + "-" + attach
+	return claim + "-" + u.StageUsage().String()
 }
 
 // ParseUsage parses the String form of a valid usage.
 func ParseUsage(s string) (Usage, error) {
-	parts := strings.Split(s, "-")
 	bad := func(why string) (Usage, error) {
 		return Usage{}, fmt.Errorf("%w: usage %q: %s; expected <r|w>-<access>-<fs|blk>, for example \"w-snw-fs\"", csi.ErrInvalidRequest, s, why)
 	}
-	if len(parts) != 3 {
+	claim, rest, ok := strings.Cut(s, "-")
+	if !ok || strings.Count(rest, "-") != 1 {
 		return bad("not three dash-separated parts")
 	}
 	var u Usage
-	switch parts[0] {
+	switch claim {
 	case "r":
 		u.ClaimMode = csi.ClaimRead
 	case "w":
@@ -91,30 +108,18 @@ func ParseUsage(s string) (Usage, error) {
 	default:
 		return bad("claim mode is not r or w")
 	}
-	for i, a := range accessAbbrev {
-		if i > 0 && a == parts[1] {
-			u.AccessMode = csi.AccessMode(i)
-		}
+	su, why := parseStageUsage(rest)
+	if why != "" {
+		return bad(why)
 	}
-	if u.AccessMode == csi.AccessModeUnknown {
-		return bad("unknown access mode " + parts[1])
-	}
-	switch parts[2] {
-	case "fs":
-		u.AttachmentMode = csi.AttachmentModeFileSystem
-	case "blk":
-		u.AttachmentMode = csi.AttachmentModeBlockDevice
-	default:
-		return bad("attachment mode is not fs or blk")
-	}
+	u.AccessMode, u.AttachmentMode = su.AccessMode, su.AttachmentMode
 	if err := u.Validate(); err != nil {
 		return Usage{}, err
 	}
 	return u, nil
 }
 
-// MarshalText implements encoding.TextMarshaler (the state file keys
-// usages by their String form).
+// MarshalText implements encoding.TextMarshaler.
 func (u Usage) MarshalText() ([]byte, error) {
 	if err := u.Validate(); err != nil {
 		return nil, err
@@ -129,5 +134,85 @@ func (u *Usage) UnmarshalText(b []byte) error {
 		return err
 	}
 	*u = v
+	return nil
+}
+
+// Capability returns the stage usage's (access, attachment) pair.
+func (s StageUsage) Capability() csi.Capability {
+	return csi.Capability{AccessMode: s.AccessMode, AttachmentMode: s.AttachmentMode}
+}
+
+// Usage returns the usage of a claim with the given mode under s.
+func (s StageUsage) Usage(mode csi.ClaimMode) Usage {
+	return Usage{ClaimMode: mode, AccessMode: s.AccessMode, AttachmentMode: s.AttachmentMode}
+}
+
+// Validate checks that s names a defined capability.
+func (s StageUsage) Validate() error { return s.Capability().Validate() }
+
+// String returns the short form, for example "snw-fs". An invalid stage
+// usage prints as "invalid(…)", which ParseStageUsage refuses.
+func (s StageUsage) String() string {
+	if s.Validate() != nil {
+		return fmt.Sprintf("invalid(%d,%d)", int32(s.AccessMode), int32(s.AttachmentMode))
+	}
+	attach := "fs"
+	if s.AttachmentMode == csi.AttachmentModeBlockDevice {
+		attach = "blk"
+	}
+	return accessAbbrev[s.AccessMode] + "-" + attach
+}
+
+// ParseStageUsage parses the String form of a valid stage usage.
+func ParseStageUsage(s string) (StageUsage, error) {
+	su, why := parseStageUsage(s)
+	if why != "" {
+		return StageUsage{}, fmt.Errorf("%w: stage usage %q: %s; expected <access>-<fs|blk>, for example \"snw-fs\"", csi.ErrInvalidRequest, s, why)
+	}
+	return su, nil
+}
+
+// parseStageUsage returns the stage usage, or why s is not one.
+func parseStageUsage(s string) (StageUsage, string) {
+	access, attach, ok := strings.Cut(s, "-")
+	if !ok || strings.Contains(attach, "-") {
+		return StageUsage{}, "not two dash-separated parts"
+	}
+	var su StageUsage
+	for i, a := range accessAbbrev {
+		if i > 0 && a == access {
+			su.AccessMode = csi.AccessMode(i)
+		}
+	}
+	if su.AccessMode == csi.AccessModeUnknown {
+		return StageUsage{}, "unknown access mode " + access
+	}
+	switch attach {
+	case "fs":
+		su.AttachmentMode = csi.AttachmentModeFileSystem
+	case "blk":
+		su.AttachmentMode = csi.AttachmentModeBlockDevice
+	default:
+		return StageUsage{}, "attachment mode is not fs or blk"
+	}
+	return su, ""
+}
+
+// MarshalText implements encoding.TextMarshaler (the state file keys
+// stages by their String form).
+func (s StageUsage) MarshalText() ([]byte, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return []byte(s.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (s *StageUsage) UnmarshalText(b []byte) error {
+	v, err := ParseStageUsage(string(b))
+	if err != nil {
+		return err
+	}
+	*s = v
 	return nil
 }

@@ -264,6 +264,48 @@ func TestUsage_String(t *testing.T) {
 	}
 }
 
+func TestStageUsage_String(t *testing.T) {
+	seen := map[string]mounter.StageUsage{}
+	for am := csi.AccessModeSingleNodeWriter; am <= csi.AccessModeSingleNodeMultiWriter; am++ {
+		for _, at := range []csi.AttachmentMode{csi.AttachmentModeFileSystem, csi.AttachmentModeBlockDevice} {
+			su := mounter.StageUsage{AccessMode: am, AttachmentMode: at}
+			s := su.String()
+			if err := csi.ValidateID("stage usage", s); err != nil || len(s) > 8 {
+				t.Errorf("%+v: String %q is not a short path-safe name: %v", su, s, err)
+			}
+			if other, dup := seen[s]; dup {
+				t.Errorf("%+v and %+v share the string %q", su, other, s)
+			}
+			seen[s] = su
+			if back, err := mounter.ParseStageUsage(s); err != nil || back != su {
+				t.Errorf("ParseStageUsage(%q) = %+v, %v; want %+v", s, back, err, su)
+			}
+			// A usage is its claim mode and its stage usage, in value and
+			// in string.
+			for _, mode := range []csi.ClaimMode{csi.ClaimRead, csi.ClaimWrite} {
+				u := su.Usage(mode)
+				if u.Validate() != nil {
+					continue
+				}
+				if u.StageUsage() != su || u.String() != map[csi.ClaimMode]string{csi.ClaimRead: "r-", csi.ClaimWrite: "w-"}[mode]+s {
+					t.Errorf("usage %s of stage usage %s: StageUsage %s", u, s, u.StageUsage())
+				}
+			}
+		}
+	}
+	if len(seen) != 7*2 {
+		t.Errorf("%d distinct stage usages", len(seen))
+	}
+	for _, s := range []string{"", "snw", "xyz-fs", "snw-nfs", "w-snw-fs", "snw-fs-extra", "../snw-fs", "snw-"} {
+		if _, err := mounter.ParseStageUsage(s); !errors.Is(err, csi.ErrInvalidRequest) {
+			t.Errorf("ParseStageUsage(%q) = %v, want ErrInvalidRequest", s, err)
+		}
+	}
+	if s := (mounter.StageUsage{}).String(); !strings.HasPrefix(s, "invalid(") {
+		t.Errorf("zero StageUsage prints %q", s)
+	}
+}
+
 func TestNew_Config(t *testing.T) {
 	dir := t.TempDir()
 	reg := &registry{id: testPlugin}
@@ -289,33 +331,55 @@ func TestNew_Config(t *testing.T) {
 // TestNew_CorruptState: a state file that cannot be trusted stops New
 // with ErrCorruptState and is left untouched for the operator.
 func TestNew_CorruptState(t *testing.T) {
-	valid := `{"Version":1,"Namespace":"default","VolumeID":"vol1","ExternalID":"ext","PluginID":"p",
+	valid := `{"Version":2,"Namespace":"default","VolumeID":"vol1","ExternalID":"ext","PluginID":"p",
+"Stages":{"snw-fs":{"Stage":"staged","StagingPath":"/mnt/staging/default/vol1/snw-fs",
+"Writers":{"a1":{"State":"published","TargetPath":"/mnt/per-alloc/a1/vol1/w-snw-fs"}}}}}`
+	validV1 := `{"Version":1,"Namespace":"default","VolumeID":"vol1","ExternalID":"ext","PluginID":"p",
 "Usages":{"w-snw-fs":{"Stage":"staged","StagingPath":"/mnt/staging/default/vol1/w-snw-fs",
 "Allocations":{"a1":{"State":"published","TargetPath":"/mnt/per-alloc/a1/vol1/w-snw-fs"}}}}}`
+	// Format 1 could stage a volume for readers and writers at two
+	// paths; format 2 has one staging path per stage usage.
+	twoStagesV1 := `{"Version":1,"Namespace":"default","VolumeID":"vol1","ExternalID":"ext","PluginID":"p",
+"Usages":{"w-snw-fs":{"Stage":"staged","StagingPath":"/mnt/staging/default/vol1/w-snw-fs",
+"Allocations":{"a1":{"State":"published","TargetPath":"/mnt/per-alloc/a1/vol1/w-snw-fs"}}},
+"r-snw-fs":{"Stage":"staged","StagingPath":"/mnt/staging/default/vol1/r-snw-fs",
+"Allocations":{"a2":{"State":"published","TargetPath":"/mnt/per-alloc/a2/vol1/r-snw-fs"}}}}}`
 	for _, tc := range []struct {
 		name, file, content string
+		reason              string // part of the error, if set
 	}{
-		{"not JSON", "default/vol1.json", "{\"Version\":1,"},
-		{"empty file", "default/vol1.json", ""},
-		{"garbage", "default/vol1.json", "\x00\x01\x02"},
-		{"future version", "default/vol1.json", strings.Replace(valid, `"Version":1`, `"Version":2`, 1)},
-		{"no version", "default/vol1.json", strings.Replace(valid, `"Version":1,`, ``, 1)},
-		{"unknown field", "default/vol1.json", strings.Replace(valid, `"PluginID":"p"`, `"PluginID":"p","Extra":true`, 1)},
-		{"trailing data", "default/vol1.json", valid + "{}"},
-		{"wrong file name", "default/vol2.json", valid},
-		{"wrong namespace dir", "other/vol1.json", valid},
-		{"invalid file name", "default/bad name.json", valid},
-		{"bad plugin ID", "default/vol1.json", strings.Replace(valid, `"PluginID":"p"`, `"PluginID":"../p"`, 1)},
-		{"empty external ID", "default/vol1.json", strings.Replace(valid, `"ExternalID":"ext"`, `"ExternalID":""`, 1)},
-		{"bad usage key", "default/vol1.json", strings.Replace(valid, `"w-snw-fs":{`, `"w-snw-zz":{`, 1)},
-		{"unknown stage state", "default/vol1.json", strings.Replace(valid, `"staged"`, `"half-staged"`, 1)},
-		{"unknown publish state", "default/vol1.json", strings.Replace(valid, `"published"`, `"maybe"`, 1)},
-		{"relative target", "default/vol1.json", strings.Replace(valid, `"/mnt/per-alloc/a1/vol1/w-snw-fs"`, `"per-alloc/a1"`, 1)},
-		{"unclean target", "default/vol1.json", strings.Replace(valid, `"/mnt/per-alloc/a1/vol1/w-snw-fs"`, `"/mnt/per-alloc/../../etc"`, 1)},
-		{"bad allocation ID", "default/vol1.json", strings.Replace(valid, `"a1":{`, `"../a1":{`, 1)},
-		{"no usages", "default/vol1.json", `{"Version":1,"Namespace":"default","VolumeID":"vol1","ExternalID":"ext","PluginID":"p","Usages":{}}`},
-		{"staged without path", "default/vol1.json", strings.Replace(valid, `"StagingPath":"/mnt/staging/default/vol1/w-snw-fs",`, ``, 1)},
-		{"directory as record", "default/vol1.json/", ""},
+		{name: "not JSON", file: "default/vol1.json", content: "{\"Version\":2,"},
+		{name: "empty file", file: "default/vol1.json", content: ""},
+		{name: "garbage", file: "default/vol1.json", content: "\x00\x01\x02"},
+		{name: "future version", file: "default/vol1.json", content: strings.Replace(valid, `"Version":2`, `"Version":3`, 1), reason: "format version 3"},
+		{name: "no version", file: "default/vol1.json", content: strings.Replace(valid, `"Version":2,`, ``, 1), reason: "format version 0"},
+		{name: "unknown field", file: "default/vol1.json", content: strings.Replace(valid, `"PluginID":"p"`, `"PluginID":"p","Extra":true`, 1)},
+		{name: "trailing data", file: "default/vol1.json", content: valid + "{}"},
+		{name: "wrong file name", file: "default/vol2.json", content: valid},
+		{name: "wrong namespace dir", file: "other/vol1.json", content: valid},
+		{name: "invalid file name", file: "default/bad name.json", content: valid},
+		{name: "bad plugin ID", file: "default/vol1.json", content: strings.Replace(valid, `"PluginID":"p"`, `"PluginID":"../p"`, 1)},
+		{name: "empty external ID", file: "default/vol1.json", content: strings.Replace(valid, `"ExternalID":"ext"`, `"ExternalID":""`, 1)},
+		{name: "bad stage key", file: "default/vol1.json", content: strings.Replace(valid, `"snw-fs":{`, `"snw-zz":{`, 1)},
+		{name: "full usage as stage key", file: "default/vol1.json", content: strings.Replace(valid, `"snw-fs":{`, `"w-snw-fs":{`, 1)},
+		{name: "writer on a read-only mode", file: "default/vol1.json", content: strings.Replace(valid, `"snw-fs":{`, `"mnro-fs":{`, 1), reason: "read-only"},
+		{name: "unknown stage state", file: "default/vol1.json", content: strings.Replace(valid, `"staged"`, `"half-staged"`, 1)},
+		{name: "unknown publish state", file: "default/vol1.json", content: strings.Replace(valid, `"published"`, `"maybe"`, 1)},
+		{name: "relative target", file: "default/vol1.json", content: strings.Replace(valid, `"/mnt/per-alloc/a1/vol1/w-snw-fs"`, `"per-alloc/a1"`, 1)},
+		{name: "unclean target", file: "default/vol1.json", content: strings.Replace(valid, `"/mnt/per-alloc/a1/vol1/w-snw-fs"`, `"/mnt/per-alloc/../../etc"`, 1)},
+		{name: "bad allocation ID", file: "default/vol1.json", content: strings.Replace(valid, `"a1":{`, `"../a1":{`, 1)},
+		{name: "null allocation", file: "default/vol1.json", content: strings.Replace(valid, `{"State":"published","TargetPath":"/mnt/per-alloc/a1/vol1/w-snw-fs"}`, `null`, 1)},
+		{name: "no stages", file: "default/vol1.json", content: `{"Version":2,"Namespace":"default","VolumeID":"vol1","ExternalID":"ext","PluginID":"p","Stages":{}}`},
+		{name: "stage tracks nothing", file: "default/vol1.json", content: `{"Version":2,"Namespace":"default","VolumeID":"vol1","ExternalID":"ext","PluginID":"p","Stages":{"snw-fs":{}}}`},
+		{name: "staged without path", file: "default/vol1.json", content: strings.Replace(valid, `"StagingPath":"/mnt/staging/default/vol1/snw-fs",`, ``, 1)},
+		{name: "directory as record", file: "default/vol1.json/", content: ""},
+		{name: "v1 in the v2 layout", file: "default/vol1.json", content: strings.Replace(valid, `"Version":2`, `"Version":1`, 1)},
+		{name: "v1 bad usage key", file: "default/vol1.json", content: strings.Replace(validV1, `"w-snw-fs":{`, `"w-snw-zz":{`, 1)},
+		{name: "v1 write claim on a read-only mode", file: "default/vol1.json", content: strings.Replace(validV1, `"w-snw-fs":{`, `"w-mnro-fs":{`, 1)},
+		{name: "v1 usage tracks nothing", file: "default/vol1.json", content: strings.Replace(validV1, `"Stage":"staged","StagingPath":"/mnt/staging/default/vol1/w-snw-fs",
+"Allocations":{"a1":{"State":"published","TargetPath":"/mnt/per-alloc/a1/vol1/w-snw-fs"}}`, ``, 1)},
+		{name: "v1 bad target", file: "default/vol1.json", content: strings.Replace(validV1, `"/mnt/per-alloc/a1/vol1/w-snw-fs"`, `"x"`, 1)},
+		{name: "v1 two staging paths", file: "default/vol1.json", content: twoStagesV1, reason: "version 1 record that cannot be upgraded"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			state := t.TempDir()
@@ -338,6 +402,9 @@ func TestNew_CorruptState(t *testing.T) {
 			if !errors.As(err, &se) || filepath.Clean(se.Path) != filepath.Clean(p) {
 				t.Fatalf("error %v does not name the file %s", err, p)
 			}
+			if tc.reason != "" && !strings.Contains(err.Error(), tc.reason) {
+				t.Errorf("error %q does not say %q", err, tc.reason)
+			}
 			if csi.Classify(err) != csi.ClassFinal {
 				t.Errorf("class %s, want final", csi.Classify(err))
 			}
@@ -349,7 +416,23 @@ func TestNew_CorruptState(t *testing.T) {
 		})
 	}
 
-	t.Run("valid file loads", func(t *testing.T) {
+	for _, f := range []struct{ name, content string }{{"v2", valid}, {"v1", validV1}} {
+		t.Run("valid "+f.name+" file loads", func(t *testing.T) {
+			state := t.TempDir()
+			p := filepath.Join(state, "volumes", "default", "vol1.json")
+			_ = os.MkdirAll(filepath.Dir(p), 0o700)
+			_ = os.WriteFile(p, []byte(f.content), 0o600)
+			m, err := mounter.New(mounter.Config{Root: filepath.Join(t.TempDir(), "mnt"), StateDir: state, Plugins: &registry{id: testPlugin}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if has, err := m.HasMount(context.Background(), "default", "vol1", "a1"); err != nil || !has {
+				t.Errorf("HasMount from a loaded file = %v, %v", has, err)
+			}
+		})
+	}
+
+	t.Run("leftover temporary file", func(t *testing.T) {
 		state := t.TempDir()
 		p := filepath.Join(state, "volumes", "default", "vol1.json")
 		_ = os.MkdirAll(filepath.Dir(p), 0o700)
