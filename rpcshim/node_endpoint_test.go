@@ -194,6 +194,11 @@ func TestNodeEndpoint_NodeDetach(t *testing.T) {
 		Usage: mounter.Usage{ClaimMode: csi.ClaimRead, AccessMode: csi.AccessModeMultiNodeReaderOnly, AttachmentMode: csi.AttachmentModeFileSystem},
 	}})
 
+	// Without a usage, every usage of the allocation is unmounted.
+	must(t, e.tr.Call(context.Background(), "n2", rpcshim.MethodNodeDetach,
+		&rpcshim.NodeDetachRequest{NodeID: "n2", Namespace: "default", VolumeID: "vol-1", AllocationID: "a1"}, nil))
+	expectEqual(t, e.unmounter.requests()[1], mounter.UnmountRequest{Namespace: "default", VolumeID: "vol-1", AllocationID: "a1"})
+
 	e.unmounter.err = errors.Join(errors.New("node plugin p1 is not running"), csi.ErrPluginNotFound)
 	err := e.router.NodeDetach(context.Background(), vol, claim)
 	expectIs(t, err, csi.ErrPluginNotFound)

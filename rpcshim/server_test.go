@@ -496,6 +496,13 @@ func TestServer_Unpublish(t *testing.T) {
 		t.Errorf("claim of a freed allocation: %+v", r.Claim)
 	}
 
+	// So is a volume that is gone.
+	r, err = unpublish("vol-gone", "a1", "n2", true)
+	must(t, err)
+	if r.Claim != nil {
+		t.Errorf("claim on a missing volume: %+v", r.Claim)
+	}
+
 	expectEqual(t, e.ctl.CallCount(csitest.MethodControllerPublishVolume), published)
 	_, err = unpublish("vol-a", "../a1", "n2", true)
 	expectIs(t, err, csi.ErrInvalidID)
