@@ -2,6 +2,7 @@ package claimgc
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -82,6 +83,10 @@ func (c *committer) run(ctx context.Context) {
 		case <-c.wake:
 		}
 		for {
+			// Let the workers that are ready to run (their step just
+			// answered) reach apply first: a bigger batch costs the store
+			// little more than a small one.
+			runtime.Gosched()
 			c.mu.Lock()
 			n := min(len(c.pending), maxBatch)
 			batch := c.pending[:n:n]
