@@ -242,9 +242,15 @@ func (c Code) String() string {
 
 // ClassOfCode is the one place that decides how a gRPC code from a plugin
 // is retried. Unavailable, ResourceExhausted and Aborted are Retryable:
-// the plugin did not act. DeadlineExceeded and Canceled are Uncertain: it
-// may have. Everything else (InvalidArgument, NotFound, AlreadyExists,
+// the call may be tried again at once. DeadlineExceeded and Canceled are
+// Uncertain: the caller gave up while the plugin may still have acted.
+// Everything else (InvalidArgument, NotFound, AlreadyExists,
 // FailedPrecondition, OutOfRange, Unimplemented, Internal, …) is Final.
+//
+// Retryable is not proof that nothing happened: gRPC reports a connection
+// lost mid-call as Unavailable. CSI calls are idempotent, so retrying is
+// safe, but whoever tracks what a mutating call did (the mounter, the
+// claim flow) must keep what it may have done until a teardown succeeds.
 func ClassOfCode(c Code) Class {
 	switch c {
 	case CodeUnavailable, CodeResourceExhausted, CodeAborted:

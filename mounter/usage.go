@@ -120,7 +120,13 @@ func ParseUsage(s string) (Usage, error) {
 }
 
 // MarshalText implements encoding.TextMarshaler.
+//
+// The zero Usage, which an UnmountRequest reads as "whatever usage the
+// allocation has", encodes as the empty string.
 func (u Usage) MarshalText() ([]byte, error) {
+	if u.IsZero() {
+		return []byte{}, nil
+	}
 	if err := u.Validate(); err != nil {
 		return nil, err
 	}
@@ -129,6 +135,10 @@ func (u Usage) MarshalText() ([]byte, error) {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (u *Usage) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*u = Usage{}
+		return nil
+	}
 	v, err := ParseUsage(string(b))
 	if err != nil {
 		return err

@@ -68,7 +68,7 @@ type writer struct {
 type pluginChange struct {
 	controllersHealthy, nodesHealthy   int
 	controllersExpected, nodesExpected int
-	meta                               *csi.PluginInfo // last healthy instance written
+	metas                              []*csi.PluginInfo // healthy instances written, in order
 }
 
 func (w *writer) insert(table string, obj any) error {
@@ -766,7 +766,7 @@ func (w *writer) setNodePlugins(nodeID string, list []*csi.PluginInfo, remove bo
 			return err
 		}
 		if n.Healthy {
-			pc.meta = n
+			pc.metas = append(pc.metas, n)
 		}
 	}
 	if remove {
@@ -804,11 +804,11 @@ func (w *writer) finishPlugins() error {
 			return err
 		}
 		if row == nil {
-			if pc.meta == nil || !exists {
+			if len(pc.metas) == 0 || !exists {
 				continue
 			}
 			p := &csi.Plugin{ID: id, CreateIndex: w.index, ModifyIndex: w.index}
-			setPluginMeta(p, pc.meta)
+			setPluginMeta(p, pc.metas)
 			if err := recountPlugin(w.txn, p); err != nil {
 				return err
 			}
@@ -828,9 +828,7 @@ func (w *writer) finishPlugins() error {
 		p.NodesHealthy += pc.nodesHealthy
 		p.ControllersExpected += pc.controllersExpected
 		p.NodesExpected += pc.nodesExpected
-		if pc.meta != nil {
-			setPluginMeta(p, pc.meta)
-		}
+		setPluginMeta(p, pc.metas)
 		p.ModifyIndex = w.index
 		if err := w.insert(tPlugins, p); err != nil {
 			return err
@@ -839,10 +837,21 @@ func (w *writer) finishPlugins() error {
 	return nil
 }
 
-func setPluginMeta(p *csi.Plugin, info *csi.PluginInfo) {
-	p.Provider = info.Provider
-	p.Version = info.ProviderVersion
-	p.ControllerRequired = info.RequiresController
+// setPluginMeta takes a plugin's metadata from healthy instances, in the
+// order they were written.
+func setPluginMeta(p *csi.Plugin, infos []*csi.PluginInfo) {
+	for _, info := range infos {
+		p.Provider = info.Provider
+		p.Version = info.ProviderVersion
+		// A split plugin's node binary may not advertise
+		// CONTROLLER_SERVICE while its controller does: only an instance
+		// that serves the controller may clear the flag, any instance may
+		// set it. Otherwise the flag would follow whichever instance
+		// reported last.
+		if info.RequiresController || info.Type.HasController() {
+			p.ControllerRequired = info.RequiresController
+		}
+	}
 }
 
 // recountPlugin computes a new plugin row's counts from its instances and

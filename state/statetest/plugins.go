@@ -53,6 +53,28 @@ func (s suite) plugins(t *testing.T) {
 		}
 	})
 
+	t.Run("ControllerRequiredNotClearedByNodeInstance", func(t *testing.T) {
+		// A split plugin whose node binary does not advertise
+		// CONTROLLER_SERVICE must not flip the plugin's flag back and
+		// forth with the order of reports.
+		w := s.standard(t)
+		node := fingerprint(pluginEBS, csi.PluginTypeNode, "n2", "ebs-node-2", true)
+		node.RequiresController = false
+		w.must(t, state.UpsertNodePlugins{NodeID: "n2", Plugins: []csi.PluginInfo{node}})
+		if p := w.plugin(t, pluginEBS); !p.ControllerRequired || !p.NeedsControllerPublish() {
+			t.Errorf("after a node instance without CONTROLLER_SERVICE: ControllerRequired %t, NeedsControllerPublish %t; want both",
+				p.ControllerRequired, p.NeedsControllerPublish())
+		}
+		ctl := fingerprint(pluginEBS, csi.PluginTypeController, "n1", "ebs-ctl-1", true)
+		ctl.RequiresController = false
+		node1 := fingerprint(pluginEBS, csi.PluginTypeNode, "n1", "ebs-node-1", true)
+		node1.RequiresController = false
+		w.must(t, state.UpsertNodePlugins{NodeID: "n1", Plugins: []csi.PluginInfo{ctl, node1}})
+		if p := w.plugin(t, pluginEBS); p.ControllerRequired {
+			t.Errorf("a controller instance reporting no CONTROLLER_SERVICE must clear ControllerRequired")
+		}
+	})
+
 	t.Run("NotCreatedFromUnhealthy", func(t *testing.T) {
 		w := s.standard(t)
 		before := w.index(t, state.TablePlugins)
