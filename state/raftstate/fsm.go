@@ -1,0 +1,234 @@
+package raftstate
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/state"
+)
+
+// FSM is hashicorp/raft's state machine over a csikit state.Store: each
+// committed log entry is a command encoded with state.EncodeCommand,
+// which FSM decodes and applies to the store at the entry's raft index.
+// Server builds one; a host that runs its own raft.Raft may use FSM
+// directly.
+//
+// raft calls Apply, Snapshot and Restore from its FSM goroutine, one at
+// a time; FSMSnapshot.Persist runs on another goroutine, concurrently
+// with Apply. Reads of the store and AppliedIndex and WaitApplied are
+// safe from any goroutine.
+type FSM struct {
+	store  state.Store
+	snap   state.Snapshotter
+	logger hclog.Logger
+
+	mu      sync.Mutex
+	applied uint64        // raft index of the last command applied, or of the restored snapshot
+	moved   chan struct{} // closed and replaced when applied moves
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// Response is what FSM.Apply returns for a command entry, and so what
+// raft's ApplyFuture.Response holds on the server that appended it:
+// the store's Result, or its error as the store returned it (a csi
+// sentinel matches with errors.Is, since the value never left the
+// process).
+type Response struct {
+	Result state.Result
+	Err    error
+}
+
+// NewFSM returns an FSM applying to store, which must also be a
+// state.Snapshotter (state.MemStore is) and must be empty: raft rebuilds
+// it from the latest snapshot and the log. A nil logger logs nothing.
+func NewFSM(store state.Store, logger hclog.Logger) (*FSM, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: raftstate: the store is nil; pass a fresh *state.MemStore", csi.ErrInvalidRequest)
+	}
+	snap, ok := store.(state.Snapshotter)
+	if !ok {
+		return nil, fmt.Errorf("%w: raftstate: store %T cannot snapshot (it is not a state.Snapshotter); raft needs snapshots to compact its log, use *state.MemStore",
+			csi.ErrInvalidRequest, store)
+	}
+	for _, t := range state.Tables() {
+		idx, err := store.Index(t)
+		if err != nil {
+			return nil, fmt.Errorf("raftstate: read the store's %s index: %w", t, err)
+		}
+		if idx != 0 {
+			return nil, fmt.Errorf("%w: raftstate: the store already holds writes (table %s at index %d); raft replays the whole state into the store, so give it a new, empty one",
+				csi.ErrInvalidRequest, t, idx)
+		}
+	}
+	if logger == nil {
+		logger = hclog.NewNullLogger()
+	}
+	return &FSM{store: store, snap: snap, logger: logger, moved: make(chan struct{})}, nil
+}
+
+// Apply implements raft.FSM. It applies a command entry at its raft
+// index and returns a *Response; other entry types are not commands and
+// return nil. An entry that does not decode (a replica older than the
+// one that wrote it) is logged and answered with an error matching
+// csi.ErrInvalidRequest; the store does not change.
+func (f *FSM) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	resp := &Response{}
+	cmd, err := state.DecodeCommand(l.Data)
+	if err != nil {
+		f.logger.Error("log entry is not a csikit command; this replica skips it", "index", l.Index, "error", err)
+		resp.Err = fmt.Errorf("raftstate: log entry %d: %w", l.Index, err)
+	} else {
+		resp.Result, resp.Err = f.store.Apply(l.Index, cmd)
+	}
+	f.setApplied(l.Index)
+	return resp
+}
+
+func (f *FSM) setApplied(idx uint64) {
+	f.mu.Lock()
+	f.applied = idx
+	close(f.moved)
+	f.moved = make(chan struct{})
+	f.mu.Unlock()
+}
+
+// AppliedIndex returns the raft index of the last command applied to the
+// store, or of the snapshot it was last restored from.
+func (f *FSM) AppliedIndex() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.applied
+}
+
+// WaitApplied blocks until AppliedIndex is at least index, and returns
+// nil; or returns ctx.Err() when ctx ends first.
+func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
+	return f.waitApplied(ctx, index, nil)
+}
+
+// waitApplied is WaitApplied that also gives up when
+// stop is closed.
+func (f *FSM) waitApplied(ctx context.Context, index uint64, stop <-chan struct{}) error {
+	for {
+		f.mu.Lock()
+		applied, moved := f.applied, f.moved
+		f.mu.Unlock()
+		if applied >= index {
+			return nil
+		}
+		select {
+		case <-moved:
+		case <-stop:
+			return errNotRunning("wait for the store to apply the write")
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// The raft snapshot is one header line, then the store's own snapshot
+// (state.Snapshotter's format) unchanged:
+//
+//	{"format":"csikit-raftstate","version":1,"applied":N}
+//	... the store's snapshot ...
+//
+// N is AppliedIndex when the snapshot was taken, so that a replica
+// restored from it knows which writes its store holds.
+const (
+	snapshotFormat  = "csikit-raftstate"
+	snapshotVersion = 1
+	// maxHeader bounds the header line read back, so a corrupt snapshot
+	// cannot make Restore buffer without end.
+	maxHeader = 4096
+)
+
+type snapshotHeader struct {
+	Format  string `json:"format"`
+	Version int    `json:"version"`
+	Applied uint64 `json:"applied"`
+}
+
+// Snapshot implements raft.FSM. raft records the snapshot as of the
+// entries applied so far, and Apply goes on while Persist writes it, so
+// the state is captured here, whole, in memory: the store's snapshot of
+// a later state would hold entries that raft replays again after a
+// restore. The cost is one copy of the encoded state for the time of
+// the snapshot, and Apply waits while it is encoded.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	var buf bytes.Buffer
+	h, err := json.Marshal(snapshotHeader{Format: snapshotFormat, Version: snapshotVersion, Applied: f.AppliedIndex()})
+	if err != nil {
+		return nil, fmt.Errorf("raftstate: encode snapshot header: %w", err)
+	}
+	buf.Write(h)
+	buf.WriteByte('\n')
+	if err := f.snap.Snapshot(context.Background(), &buf); err != nil {
+		return nil, fmt.Errorf("raftstate: snapshot the store: %w", err)
+	}
+	return &fsmSnapshot{data: buf.Bytes()}, nil
+}
+
+// Restore implements raft.FSM: it replaces the store's whole state with
+// the snapshot's. A snapshot that is not one FSM wrote, or that the
+// store refuses, is an error matching state.ErrBadSnapshot, and the
+// store is unchanged.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	br := bufio.NewReader(io.LimitReader(rc, maxHeader))
+	line, err := br.ReadBytes('\n')
+	if err != nil {
+		return fmt.Errorf("%w: raftstate: snapshot header: %v", state.ErrBadSnapshot, err)
+	}
+	var h snapshotHeader
+	if err := json.Unmarshal(line, &h); err != nil {
+		return fmt.Errorf("%w: raftstate: snapshot header: %v", state.ErrBadSnapshot, err)
+	}
+	if h.Format != snapshotFormat || h.Version != snapshotVersion {
+		return fmt.Errorf("%w: raftstate: snapshot is %q version %d; this server reads %q version %d",
+			state.ErrBadSnapshot, h.Format, h.Version, snapshotFormat, snapshotVersion)
+	}
+	// What the header read buffered past its line belongs to the store's
+	// snapshot, followed by the rest of the stream.
+	rest := io.MultiReader(bytes.NewReader(bufferedRest(br)), rc)
+	if err := f.snap.Restore(context.Background(), rest); err != nil {
+		return fmt.Errorf("raftstate: restore the store: %w", err)
+	}
+	f.setApplied(h.Applied)
+	f.logger.Info("restored state from a raft snapshot", "applied_index", h.Applied)
+	return nil
+}
+
+// bufferedRest returns the bytes br has read ahead and not handed out.
+func bufferedRest(br *bufio.Reader) []byte {
+	b, _ := br.Peek(br.Buffered())
+	return bytes.Clone(b)
+}
+
+type fsmSnapshot struct {
+	data []byte
+}
+
+// Persist implements raft.FSMSnapshot.
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s.data); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("raftstate: write snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+// Release implements raft.FSMSnapshot.
+func (s *fsmSnapshot) Release() {}

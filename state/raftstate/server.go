@@ -1,0 +1,547 @@
+package raftstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/state"
+)
+
+// Peer is a raft server: its ID and its raft address (its transport's
+// LocalAddr).
+type Peer struct {
+	ID   string
+	Addr string
+}
+
+func (p Peer) String() string { return p.ID + "@" + p.Addr }
+
+// Server is one replica of csikit's state on hashicorp/raft: the FSM
+// over the local store, raft with its log, stable store and snapshots,
+// bootstrap by expected count, the leadership signal, and the
+// state.Applier that writes through the log. See the package doc for
+// the host's duties.
+//
+// Its methods are safe for concurrent use.
+type Server struct {
+	cfg  Config
+	rcfg *raft.Config
+	fsm  *FSM
+	self Peer
+
+	// mu guards the lifecycle and the bootstrap.
+	mu      sync.Mutex
+	phase   phase
+	raft    *raft.Raft
+	closeDB func() error
+	known   map[string]string // server ID → raft address, self included
+	formed  bool              // the cluster formed: bootstrapped here, or raft state found at Start
+
+	notifyCh chan bool
+	obsCh    chan raft.Observation
+	observer *raft.Observer
+	stopRun  chan struct{} // closed by Shutdown: the run goroutine returns
+	runDone  chan struct{} // closed when the run goroutine returned
+	stopped  chan struct{} // closed when Shutdown has stopped raft
+
+	shutdownOnce sync.Once
+	shutdownErr  error
+
+	// leaderMu guards leaderChanged, closed and replaced when the known
+	// leader changes.
+	leaderMu      sync.Mutex
+	leaderChanged chan struct{}
+
+	// obsMu guards the leadership observers; they are called with it
+	// held, so their calls are ordered.
+	obsMu       sync.Mutex
+	established bool
+	observers   map[uint64]func(bool)
+	nextObs     uint64
+}
+
+type phase int
+
+const (
+	phaseNew phase = iota
+	phaseRunning
+	phaseStopped
+)
+
+// New validates cfg, fills its defaults and returns a Server that is not
+// running yet: it opens no file and starts no goroutine. Call Start.
+func New(cfg Config) (*Server, error) {
+	c, rc, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	fsm, err := NewFSM(c.Store, c.Logger.Named("fsm"))
+	if err != nil {
+		return nil, err
+	}
+	self := Peer{ID: c.ID, Addr: string(c.Transport.LocalAddr())}
+	if err := validateAddr(self.Addr); err != nil {
+		return nil, fmt.Errorf("raftstate: the transport's local address: %w", err)
+	}
+	obsCh := make(chan raft.Observation, 16)
+	return &Server{
+		cfg:      c,
+		rcfg:     rc,
+		fsm:      fsm,
+		self:     self,
+		known:    map[string]string{self.ID: self.Addr},
+		notifyCh: make(chan bool, 1),
+		obsCh:    obsCh,
+		observer: raft.NewObserver(obsCh, false, func(o *raft.Observation) bool {
+			_, ok := o.Data.(raft.LeaderObservation)
+			return ok
+		}),
+		stopRun:       make(chan struct{}),
+		runDone:       make(chan struct{}),
+		stopped:       make(chan struct{}),
+		leaderChanged: make(chan struct{}),
+		observers:     map[uint64]func(bool){},
+	}, nil
+}
+
+// Self returns this server's ID and raft address: what the other
+// servers pass to Join.
+func (s *Server) Self() Peer { return s.self }
+
+// FSM returns the state machine; its WaitApplied tells when the local
+// store holds a given raft index.
+func (s *Server) FSM() *FSM { return s.fsm }
+
+// Start opens the raft state (DataDir, or memory), starts raft, and, if
+// the data dir held no raft state and the expected servers are already
+// known (BootstrapExpect 1, or Join called before Start), bootstraps
+// the cluster. A server whose data dir holds raft state rejoins its
+// cluster from it and never bootstraps. Start runs once; on error,
+// nothing is left running or open, and the Server is done (Shutdown
+// still closes the transport).
+func (s *Server) Start() error {
+	started, err := s.start()
+	if err != nil && started {
+		s.Shutdown()
+	}
+	return err
+}
+
+// start does Start's work; started reports whether raft runs, so that
+// an error needs a Shutdown.
+func (s *Server) start() (started bool, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch s.phase {
+	case phaseRunning:
+		return false, fmt.Errorf("%w: raftstate: server %s is already started", csi.ErrInvalidRequest, s.self.ID)
+	case phaseStopped:
+		return false, fmt.Errorf("%w: raftstate: server %s was shut down; build a new Server with New (and a new, empty store)", csi.ErrInvalidRequest, s.self.ID)
+	}
+	logs, stable, snaps, closeDB, err := s.openStores()
+	if err != nil {
+		return false, err
+	}
+	existing, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		closeDB()
+		return false, fmt.Errorf("raftstate: read the raft state in %s: %w", s.where(), err)
+	}
+	rc := *s.rcfg
+	rc.NotifyCh = s.notifyCh
+	r, err := raft.NewRaft(&rc, s.fsm, logs, stable, snaps, s.cfg.Transport)
+	if err != nil {
+		closeDB()
+		return false, fmt.Errorf("raftstate: start raft on %s: %w", s.where(), err)
+	}
+	r.RegisterObserver(s.observer)
+	s.raft, s.closeDB, s.phase, s.formed = r, closeDB, phaseRunning, existing
+	go s.run(r)
+	if existing {
+		s.cfg.Logger.Info("raft state found; rejoining the cluster without bootstrapping", "where", s.where())
+		return true, nil
+	}
+	return true, s.maybeBootstrapLocked()
+}
+
+func (s *Server) where() string {
+	if s.cfg.InMemory {
+		return "memory"
+	}
+	return s.cfg.DataDir
+}
+
+// openStores opens the log, stable and snapshot stores, in memory or in
+// the data dir, and returns what closes them.
+func (s *Server) openStores() (raft.LogStore, raft.StableStore, raft.SnapshotStore, func() error, error) {
+	if s.cfg.InMemory {
+		mem := raft.NewInmemStore()
+		return mem, mem, raft.NewInmemSnapshotStore(), func() error { return nil }, nil
+	}
+	if err := os.MkdirAll(s.cfg.DataDir, 0o700); err != nil {
+		return nil, nil, nil, nil, fmt.Errorf("raftstate: create the data dir: %w", err)
+	}
+	path := filepath.Join(s.cfg.DataDir, "raft.db")
+	db, err := raftboltdb.New(raftboltdb.Options{
+		Path: path,
+		// Another process holding the file would make Open wait for its
+		// lock forever.
+		BoltOptions: &bbolt.Options{Timeout: time.Second},
+	})
+	if err != nil {
+		if errors.Is(err, bbolt.ErrTimeout) {
+			return nil, nil, nil, nil, fmt.Errorf("%w: raftstate: %s is locked by another process; is another server running on data dir %s?",
+				csi.ErrUnavailable, path, s.cfg.DataDir)
+		}
+		return nil, nil, nil, nil, fmt.Errorf("raftstate: open %s: %w", path, err)
+	}
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(s.cfg.DataDir, s.cfg.SnapshotRetain, s.cfg.Logger.Named("snapshots"))
+	if err != nil {
+		db.Close()
+		return nil, nil, nil, nil, fmt.Errorf("raftstate: open the snapshots in %s: %w", s.cfg.DataDir, err)
+	}
+	logs, err := raft.NewLogCache(DefaultLogCache, db)
+	if err != nil {
+		db.Close()
+		return nil, nil, nil, nil, fmt.Errorf("raftstate: log cache: %w", err)
+	}
+	return logs, db, snaps, db.Close, nil
+}
+
+// Join tells this server about other servers of the cluster (their ID
+// and raft address, from the host's configuration or discovery; the
+// server itself may be listed too). Before the cluster has formed, a
+// server that knows BootstrapExpect servers bootstraps the cluster with
+// exactly those, sorted by ID; every server that reaches the count
+// does the same with the same list, which raft accepts since the
+// configurations are identical, and the first to win an election
+// leads. Until then nothing is written and no election runs.
+//
+// Join may be called before or after Start, any number of times, with
+// any subset of the peers. It is refused, and changes nothing, when a
+// peer is malformed, when an ID is known at another address (or an
+// address under another ID), or when the known servers would exceed
+// BootstrapExpect: each of those means the servers were not given the
+// same configuration.
+//
+// Once the cluster has formed, including on a server restarted from a
+// data dir with raft state, Join changes nothing and returns nil: the
+// membership lives in the log. To grow a formed cluster, call AddVoter
+// on the leader's Raft.
+func (s *Server) Join(peers ...Peer) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.phase == phaseStopped {
+		return errNotRunning("join")
+	}
+	for _, p := range peers {
+		if err := validateServerID(p.ID); err != nil {
+			return fmt.Errorf("raftstate: join %s: %w", p, err)
+		}
+		if err := validateAddr(p.Addr); err != nil {
+			return fmt.Errorf("raftstate: join %s: %w", p, err)
+		}
+	}
+	if s.formed {
+		s.cfg.Logger.Debug("cluster already formed; join changes nothing", "peers", peers)
+		return nil
+	}
+	next := make(map[string]string, len(s.known)+len(peers))
+	for id, addr := range s.known {
+		next[id] = addr
+	}
+	for _, p := range peers {
+		if addr, ok := next[p.ID]; ok && addr != p.Addr {
+			return fmt.Errorf("%w: raftstate: join: server %s is known at %s, and now given at %s; server IDs must be unique and stable",
+				csi.ErrInvalidRequest, p.ID, addr, p.Addr)
+		}
+		for id, addr := range next {
+			if addr == p.Addr && id != p.ID {
+				return fmt.Errorf("%w: raftstate: join: address %s is known as server %s, and now given as %s; give each server one ID",
+					csi.ErrInvalidRequest, p.Addr, id, p.ID)
+			}
+		}
+		next[p.ID] = p.Addr
+	}
+	if len(next) > s.cfg.BootstrapExpect {
+		return fmt.Errorf("%w: raftstate: join: %d servers would be known (%s) but BootstrapExpect is %d; give every server the same expected count and the same servers",
+			csi.ErrInvalidRequest, len(next), strings.Join(sortedPeerList(next), ", "), s.cfg.BootstrapExpect)
+	}
+	s.known = next
+	if s.phase != phaseRunning {
+		return nil
+	}
+	return s.maybeBootstrapLocked()
+}
+
+func sortedPeerList(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, p := range sortedPeers(m) {
+		out = append(out, p.String())
+	}
+	return out
+}
+
+func sortedPeers(m map[string]string) []Peer {
+	out := make([]Peer, 0, len(m))
+	for id, addr := range m {
+		out = append(out, Peer{ID: id, Addr: addr})
+	}
+	slices.SortFunc(out, func(a, b Peer) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// maybeBootstrapLocked bootstraps once every expected server is known.
+func (s *Server) maybeBootstrapLocked() error {
+	if s.formed || len(s.known) < s.cfg.BootstrapExpect {
+		if !s.formed {
+			s.cfg.Logger.Info("waiting for servers before bootstrapping", "known", len(s.known), "expect", s.cfg.BootstrapExpect)
+		}
+		return nil
+	}
+	var conf raft.Configuration
+	for _, p := range sortedPeers(s.known) {
+		conf.Servers = append(conf.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+	}
+	err := s.raft.BootstrapCluster(conf).Error()
+	switch {
+	case errors.Is(err, raft.ErrCantBootstrap):
+		s.cfg.Logger.Info("raft state appeared before bootstrap; not bootstrapping")
+	case err != nil:
+		return fmt.Errorf("raftstate: bootstrap the cluster with %s: %w", strings.Join(sortedPeerList(s.known), ", "), err)
+	default:
+		s.cfg.Logger.Info("bootstrapped the cluster", "servers", sortedPeerList(s.known))
+	}
+	s.formed = true
+	return nil
+}
+
+// Servers returns the servers of the latest raft configuration, sorted
+// by ID; empty until the cluster has formed.
+func (s *Server) Servers() ([]Peer, error) {
+	r := s.running()
+	if r == nil {
+		return nil, errNotRunning("servers")
+	}
+	f := r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, fmt.Errorf("raftstate: read the raft configuration: %w", err)
+	}
+	m := map[string]string{}
+	for _, srv := range f.Configuration().Servers {
+		m[string(srv.ID)] = string(srv.Address)
+	}
+	return sortedPeers(m), nil
+}
+
+// running returns raft while the server runs, or nil.
+func (s *Server) running() *raft.Raft {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.phase != phaseRunning {
+		return nil
+	}
+	return s.raft
+}
+
+// Raft returns the running raft instance, or nil before Start and after
+// Shutdown, for what this package does not wrap: raft.Snapshot, stats,
+// membership changes (AddVoter, RemoveServer) on the leader. Write
+// through Apply, not raft.Apply, and stop through Shutdown.
+func (s *Server) Raft() *raft.Raft { return s.running() }
+
+// IsLeader reports whether this server is the raft leader now. A write
+// made on the leader is appended here; the leader's store may still be
+// applying entries of the previous term, which OnLeadership waits for.
+func (s *Server) IsLeader() bool {
+	r := s.running()
+	return r != nil && r.State() == raft.Leader
+}
+
+// Leader returns the raft address and server ID of the leader this
+// server knows of, or empty strings while none is known.
+func (s *Server) Leader() (addr, id string) {
+	r := s.running()
+	if r == nil {
+		return "", ""
+	}
+	a, i := r.LeaderWithID()
+	return string(a), string(i)
+}
+
+// WaitLeader blocks until this server knows a leader (itself or
+// another) and returns it. It watches raft's leader observations, so it
+// does not poll. It returns ctx.Err() when ctx ends first, and an error
+// matching csi.ErrUnavailable when the server is not running.
+func (s *Server) WaitLeader(ctx context.Context) (addr, id string, err error) {
+	for {
+		s.leaderMu.Lock()
+		changed := s.leaderChanged
+		s.leaderMu.Unlock()
+		r := s.running()
+		if r == nil {
+			return "", "", errNotRunning("wait for a leader")
+		}
+		if a, i := r.LeaderWithID(); a != "" {
+			return string(a), string(i), nil
+		}
+		select {
+		case <-changed:
+		case <-s.stopped:
+		case <-ctx.Done():
+			return "", "", ctx.Err()
+		}
+	}
+}
+
+// OnLeadership registers fn to learn this server's leadership: fn(true)
+// once it is the leader and its store has applied every entry committed
+// before (a raft barrier), so a leader-only worker starting then sees
+// the whole state; fn(false) when it stops being the leader, including
+// at Shutdown. If the server already leads, fn(true) is called before
+// OnLeadership returns. The usual fn is a worker's switch:
+//
+//	srv.OnLeadership(worker.SetEnabled) // claimgc.Worker
+//
+// Calls are ordered and never concurrent. fn must return quickly and
+// must not call OnLeadership or the returned cancel: raft waits for
+// leadership to be taken in. cancel unregisters fn; it is not called
+// again (not even with false) once cancel returns.
+func (s *Server) OnLeadership(fn func(leader bool)) (cancel func()) {
+	s.obsMu.Lock()
+	defer s.obsMu.Unlock()
+	id := s.nextObs
+	s.nextObs++
+	s.observers[id] = fn
+	if s.established {
+		fn(true)
+	}
+	return func() {
+		s.obsMu.Lock()
+		defer s.obsMu.Unlock()
+		delete(s.observers, id)
+	}
+}
+
+func (s *Server) setEstablished(leader bool) {
+	s.obsMu.Lock()
+	defer s.obsMu.Unlock()
+	if s.established == leader {
+		return
+	}
+	s.established = leader
+	s.cfg.Logger.Info("leadership changed", "leader", leader)
+	ids := make([]uint64, 0, len(s.observers))
+	for id := range s.observers {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	for _, id := range ids {
+		s.observers[id](leader)
+	}
+}
+
+// run takes in raft's leadership notifications and leader observations
+// until Shutdown. Gaining leadership is reported once a barrier has
+// gone through, and the barrier runs on its own goroutine so that this
+// loop keeps reading raft's notifications, which raft waits for.
+func (s *Server) run(r *raft.Raft) {
+	defer close(s.runDone)
+	var barrier chan error
+	for {
+		select {
+		case <-s.stopRun:
+			return
+		case leader := <-s.notifyCh:
+			if !leader {
+				barrier = nil
+				s.setEstablished(false)
+				continue
+			}
+			ch := make(chan error, 1)
+			go func() { ch <- r.Barrier(0).Error() }()
+			barrier = ch
+		case err := <-barrier:
+			barrier = nil
+			if err != nil {
+				s.cfg.Logger.Warn("leadership barrier failed; not taking leadership", "error", err)
+				continue
+			}
+			if r.State() == raft.Leader {
+				s.setEstablished(true)
+			}
+		case <-s.obsCh:
+			s.leaderMu.Lock()
+			close(s.leaderChanged)
+			s.leaderChanged = make(chan struct{})
+			s.leaderMu.Unlock()
+		}
+	}
+}
+
+// Shutdown stops raft, the server's goroutine and the stores, closes the
+// transport, and reports the loss of leadership to OnLeadership if this
+// server led. It returns once all of it is done; later calls return the
+// first call's result. Writes in flight return an error: Uncertain, the
+// write may or may not have been committed by the others. The store
+// keeps what it holds and stays readable.
+//
+// One gap comes from hashicorp/raft: a write committed but not yet
+// handed to the FSM when raft stops is never answered by raft. Its
+// Apply returns at Shutdown all the same, but a goroutine of this
+// package stays parked on raft's answer until the process ends.
+func (s *Server) Shutdown() error {
+	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown() })
+	return s.shutdownErr
+}
+
+func (s *Server) shutdown() error {
+	s.mu.Lock()
+	prev := s.phase
+	s.phase = phaseStopped
+	r, closeDB := s.raft, s.closeDB
+	s.mu.Unlock()
+	var errs []error
+	if prev == phaseRunning {
+		if err := r.Shutdown().Error(); err != nil {
+			errs = append(errs, fmt.Errorf("raftstate: stop raft: %w", err))
+		}
+		close(s.stopRun)
+		<-s.runDone
+		r.DeregisterObserver(s.observer)
+	}
+	close(s.stopped)
+	s.setEstablished(false)
+	// A network transport keeps pooled connections to the other servers,
+	// whose handlers would wait on them; close them with the transport.
+	if cs, ok := s.cfg.Transport.(interface{ CloseStreams() }); ok {
+		cs.CloseStreams()
+	}
+	if c, ok := s.cfg.Transport.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("raftstate: close the transport: %w", err))
+		}
+	}
+	if closeDB != nil {
+		if err := closeDB(); err != nil {
+			errs = append(errs, fmt.Errorf("raftstate: close %s: %w", s.where(), err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// statically check the Applier.
+var _ state.Applier = (*Server)(nil)
