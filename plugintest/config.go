@@ -1,0 +1,215 @@
+package plugintest
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/csikit/csikit/csi"
+)
+
+// DefaultTimeout bounds each step of the lifecycle when Config.Timeout is
+// zero. A step is one or two plugin calls through the csikit stack; a
+// minute leaves room for a plugin that attaches or formats real storage
+// and still ends a run whose plugin hangs.
+const DefaultTimeout = time.Minute
+
+// DefaultCapability is the (access, attachment) pair the harness uses when
+// Config.Capability is zero: the mode almost every plugin supports.
+var DefaultCapability = csi.Capability{
+	AccessMode:     csi.AccessModeSingleNodeWriter,
+	AttachmentMode: csi.AttachmentModeFileSystem,
+}
+
+// DataCheck says how the harness checks the data path of a file-system
+// volume once it is published for both allocations.
+type DataCheck int
+
+const (
+	// DataShared (the default) writes a file through the writer's target
+	// and reads it back through every target: one volume published at
+	// two targets must show the same files.
+	DataShared DataCheck = iota
+	// DataWriterOnly writes and reads back through the writer's target
+	// only. Use it for plugins that present no real storage (such as
+	// csitest's fake, whose targets are separate directories).
+	DataWriterOnly
+	// DataOff skips the data check.
+	DataOff
+)
+
+func (d DataCheck) String() string {
+	switch d {
+	case DataShared:
+		return "shared"
+	case DataWriterOnly:
+		return "writer-only"
+	case DataOff:
+		return "off"
+	}
+	return fmt.Sprintf("DataCheck(%d)", int(d))
+}
+
+// ParseDataCheck parses the String form of a DataCheck.
+func ParseDataCheck(s string) (DataCheck, error) {
+	for _, d := range []DataCheck{DataShared, DataWriterOnly, DataOff} {
+		if d.String() == s {
+			return d, nil
+		}
+	}
+	return DataShared, fmt.Errorf("%w: unknown data check %q; use shared, writer-only or off", csi.ErrInvalidRequest, s)
+}
+
+// Config says which plugin to drive and how. Give either Endpoint (a
+// plugin serving the controller and node services from one socket, or a
+// node-only plugin) or both ControllerEndpoint and NodeEndpoint (a split
+// plugin whose controller and node run apart, sharing their back end).
+type Config struct {
+	// Endpoint is the plugin's unix socket, "/path/csi.sock" or
+	// "unix:///path/csi.sock". A plugin that advertises
+	// CONTROLLER_SERVICE is driven as a monolith, one that does not as a
+	// node-only plugin (give VolumeID then).
+	Endpoint string
+	// ControllerEndpoint and NodeEndpoint are the sockets of a split
+	// plugin's controller and node processes; set both, and not
+	// Endpoint.
+	ControllerEndpoint string
+	NodeEndpoint       string
+
+	// VolumeID is the plugin's ID of a pre-provisioned volume to use
+	// instead of creating one. Required when the plugin cannot create
+	// volumes (no CREATE_DELETE_VOLUME, or a node-only plugin, which
+	// csi-sanity skips). The harness never deletes a volume it did not
+	// create, and removes the one file it writes there.
+	VolumeID string
+	// VolumeContext is the pre-provisioned volume's context, passed to
+	// every node call (CreateVolume supplies it for created volumes).
+	VolumeContext map[string]string
+
+	// Capability is the access and attachment mode of the volume and its
+	// claims; zero means DefaultCapability (single-node-writer,
+	// file-system).
+	Capability csi.Capability
+	// MountOptions go with a file-system capability (fs type, mount
+	// flags); nil for none. They must be nil for a block device.
+	MountOptions *csi.MountOptions
+	// Parameters are passed to CreateVolume.
+	Parameters map[string]string
+	// Secrets are passed to every call that takes secrets. They never
+	// reach a report, a log line or an error.
+	Secrets csi.Secrets
+	// CapacityBytes is CreateVolume's required capacity; 0 asks for none.
+	CapacityBytes int64
+
+	// MountRoot is the node's mount root (staging and target paths live
+	// under it) and StateDir the mounter's state directory. Run defaults
+	// both to t.TempDir(); Check to a temporary directory it removes
+	// when nothing is left mounted there.
+	MountRoot string
+	StateDir  string
+
+	// Timeout bounds each step; 0 means DefaultTimeout.
+	Timeout time.Duration
+
+	// SkipIdempotency skips repeating each mutating call with identical
+	// arguments.
+	SkipIdempotency bool
+	// SkipNegative skips the calls the spec requires the plugin to
+	// refuse (an unknown volume, a missing required field).
+	SkipNegative bool
+	// StrictUnstage makes the harness call NodeUnstageVolume while the
+	// volume is still published, and require the plugin to refuse it
+	// with FailedPrecondition. The spec puts the duty of ordering on the
+	// CO, so this is off by default; turn it on for a plugin whose
+	// unstage would pull the storage out from under live publications.
+	StrictUnstage bool
+	// DataCheck chooses the data check of a file-system volume; the
+	// zero value is DataShared.
+	DataCheck DataCheck
+
+	// Logger receives the csikit stack's logs and a debug line per step;
+	// nil means no logging.
+	Logger hclog.Logger
+}
+
+// withDefaults validates c and fills its defaults, except the
+// directories, which the caller (Run or Check) chooses.
+func (c Config) withDefaults() (Config, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: plugintest: %s", csi.ErrInvalidRequest, fmt.Sprintf(format, args...))
+	}
+	split := c.ControllerEndpoint != "" || c.NodeEndpoint != ""
+	switch {
+	case c.Endpoint == "" && !split:
+		return c, bad("no endpoint: set Config.Endpoint to the plugin's unix socket, or ControllerEndpoint and NodeEndpoint for a split plugin")
+	case c.Endpoint != "" && split:
+		return c, bad("Endpoint and ControllerEndpoint/NodeEndpoint are both set: use Endpoint for one socket, or the two others for a split plugin")
+	case split && (c.ControllerEndpoint == "" || c.NodeEndpoint == ""):
+		return c, bad("a split plugin needs both ControllerEndpoint and NodeEndpoint; for a node-only plugin set Endpoint")
+	}
+	for _, e := range []struct{ field, v string }{
+		{"Endpoint", c.Endpoint}, {"ControllerEndpoint", c.ControllerEndpoint}, {"NodeEndpoint", c.NodeEndpoint},
+	} {
+		if e.v == "" {
+			continue
+		}
+		if err := checkEndpoint(e.v); err != nil {
+			return c, bad("Config.%s: %v", e.field, err)
+		}
+	}
+	if c.VolumeID != "" {
+		if err := csi.ValidateExternalID("volume ID", c.VolumeID); err != nil {
+			return c, fmt.Errorf("plugintest: Config.VolumeID: %w", err)
+		}
+	}
+	if c.Capability == (csi.Capability{}) {
+		c.Capability = DefaultCapability
+	}
+	if err := c.Capability.Validate(); err != nil {
+		return c, fmt.Errorf("plugintest: Config.Capability: %w", err)
+	}
+	if c.Capability.AttachmentMode == csi.AttachmentModeBlockDevice && c.MountOptions != nil {
+		return c, bad("Config.MountOptions are set but the capability is a block device, which takes none; leave them nil")
+	}
+	if c.CapacityBytes < 0 {
+		return c, bad("Config.CapacityBytes is %d; use 0 for no requirement", c.CapacityBytes)
+	}
+	for _, d := range []struct{ field, v string }{{"MountRoot", c.MountRoot}, {"StateDir", c.StateDir}} {
+		if d.v != "" && !filepath.IsAbs(d.v) {
+			return c, bad("Config.%s %q is not an absolute path", d.field, d.v)
+		}
+	}
+	if c.Timeout < 0 {
+		return c, bad("Config.Timeout is %s; use a positive duration, or 0 for the default (%s)", c.Timeout, DefaultTimeout)
+	}
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.DataCheck < DataShared || c.DataCheck > DataOff {
+		return c, bad("Config.DataCheck %s is not DataShared, DataWriterOnly or DataOff", c.DataCheck)
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return c, nil
+}
+
+// checkEndpoint accepts "/path" and "unix:///path", as csi/plugin does.
+func checkEndpoint(e string) error {
+	p := e
+	switch {
+	case strings.HasPrefix(e, "unix://"):
+		p = strings.TrimPrefix(e, "unix://")
+	case strings.HasPrefix(e, "unix:"):
+		p = strings.TrimPrefix(e, "unix:")
+	case strings.Contains(e, "://"):
+		return fmt.Errorf("%q is not a unix socket; CSI plugins listen on unix:///path", e)
+	}
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("%q is not an absolute socket path; use /path or unix:///path", e)
+	}
+	return nil
+}

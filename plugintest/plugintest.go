@@ -1,0 +1,294 @@
+package plugintest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/plugin"
+)
+
+// Run drives the plugin that cfg names through the orchestrator's
+// lifecycle with the real csikit stack, in-process, and reports to t:
+// every failed check is a t.Errorf naming the step, the CSI call, the
+// gRPC code and what the spec expects. When a step fails that later
+// steps depend on, the rest are skipped and Run ends the test with
+// t.FailNow, after the cleanups.
+//
+// The cleanups (unmount, release, delete what the run created) run in
+// reverse order before Run returns, while the plugin is certainly still
+// serving, even when a test stops its plugin with a deferred call; they
+// are also registered with t.Cleanup, where they find nothing left to
+// do. A cleanup that fails is reported as a failure too.
+//
+// Run may be called many times in one test binary and from parallel
+// tests: every run has its own stack, temporary directories and volume
+// name. MountRoot and StateDir default to directories under t.TempDir().
+// With bind mounts, a mount that a failed cleanup left behind is emptied
+// by t.TempDir's removal; give MountRoot explicitly to keep it for
+// inspection.
+func Run(t testing.TB, cfg Config) {
+	t.Helper()
+	if cfg.MountRoot == "" || cfg.StateDir == "" {
+		dir := t.TempDir()
+		if cfg.MountRoot == "" {
+			cfg.MountRoot = filepath.Join(dir, "mnt")
+		}
+		if cfg.StateDir == "" {
+			cfg.StateDir = filepath.Join(dir, "state")
+		}
+	}
+	r := TestReporter(t)
+	res, err := lifecycle(t.Context(), cfg, r, t.Cleanup)
+	if err != nil {
+		t.Fatalf("plugintest: %v", err)
+	}
+	if res.stopped != "" {
+		t.FailNow()
+	}
+}
+
+// Check runs the same lifecycle and checks as Run outside of a test,
+// reporting to r; csicheck uses it. It returns an error only when the
+// harness itself cannot start (a bad Config, a directory it cannot
+// create): the plugin's failures go to r. ctx ends the steps early; the
+// cleanups still run, each bounded by Config.Timeout.
+//
+// Without Config.MountRoot and StateDir, Check makes a temporary
+// directory and removes it afterwards, unless something was left
+// mounted there, in which case it keeps it and says so through r.Logf.
+func Check(ctx context.Context, cfg Config, r Reporter) error {
+	if r == nil {
+		return fmt.Errorf("%w: plugintest: Check needs a Reporter (a *Recorder keeps the results)", csi.ErrInvalidRequest)
+	}
+	var tmp string
+	if cfg.MountRoot == "" || cfg.StateDir == "" {
+		d, err := os.MkdirTemp("", "plugintest")
+		if err != nil {
+			return fmt.Errorf("plugintest: create a temporary directory for the mount root: %w", err)
+		}
+		tmp = d
+		if cfg.MountRoot == "" {
+			cfg.MountRoot = filepath.Join(d, "mnt")
+		}
+		if cfg.StateDir == "" {
+			cfg.StateDir = filepath.Join(d, "state")
+		}
+	}
+	res, err := lifecycle(ctx, cfg, r, nil)
+	if tmp != "" {
+		if err == nil && len(res.leftovers) > 0 {
+			r.Logf("kept %s: the run left %d entries under the mount root", tmp, len(res.leftovers))
+		} else if rerr := os.RemoveAll(tmp); rerr != nil {
+			r.Logf("could not remove %s: %v", tmp, rerr)
+		}
+	}
+	return err
+}
+
+// result is what a lifecycle run tells its caller beyond the Reporter.
+type result struct {
+	// stopped says why the lifecycle stopped early; "" when it ran to
+	// the end.
+	stopped string
+	// leftovers are the paths left under the mount root after the
+	// cleanups.
+	leftovers []string
+}
+
+// run is one lifecycle run: its configuration, its csikit stack, what
+// the plugin reported and where the volume stands.
+type run struct {
+	cfg      Config
+	rep      Reporter
+	log      hclog.Logger
+	ctx      context.Context // the caller's; steps derive from it
+	st       *stack
+	calls    *callLog
+	cleanups cleanups
+
+	stopped string // why the lifecycle stopped early; "" while it runs
+
+	// Plugin clients for the harness's own calls (repeats, probes), one
+	// per socket; ctrl and node are the same client for one socket.
+	ctrl, node             *plugin.Client
+	ctrlSocket, nodeSocket string
+	raw                    rawClients
+	// instances are registered with the node's registry.
+	instances []instance
+
+	// What the plugin reported.
+	hasController bool
+	ctrlCaps      csi.ControllerCapabilities
+	nodeCaps      csi.NodeCapabilities
+	csiNode       string
+
+	// The volume.
+	volID      string // csikit's ID
+	name       string // the CSI name given to CreateVolume
+	externalID string // the plugin's ID
+	created    bool   // created by this run and not deleted yet
+	registered bool   // registered and not deregistered yet
+	allocs     []*alloc
+	probeDir   string
+}
+
+// instance is one plugin instance the node's registry runs.
+type instance struct {
+	allocID string
+	typ     csi.PluginType
+	socket  string
+}
+
+// alloc is one of the run's workloads.
+type alloc struct {
+	n     int
+	id    string
+	mode  csi.ClaimMode
+	claim *csi.Claim
+	vol   *csi.Volume // as the claim returned it, secrets included
+	path  string      // the published target, once mounted
+	// claimed: the claim was written; mounted: MountVolume succeeded and
+	// UnmountVolume has not yet; refused: the plugin refused a second
+	// target (see mountAlloc).
+	claimed, mounted, refused, released bool
+}
+
+// lifecycle builds the stack and runs every step, then the cleanups.
+// register, when set, also receives the cleanups (t.Cleanup).
+func lifecycle(ctx context.Context, cfg Config, r Reporter, register func(func())) (result, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return result{}, err
+	}
+	suffix := randomHex(6)
+	l := &run{
+		cfg:   c,
+		rep:   r,
+		log:   c.Logger.Named("plugintest"),
+		ctx:   ctx,
+		calls: &callLog{},
+		volID: "vol-" + suffix,
+		name:  "plugintest-" + suffix,
+	}
+	for _, d := range []string{c.MountRoot, c.StateDir} {
+		if err := os.MkdirAll(d, 0o750); err != nil {
+			return result{}, fmt.Errorf("plugintest: create %s: %w", d, err)
+		}
+	}
+	l.st, err = newStack(c, c.MountRoot, c.StateDir, l.calls)
+	if err != nil {
+		return result{}, fmt.Errorf("plugintest: build the csikit stack: %w", err)
+	}
+	if register != nil {
+		register(l.cleanups.run)
+	}
+	defer l.close()
+	l.steps()
+	l.cleanups.run()
+	if l.probeDir != "" {
+		_ = os.Remove(l.probeDir) // only when empty: a probe's mount stays visible
+	}
+	return result{stopped: l.stopped, leftovers: l.leftovers(false)}, nil
+}
+
+// steps runs the lifecycle in order. Each step checks that the ones it
+// depends on succeeded.
+func (l *run) steps() {
+	l.fingerprint()
+	l.registerPlugin()
+	l.provision()
+	l.claimAll()
+	l.mountAll()
+	l.checkData()
+	l.probeUnstage()
+	l.unmountAll()
+	l.release()
+	l.deleteVolume()
+	l.checkOrder()
+	l.checkLeftovers()
+}
+
+// close stops the stack and closes the harness's clients.
+func (l *run) close() {
+	l.cleanups.run()
+	l.st.stop()
+	for _, c := range []*plugin.Client{l.ctrl, l.node} {
+		if c != nil {
+			_ = c.Close()
+		}
+	}
+	if l.ctrl == l.node {
+		l.node = nil
+	}
+	l.raw.close()
+}
+
+// begin starts a step. It returns false, and reports the step skipped,
+// when an earlier failure stopped the lifecycle.
+func (l *run) begin(step string) bool {
+	if l.stopped != "" {
+		l.rep.Skip(step, l.stopped)
+		return false
+	}
+	l.rep.Step(step)
+	l.log.Debug("step", "name", step)
+	return true
+}
+
+// stepCtx bounds one step by Config.Timeout.
+func (l *run) stepCtx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(l.ctx, l.cfg.Timeout)
+}
+
+// fail reports f; a fatal failure stops the lifecycle.
+func (l *run) fail(f Failure) {
+	if f.Fatal && l.stopped == "" {
+		l.stopped = fmt.Sprintf("step %q failed", f.Step)
+	}
+	l.rep.Fail(f)
+}
+
+// failure describes err, the error a step met, against what was
+// expected of the call that failed.
+func (l *run) failure(step string, err error, expect string) Failure {
+	f := Failure{Step: step, Expect: expect}
+	var rerr *csi.RPCError
+	var resp *plugin.ResponseError
+	switch {
+	case errors.As(err, &rerr):
+		f.Call, f.Code = rerr.Method, rerr.Code
+		if rerr.Message != "" {
+			f.Detail = "plugin message: " + strconv.Quote(rerr.Message)
+		}
+		if rerr.Code == csi.CodeDeadlineExceeded || rerr.Code == csi.CodeCanceled {
+			f.Expect += fmt.Sprintf("; the step had %s (Config.Timeout)", l.cfg.Timeout)
+		}
+	case errors.As(err, &resp):
+		f.Call, f.Code = resp.Method, csi.CodeOK
+		f.Got = "with a response the spec does not allow"
+		f.Expect = "a response in the spec's format"
+		f.Detail = resp.Reason
+	default:
+		f.Expect = "the step to succeed; it failed in the csikit stack, without a plugin error"
+		f.Detail = err.Error()
+	}
+	return f
+}
+
+func randomHex(n int) string { return hex.EncodeToString(randomBytes(n)) }
+
+func randomBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go ≥ 1.24)
+	return b
+}

@@ -1,0 +1,187 @@
+package plugintest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/csikit/csikit/claimgc"
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/plugin"
+	"github.com/csikit/csikit/fingerprint"
+	"github.com/csikit/csikit/mounter"
+	"github.com/csikit/csikit/rpcshim"
+	"github.com/csikit/csikit/state"
+)
+
+// The names the harness gives the plugin, the node and the workloads in
+// its private csikit stack. Each run has a stack of its own, so fixed
+// names cannot collide; only the CSI volume name, which the plugin sees,
+// is made unique per run.
+const (
+	pluginID  = "plugintest"
+	namespace = "plugintest"
+	hostNode  = "plugintest-node"
+)
+
+// stack is the csikit stack of one run, in one process: the server side
+// (MemStore, LocalApplier, Router, Server, claim release Worker) and one
+// node (fingerprint Manager, Mounter, NodeEndpoint) joined by an
+// InmemTransport.
+type stack struct {
+	store   *state.MemStore
+	applier *state.LocalApplier
+	router  *rpcshim.Router
+	server  *rpcshim.Server
+	worker  *claimgc.Worker
+	mgr     *fingerprint.Manager
+	mnt     *mounter.Mounter
+	plugins recordingPlugins
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu       sync.Mutex
+	reported []*csi.PluginInfo // the Manager's last report
+	applyErr error             // and what the store said to it
+}
+
+func newStack(cfg Config, mountRoot, stateDir string, calls *callLog) (*stack, error) {
+	log := cfg.Logger
+	s := &stack{}
+	store, err := state.NewMemStore(state.Config{Logger: log.Named("state")})
+	if err != nil {
+		return nil, err
+	}
+	s.store = store
+	s.applier = state.NewLocalApplier(store)
+	statuses := &rpcshim.InmemNodeStatuses{}
+	statuses.Set(hostNode, csi.NodeStatusReady)
+	transport := rpcshim.NewInmemTransport()
+	if s.router, err = rpcshim.NewRouter(rpcshim.RouterConfig{
+		Store: store, Transport: transport, NodeStatuses: statuses, Logger: log.Named("router"),
+	}); err != nil {
+		return nil, err
+	}
+	if s.server, err = rpcshim.NewServer(rpcshim.ServerConfig{
+		Store: store, Applier: s.applier, Router: s.router, Logger: log.Named("server"),
+	}); err != nil {
+		return nil, err
+	}
+	if s.worker, err = claimgc.New(claimgc.Config{
+		Store: store, Applier: s.applier, Nodes: s.router, Controllers: s.router, NodeStatuses: statuses,
+		Parallelism: 1,
+		// Retry soon: the harness waits for the release, and reports the
+		// first error the worker records rather than waiting it out.
+		RetryBase: 20 * time.Millisecond, RetryMax: time.Second, FinalRetryInterval: time.Second,
+		StepTimeout: cfg.Timeout,
+		Logger:      log.Named("claimgc"),
+	}); err != nil {
+		return nil, err
+	}
+	if s.mgr, err = fingerprint.New(fingerprint.Config{
+		NodeID:  hostNode,
+		Report:  s.report,
+		Logger:  log.Named("fingerprint"),
+		Timeout: cfg.Timeout,
+		Client:  plugin.Config{CallTimeout: cfg.Timeout, Logger: log.Named("plugin")},
+	}); err != nil {
+		return nil, err
+	}
+	s.plugins = recordingPlugins{reg: s.mgr, log: calls}
+	if s.mnt, err = mounter.New(mounter.Config{
+		Root: mountRoot, StateDir: stateDir, Plugins: s.plugins, Logger: log.Named("mounter"),
+		// The state directory is the run's own and is thrown away.
+		NoSync: true,
+	}); err != nil {
+		return nil, err
+	}
+	endpoint, err := rpcshim.NewNodeEndpoint(rpcshim.NodeEndpointConfig{
+		NodeID: hostNode, Plugins: s.plugins, Mounter: s.mnt, Logger: log.Named("endpoint"),
+	})
+	if err != nil {
+		return nil, err
+	}
+	transport.Register(hostNode, endpoint)
+	return s, nil
+}
+
+// report is the Manager's Report: the node's fingerprints go to the
+// store, as a host would forward them to its server.
+func (s *stack) report(ctx context.Context, infos []*csi.PluginInfo) error {
+	list := make([]csi.PluginInfo, len(infos))
+	for i, in := range infos {
+		list[i] = *in
+	}
+	_, err := s.applier.Apply(ctx, state.UpsertNodePlugins{NodeID: hostNode, Plugins: list})
+	s.mu.Lock()
+	s.reported, s.applyErr = infos, err
+	s.mu.Unlock()
+	return err
+}
+
+// start runs the Manager and the Worker until stop.
+func (s *stack) start(parent context.Context) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	s.cancel = cancel
+	s.worker.SetEnabled(true)
+	s.wg.Go(func() { _ = s.mgr.Run(ctx) })
+	s.wg.Go(func() { _ = s.worker.Run(ctx) })
+}
+
+// stop ends the Manager and the Worker and waits for their goroutines.
+// The Manager closes the plugin clients it made.
+func (s *stack) stop() {
+	if s.cancel != nil {
+		s.cancel()
+		s.wg.Wait()
+		s.cancel = nil
+	}
+}
+
+// waitHealthy blocks until the store holds the plugin with a healthy
+// instance on the node for each role wanted, or ctx ends. On timeout it
+// says what the node last reported.
+func (s *stack) waitHealthy(ctx context.Context, controller, node bool) error {
+	for {
+		idx, err := s.store.Index(state.TablePlugins)
+		if err != nil {
+			return err
+		}
+		p, err := s.store.Plugin(pluginID)
+		if err == nil && (!controller || healthy(p.Controllers[hostNode])) && (!node || healthy(p.Nodes[hostNode])) {
+			return nil
+		}
+		if err != nil && !errors.Is(err, csi.ErrPluginNotFound) {
+			return err
+		}
+		if _, err := s.store.Wait(ctx, state.TablePlugins, idx); err != nil {
+			return fmt.Errorf("%w; %s", err, s.lastReport())
+		}
+	}
+}
+
+func healthy(p *csi.PluginInfo) bool { return p != nil && p.Healthy }
+
+// lastReport describes the Manager's last report, for an error.
+func (s *stack) lastReport() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.applyErr != nil {
+		return "the store refused the node's last report: " + s.applyErr.Error()
+	}
+	if len(s.reported) == 0 {
+		return "the node's registry has reported nothing yet"
+	}
+	msg := "the node's registry last reported"
+	for _, in := range s.reported {
+		h := "healthy"
+		if !in.Healthy {
+			h = "unhealthy: " + in.HealthDescription
+		}
+		msg += fmt.Sprintf(" %s instance %s (%s);", in.Type, in.AllocationID, h)
+	}
+	return msg
+}

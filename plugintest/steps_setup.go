@@ -1,0 +1,430 @@
+package plugintest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/plugin"
+	"github.com/csikit/csikit/fingerprint"
+	"github.com/csikit/csikit/rpcshim"
+	"github.com/csikit/csikit/state"
+)
+
+// fingerprint asks each socket what the plugin is, the way a node's
+// registry does (Probe, GetPluginInfo, GetPluginCapabilities, the
+// capability calls, NodeGetInfo), waiting for Probe to say ready. It
+// decides the plugin's shape: monolith, node-only, or split.
+func (l *run) fingerprint() {
+	const step = "fingerprint"
+	if !l.begin(step) {
+		return
+	}
+	ctx, cancel := l.stepCtx()
+	defer cancel()
+	newClient := func(endpoint string) (*plugin.Client, bool) {
+		c, err := plugin.New(plugin.Config{Endpoint: endpoint, CallTimeout: l.cfg.Timeout, Logger: l.cfg.Logger.Named("harness-client")})
+		if err != nil {
+			l.fail(Failure{Step: step, Expect: "a plugin client for the endpoint", Detail: err.Error(), Fatal: true})
+			return nil, false
+		}
+		return c, true
+	}
+
+	if l.cfg.Endpoint != "" {
+		c, ok := newClient(l.cfg.Endpoint)
+		if !ok {
+			return
+		}
+		l.ctrl, l.node, l.ctrlSocket, l.nodeSocket = c, c, l.cfg.Endpoint, l.cfg.Endpoint
+		caps, err := c.GetPluginCapabilities(ctx)
+		if err != nil {
+			f := l.failure(step, err, "the spec requires every plugin to answer GetPluginCapabilities")
+			f.Fatal = true
+			l.fail(f)
+			return
+		}
+		typ, alloc := csi.PluginTypeNode, "plugin-node"
+		if caps.ControllerService {
+			typ, alloc = csi.PluginTypeMonolith, "plugin-monolith"
+		}
+		info, ok := l.fingerprintOne(ctx, step, c, typ, alloc)
+		if !ok {
+			return
+		}
+		l.instances = []instance{{allocID: alloc, typ: typ, socket: l.cfg.Endpoint}}
+		l.learn(step, info)
+	} else {
+		cc, ok := newClient(l.cfg.ControllerEndpoint)
+		if !ok {
+			return
+		}
+		l.ctrl, l.ctrlSocket = cc, l.cfg.ControllerEndpoint
+		nc, ok := newClient(l.cfg.NodeEndpoint)
+		if !ok {
+			return
+		}
+		l.node, l.nodeSocket = nc, l.cfg.NodeEndpoint
+		ci, ok := l.fingerprintOne(ctx, step, cc, csi.PluginTypeController, "plugin-controller")
+		if !ok {
+			return
+		}
+		if !ci.RequiresController {
+			l.fail(Failure{Step: step, Call: methodGetPluginCaps, Code: csi.CodeOK, Got: "without CONTROLLER_SERVICE",
+				Expect: "the plugin at Config.ControllerEndpoint must advertise CONTROLLER_SERVICE; for a node-only plugin set Config.Endpoint", Fatal: true})
+			return
+		}
+		ni, ok := l.fingerprintOne(ctx, step, nc, csi.PluginTypeNode, "plugin-node")
+		if !ok {
+			return
+		}
+		l.instances = []instance{
+			{allocID: "plugin-controller", typ: csi.PluginTypeController, socket: l.cfg.ControllerEndpoint},
+			{allocID: "plugin-node", typ: csi.PluginTypeNode, socket: l.cfg.NodeEndpoint},
+		}
+		l.learn(step, ci)
+		l.learn(step, ni)
+	}
+	if l.stopped != "" {
+		return
+	}
+	switch {
+	case l.cfg.VolumeID == "" && !l.hasController:
+		l.fail(Failure{Step: step, Got: "the plugin serves no controller",
+			Expect: "a node-only plugin cannot create volumes, so the harness needs a pre-provisioned one: set Config.VolumeID", Fatal: true})
+	case l.cfg.VolumeID == "" && !l.ctrlCaps.CreateDeleteVolume:
+		l.fail(Failure{Step: step, Got: "the controller does not advertise CREATE_DELETE_VOLUME",
+			Expect: "the harness needs a pre-provisioned volume: set Config.VolumeID", Fatal: true})
+	}
+}
+
+// fingerprintOne fingerprints one socket as a registry would, retrying
+// while Probe says not ready or the plugin is unavailable.
+func (l *run) fingerprintOne(ctx context.Context, step string, c *plugin.Client, typ csi.PluginType, allocID string) (*csi.PluginInfo, bool) {
+	fp, err := fingerprint.NewFingerprinter(fingerprint.FingerprinterConfig{
+		PluginID: pluginID, AllocationID: allocID, Type: typ, Client: c,
+	})
+	if err != nil {
+		l.fail(Failure{Step: step, Expect: "a fingerprinter for the plugin", Detail: err.Error(), Fatal: true})
+		return nil, false
+	}
+	delay := 20 * time.Millisecond
+	for {
+		info, err := fp.Fingerprint(ctx)
+		if err == nil {
+			return info, true
+		}
+		notReady := errors.Is(err, csi.ErrPluginUnhealthy)
+		if (notReady || csi.Classify(err) == csi.ClassRetryable) && sleep(ctx, delay) {
+			delay = min(2*delay, time.Second)
+			continue
+		}
+		var f Failure
+		if notReady {
+			f = Failure{Step: step, Call: methodProbe, Code: csi.CodeOK, Got: "with ready=false",
+				Expect: fmt.Sprintf("the plugin at %s must report ready within the step's %s (Config.Timeout)", c.Endpoint(), l.cfg.Timeout)}
+		} else {
+			f = l.failure(step, err, fmt.Sprintf("the spec requires OK from the identity, capability and node-info calls of a running %s plugin (at %s)", typ, c.Endpoint()))
+		}
+		f.Fatal = true
+		l.fail(f)
+		return nil, false
+	}
+}
+
+// learn records what a fingerprint says and checks the fields the spec
+// requires.
+func (l *run) learn(step string, info *csi.PluginInfo) {
+	if info.Provider == "" {
+		l.fail(Failure{Step: step, Call: methodGetPluginInfo, Code: csi.CodeOK, Got: "with an empty name", Expect: "the spec requires the plugin's name"})
+	}
+	if info.ProviderVersion == "" {
+		l.fail(Failure{Step: step, Call: methodGetPluginInfo, Code: csi.CodeOK, Got: "with an empty vendor_version", Expect: "the spec requires the plugin's vendor_version"})
+	}
+	if info.ControllerInfo != nil {
+		l.hasController = true
+		l.ctrlCaps = info.ControllerInfo.Capabilities
+	}
+	if info.NodeInfo != nil {
+		l.nodeCaps = info.NodeInfo.Capabilities
+		l.csiNode = info.NodeInfo.ID
+		if info.NodeInfo.ID == "" {
+			l.fail(Failure{Step: step, Call: methodNodeGetInfo, Code: csi.CodeOK, Got: "with an empty node_id",
+				Expect: "the spec requires node_id, which ControllerPublishVolume takes", Fatal: true})
+		}
+	}
+}
+
+// registerPlugin registers the plugin's instances with the node's
+// registry (the fingerprint Manager), starts the stack, and waits until
+// the store sees the plugin healthy on the node. It also reports the
+// run's workloads to the store.
+func (l *run) registerPlugin() {
+	const step = "register plugin on the node"
+	if !l.begin(step) {
+		return
+	}
+	ctx, cancel := l.stepCtx()
+	defer cancel()
+	wantController := false
+	for _, in := range l.instances {
+		if err := l.st.mgr.Register(fingerprint.Instance{PluginID: pluginID, AllocationID: in.allocID, Type: in.typ, Socket: in.socket}); err != nil {
+			l.fail(Failure{Step: step, Expect: "the node's registry to take the plugin", Detail: err.Error(), Fatal: true})
+			return
+		}
+		wantController = wantController || in.typ.HasController()
+	}
+	l.st.start(l.ctx)
+	if err := l.st.waitHealthy(ctx, wantController, true); err != nil {
+		l.fail(Failure{Step: step, Expect: "the node's registry must find the plugin healthy, as the harness did in step \"fingerprint\"",
+			Detail: err.Error(), Fatal: true})
+		return
+	}
+	n := 2
+	if l.cfg.Capability.AccessMode == csi.AccessModeSingleNodeSingleWriter {
+		n = 1 // the mode allows one claim
+	}
+	var allocs []csi.Allocation
+	for i := 1; i <= n; i++ {
+		a := &alloc{n: i, id: fmt.Sprintf("alloc-%d", i), mode: csi.ClaimRead}
+		if i == 1 && !l.cfg.Capability.AccessMode.ReadOnly() {
+			a.mode = csi.ClaimWrite
+		}
+		l.allocs = append(l.allocs, a)
+		allocs = append(allocs, csi.Allocation{ID: a.id, Namespace: namespace, NodeID: hostNode, JobID: "plugintest"})
+	}
+	if _, err := l.st.applier.Apply(ctx, state.UpsertAllocations{Allocations: allocs}); err != nil {
+		l.fail(Failure{Step: step, Expect: "the store to take the run's allocations", Detail: err.Error(), Fatal: true})
+	}
+}
+
+// provision creates the volume through the csikit server (CreateVolume
+// through the router), or registers the pre-provisioned one
+// (ValidateVolumeCapabilities when the plugin has a controller).
+func (l *run) provision() {
+	v := csi.Volume{
+		ID:                   l.volID,
+		Namespace:            namespace,
+		Name:                 l.name,
+		PluginID:             pluginID,
+		Capabilities:         []csi.Capability{l.cfg.Capability},
+		MountOptions:         l.cfg.MountOptions.Copy(),
+		Secrets:              l.cfg.Secrets.Copy(),
+		Parameters:           maps.Clone(l.cfg.Parameters),
+		RequestedCapacityMin: l.cfg.CapacityBytes,
+	}
+	if l.cfg.VolumeID != "" {
+		l.register(v)
+		return
+	}
+	const step = "create volume"
+	if !l.begin(step) {
+		return
+	}
+	ctx, cancel := l.stepCtx()
+	defer cancel()
+	resp, err := l.st.server.CreateVolume(ctx, &rpcshim.VolumeCreateRequest{Volume: v})
+	if err != nil {
+		f := l.failure(step, err, l.expectOK(methodCreateVolume, csi.CodeOf(err)))
+		f.Fatal = true
+		l.fail(f)
+		return
+	}
+	l.externalID = resp.Volume.ExternalID
+	l.created, l.registered = true, true
+	l.cleanups.push(l.undoVolume)
+
+	if !l.cfg.SkipIdempotency && l.begin(step+" (idempotent repeat)") {
+		l.repeatCreate(ctx, step+" (idempotent repeat)")
+	}
+	if !l.cfg.SkipNegative && l.begin("create volume without a name") {
+		l.createWithoutName(ctx, "create volume without a name")
+	}
+}
+
+// register registers the pre-provisioned volume.
+func (l *run) register(v csi.Volume) {
+	const step = "register volume"
+	if !l.begin(step) {
+		return
+	}
+	ctx, cancel := l.stepCtx()
+	defer cancel()
+	v.ExternalID = l.cfg.VolumeID
+	v.Context = maps.Clone(l.cfg.VolumeContext)
+	_, err := l.st.server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: v})
+	switch {
+	case errors.Is(err, csi.ErrAccessModeNotAllowed):
+		l.fail(Failure{Step: step, Call: methodValidate, Code: csi.CodeOK, Got: "without confirming " + l.cfg.Capability.String(),
+			Expect: "the pre-provisioned volume must support the capability the harness uses; set Config.Capability to one it supports",
+			Detail: err.Error(), Fatal: true})
+		return
+	case err != nil:
+		f := l.failure(step, err, l.expectOK(methodValidate, csi.CodeOf(err)))
+		f.Fatal = true
+		l.fail(f)
+		return
+	}
+	l.externalID = l.cfg.VolumeID
+	l.registered = true
+	l.cleanups.push(l.undoVolume)
+}
+
+// repeatCreate repeats the CreateVolume the stack sent.
+func (l *run) repeatCreate(ctx context.Context, step string) {
+	c, ok := l.calls.last(0, methodCreateVolume, nil)
+	if !ok {
+		l.rep.Skip(step, "the csikit stack's CreateVolume was not seen")
+		return
+	}
+	v, err := l.ctrl.CreateVolume(ctx, c.Req.(*plugin.CreateVolumeRequest))
+	switch {
+	case err != nil:
+		l.fail(l.failure(step, err, expectCreateRepeat))
+	case v.ExternalID != l.externalID:
+		l.cleanups.push(l.undoCreate(v.ExternalID))
+		l.fail(Failure{Step: step, Call: methodCreateVolume, Code: csi.CodeOK,
+			Got: fmt.Sprintf("with volume_id %q, not %q", v.ExternalID, l.externalID), Expect: expectCreateRepeat})
+	}
+}
+
+// createWithoutName sends CreateVolume without its required name.
+func (l *run) createWithoutName(ctx context.Context, step string) {
+	cc, err := l.raw.controller(l.ctrlSocket)
+	if err != nil {
+		l.fail(Failure{Step: step, Expect: "a gRPC client of the controller", Detail: err.Error()})
+		return
+	}
+	resp, err := cc.CreateVolume(ctx, &csipb.CreateVolumeRequest{
+		VolumeCapabilities: []*csipb.VolumeCapability{capabilityPB(l.cfg.Capability, l.cfg.MountOptions)},
+		Parameters:         l.cfg.Parameters,
+	})
+	if err == nil && resp.GetVolume().GetVolumeId() != "" {
+		l.cleanups.push(l.undoCreate(resp.GetVolume().GetVolumeId()))
+	}
+	l.expectCode(step, methodCreateVolume, err, csi.CodeInvalidArgument, expectMissingField+" (CreateVolumeRequest.name)")
+}
+
+// claimAll claims the volume for each allocation: the first claim
+// ControllerPublishes (when the plugin needs it), the second shares its
+// attachment.
+func (l *run) claimAll() {
+	for _, a := range l.allocs {
+		step := fmt.Sprintf("claim (allocation %d)", a.n)
+		if !l.begin(step) {
+			return
+		}
+		ctx, cancel := l.stepCtx()
+		from := l.calls.len()
+		resp, err := l.st.server.Claim(ctx, &rpcshim.VolumeClaimRequest{Namespace: namespace, VolumeID: l.volID, Claim: csi.Claim{
+			AllocationID:   a.id,
+			NodeID:         hostNode,
+			Mode:           a.mode,
+			AccessMode:     l.cfg.Capability.AccessMode,
+			AttachmentMode: l.cfg.Capability.AttachmentMode,
+		}})
+		if err != nil {
+			f := l.failure(step, err, l.expectOK(methodControllerPublish, csi.CodeOf(err)))
+			f.Fatal = true
+			l.fail(f)
+			cancel()
+			return
+		}
+		a.claim, a.vol, a.claimed = resp.Claim, resp.Volume, true
+		if a.n == 1 {
+			l.cleanups.push(l.undoClaims)
+			if l.publishes() {
+				l.controllerPublishChecks(ctx, from)
+			}
+		}
+		cancel()
+	}
+}
+
+// controllerPublishChecks repeats the ControllerPublishVolume the first
+// claim made and sends the requests the plugin must refuse.
+func (l *run) controllerPublishChecks(ctx context.Context, from int) {
+	c, ok := l.calls.last(from, methodControllerPublish, nil)
+	if !ok {
+		return
+	}
+	req := c.Req.(*plugin.ControllerPublishRequest)
+	if step := "controller publish (idempotent repeat)"; !l.cfg.SkipIdempotency && l.begin(step) {
+		pc, err := l.ctrl.ControllerPublishVolume(ctx, req)
+		switch want, _ := c.Result.(map[string]string); {
+		case err != nil:
+			l.fail(l.failure(step, err, expectPublishCtx))
+		case !maps.Equal(pc, want):
+			l.fail(Failure{Step: step, Call: methodControllerPublish, Code: csi.CodeOK,
+				Got: fmt.Sprintf("with publish_context %v, not %v", pc, want), Expect: expectPublishCtx})
+		}
+	}
+	if l.cfg.SkipNegative {
+		return
+	}
+	if step := "controller publish of an unknown volume"; l.begin(step) {
+		r := *req
+		r.ExternalID = unknownID(l.externalID)
+		_, err := l.ctrl.ControllerPublishVolume(ctx, &r)
+		if err == nil {
+			l.cleanups.push(l.undoControllerPublish(&r))
+		}
+		l.expectCode(step, methodControllerPublish, err, csi.CodeNotFound, fmt.Sprintf("%s (volume_id %q)", expectUnknownVol, r.ExternalID))
+	}
+	if step := "controller publish without a node ID"; l.begin(step) {
+		cc, err := l.raw.controller(l.ctrlSocket)
+		if err != nil {
+			l.fail(Failure{Step: step, Expect: "a gRPC client of the controller", Detail: err.Error()})
+			return
+		}
+		_, err = cc.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{
+			VolumeId:         req.ExternalID,
+			VolumeCapability: capabilityPB(req.Capability, req.MountOptions),
+			Readonly:         req.ReadOnly,
+			VolumeContext:    req.VolumeContext,
+		})
+		l.expectCode(step, methodControllerPublish, err, csi.CodeInvalidArgument, expectMissingField+" (ControllerPublishVolumeRequest.node_id)")
+	}
+}
+
+// expectCode checks that a call answered want. err is a gRPC status
+// error (raw clients) or a *csi.RPCError (csi/plugin clients).
+func (l *run) expectCode(step, method string, err error, want csi.Code, expect string) {
+	got := csi.CodeOf(err)
+	msg := ""
+	var rerr *csi.RPCError
+	switch {
+	case err == nil:
+	case errors.As(err, &rerr):
+		msg = rerr.Message
+	default:
+		st := status.Convert(err)
+		got, msg = csi.Code(st.Code()), st.Message()
+	}
+	if got == want {
+		return
+	}
+	f := Failure{Step: step, Call: method, Code: got, Expect: expect}
+	if msg != "" {
+		f.Detail = fmt.Sprintf("plugin message: %q", msg)
+	}
+	l.fail(f)
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

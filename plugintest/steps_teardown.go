@@ -1,0 +1,250 @@
+package plugintest
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/plugin"
+	"github.com/csikit/csikit/rpcshim"
+	"github.com/csikit/csikit/state"
+)
+
+// release stops the allocations, as a host reports stopped workloads,
+// and waits for the claim release worker to free their claims: node
+// detach (nothing left to do after the unmounts), ControllerUnpublish
+// (when the plugin needs it), free.
+func (l *run) release() {
+	const step = "release"
+	var stop []csi.Allocation
+	for _, a := range l.allocs {
+		if a.claimed && !a.released {
+			stop = append(stop, csi.Allocation{ID: a.id, Namespace: namespace, NodeID: hostNode, JobID: "plugintest", Terminal: true})
+		}
+	}
+	if len(stop) == 0 || !l.begin(step) {
+		return
+	}
+	ctx, cancel := l.stepCtx()
+	defer cancel()
+	from := l.calls.len()
+	if _, err := l.st.applier.Apply(ctx, state.UpsertAllocations{Allocations: stop, ReleasedAt: time.Now()}); err != nil {
+		l.fail(Failure{Step: step, Expect: "the store to take the stopped allocations", Detail: err.Error(), Fatal: true})
+		return
+	}
+	for _, a := range l.allocs {
+		a.released = a.released || a.claimed
+	}
+	if err := l.waitFreed(ctx); err != nil {
+		f := l.releaseFailure(step, from, err)
+		f.Fatal = true
+		l.fail(f)
+		return
+	}
+	c, ok := l.calls.last(from, methodControllerUnpublish, nil)
+	if l.publishes() && !ok {
+		l.fail(Failure{Step: step, Expect: "the claim release worker to call ControllerUnpublishVolume; it freed the claims without it"})
+		return
+	}
+	if step := "controller unpublish (idempotent repeat)"; ok && !l.cfg.SkipIdempotency && l.begin(step) {
+		err := l.ctrl.ControllerUnpublishVolume(ctx, c.Req.(*plugin.ControllerUnpublishRequest))
+		if !csi.TeardownDone(err) {
+			l.fail(l.failure(step, err, expectTeardown+"; ControllerUnpublishVolume of a volume not attached to the node must reply OK"))
+		}
+	}
+}
+
+// errClaimStuck is waitFreed's error when the worker recorded a failed
+// step on a claim.
+type errClaimStuck struct{ alloc, lastError string }
+
+func (e *errClaimStuck) Error() string {
+	return fmt.Sprintf("the claim of allocation %s is stuck: %s", e.alloc, e.lastError)
+}
+
+// waitFreed blocks until the volume has no claims, a claim records a
+// failed release step, or ctx ends.
+func (l *run) waitFreed(ctx context.Context) error {
+	for {
+		idx, err := l.st.store.Index(state.TableVolumes)
+		if err != nil {
+			return err
+		}
+		v, err := l.st.store.Volume(namespace, l.volID)
+		if err != nil {
+			return err
+		}
+		if !v.InUse() {
+			return nil
+		}
+		for _, id := range slices.Sorted(maps.Keys(v.PastClaims)) {
+			if c := v.PastClaims[id]; c.LastError != "" {
+				return &errClaimStuck{alloc: id, lastError: c.LastError}
+			}
+		}
+		if _, err := l.st.store.Wait(ctx, state.TableVolumes, idx); err != nil {
+			return fmt.Errorf("the claims were not freed within %s: %w", l.cfg.Timeout, err)
+		}
+	}
+}
+
+// releaseFailure names the plugin call that made a release fail, when
+// the worker's calls show one.
+func (l *run) releaseFailure(step string, from int, err error) Failure {
+	if c, ok := l.calls.lastFailed(from); ok {
+		f := l.failure(step, c.Err, l.expectOK(c.Method, csi.CodeOf(c.Err)))
+		f.Detail = strings.TrimPrefix(f.Detail+"; ", "; ") + "claim release worker: " + err.Error()
+		return f
+	}
+	return Failure{Step: step, Expect: "the claim release worker to free the claims", Detail: err.Error()}
+}
+
+// deleteVolume deletes the created volume through the csikit server, or
+// deregisters the pre-provisioned one.
+func (l *run) deleteVolume() {
+	if !l.created {
+		if l.registered && l.begin("deregister volume") {
+			ctx, cancel := l.stepCtx()
+			defer cancel()
+			if _, err := l.st.server.DeregisterVolume(ctx, &rpcshim.VolumeDeregisterRequest{Namespace: namespace, VolumeID: l.volID}); err != nil {
+				l.fail(Failure{Step: "deregister volume", Expect: "the store to drop the released volume", Detail: err.Error(), Fatal: true})
+				return
+			}
+			l.registered = false
+		}
+		return
+	}
+	const step = "delete volume"
+	if !l.begin(step) {
+		return
+	}
+	ctx, cancel := l.stepCtx()
+	defer cancel()
+	from := l.calls.len()
+	if _, err := l.st.server.DeleteVolume(ctx, &rpcshim.VolumeDeleteRequest{Namespace: namespace, VolumeID: l.volID}); err != nil {
+		f := l.failure(step, err, l.expectOK(methodDeleteVolume, csi.CodeOf(err)))
+		f.Fatal = true
+		l.fail(f)
+		return
+	}
+	l.created, l.registered = false, false
+	c, ok := l.calls.last(from, methodDeleteVolume, nil)
+	if step := "delete volume (idempotent repeat)"; ok && !l.cfg.SkipIdempotency && l.begin(step) {
+		err := l.ctrl.DeleteVolume(ctx, c.Req.(*plugin.DeleteVolumeRequest))
+		if !csi.TeardownDone(err) {
+			l.fail(l.failure(step, err, expectTeardown+"; DeleteVolume of a volume that does not exist must reply OK"))
+		}
+	}
+}
+
+// checkOrder checks that the calls the csikit stack made reached the
+// plugin in the spec's order, each once: a guard on the harness itself,
+// so that every other verdict rests on a correct lifecycle.
+func (l *run) checkOrder() {
+	const step = "order of calls"
+	if !l.begin(step) {
+		return
+	}
+	var want []string
+	if l.cfg.VolumeID == "" {
+		want = append(want, methodCreateVolume)
+	}
+	if l.publishes() {
+		want = append(want, methodControllerPublish)
+	}
+	if l.stages() {
+		want = append(want, methodNodeStage)
+	}
+	var published int
+	for _, a := range l.allocs {
+		if a.claimed && !a.refused {
+			published++
+		}
+	}
+	for range published {
+		want = append(want, methodNodePublish)
+	}
+	for range published {
+		want = append(want, methodNodeUnpublish)
+	}
+	if l.stages() {
+		want = append(want, methodNodeUnstage)
+	}
+	if l.publishes() {
+		want = append(want, methodControllerUnpublish)
+	}
+	if l.cfg.VolumeID == "" {
+		want = append(want, methodDeleteVolume)
+	}
+	var got []string
+	for _, c := range l.calls.all() {
+		if c.Err == nil && c.Method != methodValidate {
+			got = append(got, c.Method)
+		}
+	}
+	if !slices.Equal(got, want) {
+		l.fail(Failure{Step: step, Got: "the csikit stack called " + strings.Join(got, " → "),
+			Expect: "the spec's order for this plugin is " + strings.Join(want, " → ") + " (a bug in the harness or csikit, not in the plugin)"})
+	}
+}
+
+// checkLeftovers checks that the mount root holds nothing but the
+// mounter's own top directories once the lifecycle is over.
+func (l *run) checkLeftovers() {
+	const step = "nothing left behind"
+	if !l.begin(step) {
+		return
+	}
+	ctx, cancel := l.stepCtx()
+	defer cancel()
+	for _, a := range l.allocs {
+		if has, err := l.st.mnt.HasMount(ctx, namespace, l.volID, a.id); err != nil || has {
+			l.fail(Failure{Step: step, Got: fmt.Sprintf("the mounter still has the volume mounted for allocation %d", a.n),
+				Expect: "every publish undone after the unmounts", Detail: fmt.Sprint(err)})
+		}
+	}
+	if l.probeDir != "" {
+		// Empty unless a probe's publish succeeded; its undo runs later.
+		_ = os.Remove(l.probeDir)
+	}
+	if left := l.leftovers(true); len(left) > 0 {
+		l.fail(Failure{Step: step, Got: fmt.Sprintf("%d path(s) remain under the mount root: %s", len(left), strings.Join(left, ", ")),
+			Expect: "unpublish and unstage must remove what the plugin made at target_path and staging_target_path"})
+	}
+}
+
+// leftovers lists what remains under the mount root besides empty
+// top-level directories (the mounter keeps its staging and per-alloc
+// roots) and, with skipProbe, the probes' directory, whose undo runs
+// with the cleanups.
+func (l *run) leftovers(skipProbe bool) []string {
+	var out []string
+	root := l.cfg.MountRoot
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == root {
+			return nil
+		}
+		rel, _ := filepath.Rel(root, p)
+		if skipProbe && l.probeDir != "" && (p == l.probeDir || strings.HasPrefix(p, l.probeDir+string(filepath.Separator))) {
+			return nil
+		}
+		if !d.IsDir() {
+			out = append(out, rel)
+			return nil
+		}
+		entries, err := os.ReadDir(p)
+		if err == nil && len(entries) == 0 && strings.Contains(rel, string(filepath.Separator)) {
+			out = append(out, rel+string(filepath.Separator))
+		}
+		return nil
+	})
+	return out
+}
+
