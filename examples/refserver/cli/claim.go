@@ -1,0 +1,108 @@
+package cli
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/examples/refserver/api"
+)
+
+func (e *env) claim(args []string) int {
+	c := e.newCommand("claim", "", "Claims a volume for an allocation on a node: the server records the allocation, writes the claim, then attaches the volume through a controller if the plugin needs it. With -mount, the node agent mounts it too.")
+	ns := c.fs.String("namespace", api.DefaultNamespace, "the volume's namespace (and the allocation's)")
+	vol := c.fs.String("volume", "", "the volume ID (required)")
+	alloc := c.fs.String("alloc", "", "the allocation ID (required)")
+	node := c.fs.String("node", "", "the node the allocation runs on (required)")
+	mode := c.fs.String("mode", "write", "read or write")
+	access := c.fs.String("access-mode", "", "access mode, e.g. single-node-writer (default: the volume's only capability)")
+	attach := c.fs.String("attachment-mode", "", "file-system or block-device (default: the volume's only capability)")
+	mount := c.fs.Bool("mount", false, "have the node agent mount the volume for the allocation")
+	code := ExitOK
+	if !c.parse(args, 0, 0, &code) {
+		return code
+	}
+	if *vol == "" || *alloc == "" || *node == "" {
+		return c.fail(fmt.Errorf("%w: -volume, -alloc and -node are required", csi.ErrInvalidRequest))
+	}
+	req := &api.ClaimRequest{AllocationID: *alloc, NodeID: *node, Mount: *mount}
+	if err := req.Mode.UnmarshalText([]byte(*mode)); err != nil {
+		return c.fail(err)
+	}
+	if *access != "" {
+		m, err := csi.ParseAccessMode(*access)
+		if err != nil {
+			return c.fail(err)
+		}
+		req.AccessMode = m
+	}
+	if *attach != "" {
+		m, err := csi.ParseAttachmentMode(*attach)
+		if err != nil {
+			return c.fail(err)
+		}
+		req.AttachmentMode = m
+	}
+	cl, ctx, done, err := c.client()
+	if err != nil {
+		return c.fail(err)
+	}
+	defer done()
+	resp, err := cl.Claim(ctx, *ns, *vol, req)
+	if err != nil {
+		return c.fail(err)
+	}
+	if *c.json {
+		return c.printJSON(resp)
+	}
+	cm := resp.Claim
+	fmt.Fprintf(e.stdout, "Volume %s/%s claimed by %s on %s (%s, %s), state %s\n", resp.Namespace, resp.VolumeID, cm.AllocationID, cm.NodeID, cm.Mode, cm.Capability(), cm.State)
+	if resp.ControllerNodeID != "" {
+		fmt.Fprintf(e.stdout, "Attached by the controller on %s\n", resp.ControllerNodeID)
+	}
+	if resp.Mount != nil {
+		fmt.Fprintf(e.stdout, "Mounted on %s at %s\n", resp.Mount.NodeID, resp.Mount.Path)
+	}
+	return ExitOK
+}
+
+func (e *env) release(args []string) int {
+	c := e.newCommand("release", "ALLOCATION", "Stops an allocation: its claims become past claims, and the claim release worker unmounts (on the node), detaches (through a controller) and frees each. With -wait, returns once all are freed.")
+	wait := c.fs.Bool("wait", false, "wait until every claim of the allocation is freed")
+	code := ExitOK
+	if !c.parse(args, 1, 1, &code) {
+		return code
+	}
+	id := c.arg(0)
+	cl, ctx, done, err := c.client()
+	if err != nil {
+		return c.fail(err)
+	}
+	defer done()
+	resp, err := cl.Release(ctx, id)
+	if err != nil {
+		return c.fail(err)
+	}
+	if *wait {
+		if err := cl.WaitReleased(ctx, id); err != nil {
+			return c.fail(fmt.Errorf("allocation %s stopped, but its claims are not all freed yet (see \"refserver volume status\"): %w", id, err))
+		}
+		resp.Claims = nil
+	}
+	if *c.json {
+		return c.printJSON(resp)
+	}
+	var names []string
+	for _, cl := range resp.Claims {
+		names = append(names, cl.Namespace+"/"+cl.VolumeID)
+	}
+	switch {
+	case len(names) == 0 && *wait:
+		fmt.Fprintf(e.stdout, "Allocation %s stopped; its claims are released and freed\n", id)
+	case len(names) == 0:
+		fmt.Fprintf(e.stdout, "Allocation %s stopped; it holds no claims\n", id)
+	default:
+		fmt.Fprintf(e.stdout, "Allocation %s stopped; releasing its claims on %s\n", id, strings.Join(names, ", "))
+	}
+	return ExitOK
+}

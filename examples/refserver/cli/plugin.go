@@ -1,0 +1,114 @@
+package cli
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/csikit/csikit/csi"
+)
+
+func (e *env) pluginStatus(args []string) int {
+	c := e.newCommand("plugin status", "[ID]", "Shows the plugins (provider, version, controllers and nodes healthy/expected), or one plugin with its instances.")
+	code := ExitOK
+	if !c.parse(args, 0, 1, &code) {
+		return code
+	}
+	cl, ctx, done, err := c.client()
+	if err != nil {
+		return c.fail(err)
+	}
+	defer done()
+	if len(c.args) == 0 {
+		ps, _, err := cl.Plugins(ctx, nil)
+		if err != nil {
+			return c.fail(err)
+		}
+		if *c.json {
+			return c.printJSON(ps)
+		}
+		if len(ps) == 0 {
+			fmt.Fprintln(e.stdout, "No plugins")
+			return ExitOK
+		}
+		t := newTable(e.stdout, "ID", "PROVIDER", "VERSION", "CONTROLLERS", "NODES", "SCHEDULABLE")
+		for _, p := range ps {
+			t.row(p.ID, p.Provider, p.Version, ratio(p.ControllersHealthy, p.ControllersExpected), ratio(p.NodesHealthy, p.NodesExpected), yesNo(p.Schedulable()))
+		}
+		t.flush()
+		return ExitOK
+	}
+	p, _, err := cl.Plugin(ctx, c.arg(0), nil)
+	if err != nil {
+		return c.fail(err)
+	}
+	if *c.json {
+		return c.printJSON(p)
+	}
+	t := newTable(e.stdout)
+	t.row("ID", p.ID)
+	t.row("Provider", strings.TrimSpace(p.Provider+" "+p.Version))
+	t.row("Controller required", yesNo(p.ControllerRequired))
+	t.row("Controllers healthy", ratio(p.ControllersHealthy, p.ControllersExpected))
+	t.row("Nodes healthy", ratio(p.NodesHealthy, p.NodesExpected))
+	t.row("Schedulable", yesNo(p.Schedulable()))
+	t.flush()
+	fmt.Fprintln(e.stdout)
+	it := newTable(e.stdout, "NODE", "ROLE", "TYPE", "HEALTHY", "CSI NODE ID", "DESCRIPTION")
+	for _, role := range []struct {
+		name  string
+		insts map[string]*csi.PluginInfo
+	}{{"controller", p.Controllers}, {"node", p.Nodes}} {
+		for _, node := range slices.Sorted(maps.Keys(role.insts)) {
+			in := role.insts[node]
+			csiNode := ""
+			if role.name == "node" && in.NodeInfo != nil {
+				csiNode = in.NodeInfo.ID
+			}
+			it.row(node, role.name, in.Type, yesNo(in.Healthy), csiNode, in.HealthDescription)
+		}
+	}
+	it.flush()
+	return ExitOK
+}
+
+func (e *env) nodeStatus(args []string) int {
+	c := e.newCommand("node status", "", "Shows the node agents the server knows: ready while they heartbeat, down after the TTL.")
+	code := ExitOK
+	if !c.parse(args, 0, 0, &code) {
+		return code
+	}
+	cl, ctx, done, err := c.client()
+	if err != nil {
+		return c.fail(err)
+	}
+	defer done()
+	nodes, err := cl.Nodes(ctx)
+	if err != nil {
+		return c.fail(err)
+	}
+	if *c.json {
+		return c.printJSON(nodes)
+	}
+	if len(nodes) == 0 {
+		fmt.Fprintln(e.stdout, "No nodes")
+		return ExitOK
+	}
+	now := time.Now()
+	t := newTable(e.stdout, "ID", "STATUS", "ADDRESS", "LAST HEARTBEAT", "PLUGINS")
+	for _, n := range nodes {
+		var ps []string
+		for _, p := range n.Plugins {
+			h := "healthy"
+			if !p.Healthy {
+				h = "unhealthy"
+			}
+			ps = append(ps, fmt.Sprintf("%s (%s, %s)", p.PluginID, p.Type, h))
+		}
+		t.row(n.ID, n.Status, n.Address, ago(n.LastHeartbeat, now), strings.Join(ps, ", "))
+	}
+	t.flush()
+	return ExitOK
+}

@@ -1,0 +1,215 @@
+package cli
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/examples/refserver/api"
+	"github.com/csikit/csikit/rpcshim"
+)
+
+func (e *env) volumeRegister(args []string) int {
+	c := e.newCommand("volume register", "ID", "Registers a volume that already exists in its plugin. The plugin's controller, if any, confirms the capabilities first.")
+	ns := c.fs.String("namespace", api.DefaultNamespace, "the volume's namespace")
+	pluginID := c.fs.String("plugin", "", "the plugin ID (required)")
+	external := c.fs.String("external-id", "", "the plugin's ID of the volume (required)")
+	name := c.fs.String("name", "", "a display name")
+	caps := &capsFlag{}
+	c.fs.Var(caps, "capability", "ACCESS[/ATTACHMENT] a claim may use, repeatable (default single-node-writer/file-system)")
+	secrets, params, vctx := kvFlag{}, kvFlag{}, kvFlag{}
+	c.fs.Var(secrets, "secret", "KEY=VALUE secret for the plugin's calls, repeatable (never printed)")
+	c.fs.Var(params, "param", "KEY=VALUE parameter, repeatable")
+	c.fs.Var(vctx, "context", "KEY=VALUE volume context, repeatable")
+	code := ExitOK
+	if !c.parse(args, 1, 1, &code) {
+		return code
+	}
+	if *pluginID == "" || *external == "" {
+		return c.fail(fmt.Errorf("%w: -plugin and -external-id are required", csi.ErrInvalidRequest))
+	}
+	cl, ctx, done, err := c.client()
+	if err != nil {
+		return c.fail(err)
+	}
+	defer done()
+	resp, err := cl.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+		ID: c.arg(0), Namespace: *ns, Name: *name, PluginID: *pluginID, ExternalID: *external,
+		Capabilities: defaultCaps(*caps), Secrets: mapOrNil(secrets), Parameters: mapOrNil(params), Context: mapOrNil(vctx),
+	}})
+	if err != nil {
+		return c.fail(err)
+	}
+	if *c.json {
+		return c.printJSON(resp)
+	}
+	fmt.Fprintf(e.stdout, "Volume %s/%s registered with plugin %s (external ID %s)\n", resp.Volume.Namespace, resp.Volume.ID, resp.Volume.PluginID, resp.Volume.ExternalID)
+	return ExitOK
+}
+
+func (e *env) volumeCreate(args []string) int {
+	c := e.newCommand("volume create", "ID", "Creates a volume through a controller of its plugin and registers it.")
+	ns := c.fs.String("namespace", api.DefaultNamespace, "the volume's namespace")
+	pluginID := c.fs.String("plugin", "", "the plugin ID (required)")
+	name := c.fs.String("name", "", "the name the plugin creates the volume under (default NAMESPACE/ID)")
+	capMin := c.fs.Int64("capacity-min", 0, "smallest capacity in bytes (0: the plugin's choice)")
+	capMax := c.fs.Int64("capacity-max", 0, "largest capacity in bytes (0: no limit)")
+	caps := &capsFlag{}
+	c.fs.Var(caps, "capability", "ACCESS[/ATTACHMENT] a claim may use, repeatable (default single-node-writer/file-system)")
+	secrets, params := kvFlag{}, kvFlag{}
+	c.fs.Var(secrets, "secret", "KEY=VALUE secret for the plugin's calls, repeatable (never printed)")
+	c.fs.Var(params, "param", "KEY=VALUE CreateVolume parameter, repeatable")
+	code := ExitOK
+	if !c.parse(args, 1, 1, &code) {
+		return code
+	}
+	if *pluginID == "" {
+		return c.fail(fmt.Errorf("%w: -plugin is required", csi.ErrInvalidRequest))
+	}
+	cl, ctx, done, err := c.client()
+	if err != nil {
+		return c.fail(err)
+	}
+	defer done()
+	resp, err := cl.CreateVolume(ctx, &rpcshim.VolumeCreateRequest{Volume: csi.Volume{
+		ID: c.arg(0), Namespace: *ns, Name: *name, PluginID: *pluginID, Capabilities: defaultCaps(*caps),
+		Secrets: mapOrNil(secrets), Parameters: mapOrNil(params), RequestedCapacityMin: *capMin, RequestedCapacityMax: *capMax,
+	}})
+	if err != nil {
+		return c.fail(err)
+	}
+	if *c.json {
+		return c.printJSON(resp)
+	}
+	v := resp.Volume
+	fmt.Fprintf(e.stdout, "Volume %s/%s created by plugin %s (external ID %s, capacity %s)\n", v.Namespace, v.ID, v.PluginID, v.ExternalID, orDash(bytesText(v.Capacity)))
+	return ExitOK
+}
+
+func (e *env) volumeDelete(args []string) int {
+	c := e.newCommand("volume delete", "ID", "Deletes a volume in its plugin and deregisters it; with -deregister, only deregisters it.")
+	ns := c.fs.String("namespace", api.DefaultNamespace, "the volume's namespace")
+	dereg := c.fs.Bool("deregister", false, "only forget the volume; do not delete it in the plugin")
+	force := c.fs.Bool("force", false, "with -deregister: drop its claims too (only when the attachments are known to be gone)")
+	code := ExitOK
+	if !c.parse(args, 1, 1, &code) {
+		return code
+	}
+	if *force && !*dereg {
+		return c.fail(fmt.Errorf("%w: -force only goes with -deregister", csi.ErrInvalidRequest))
+	}
+	cl, ctx, done, err := c.client()
+	if err != nil {
+		return c.fail(err)
+	}
+	defer done()
+	var resp *api.WriteResponse
+	verb := "deleted and deregistered"
+	if *dereg {
+		verb = "deregistered"
+		resp, err = cl.DeregisterVolume(ctx, *ns, c.arg(0), *force)
+	} else {
+		resp, err = cl.DeleteVolume(ctx, *ns, c.arg(0))
+	}
+	if err != nil {
+		return c.fail(err)
+	}
+	if *c.json {
+		return c.printJSON(resp)
+	}
+	fmt.Fprintf(e.stdout, "Volume %s/%s %s\n", *ns, c.arg(0), verb)
+	return ExitOK
+}
+
+func (e *env) volumeStatus(args []string) int {
+	c := e.newCommand("volume status", "[ID]", "Shows the volumes, or one volume with its claims. Secrets are never shown.")
+	ns := c.fs.String("namespace", "", "namespace (default: every namespace for the list, \""+api.DefaultNamespace+"\" for one volume)")
+	code := ExitOK
+	if !c.parse(args, 0, 1, &code) {
+		return code
+	}
+	cl, ctx, done, err := c.client()
+	if err != nil {
+		return c.fail(err)
+	}
+	defer done()
+	if len(c.args) == 0 {
+		vols, _, err := cl.Volumes(ctx, *ns, "", nil)
+		if err != nil {
+			return c.fail(err)
+		}
+		if *c.json {
+			return c.printJSON(vols)
+		}
+		if len(vols) == 0 {
+			fmt.Fprintln(e.stdout, "No volumes")
+			return ExitOK
+		}
+		t := newTable(e.stdout, "ID", "NAMESPACE", "PLUGIN", "SCHEDULABLE", "CAPACITY", "WRITE", "READ", "RELEASING")
+		for _, v := range vols {
+			t.row(v.ID, v.Namespace, v.PluginID, yesNo(v.Schedulable), bytesText(v.Capacity), len(v.WriteClaims), len(v.ReadClaims), len(v.PastClaims))
+		}
+		t.flush()
+		return ExitOK
+	}
+	namespace := *ns
+	if namespace == "" {
+		namespace = api.DefaultNamespace
+	}
+	v, _, err := cl.Volume(ctx, namespace, c.arg(0), nil)
+	if err != nil {
+		return c.fail(err)
+	}
+	if *c.json {
+		return c.printJSON(v)
+	}
+	t := newTable(e.stdout)
+	t.row("ID", v.ID)
+	t.row("Namespace", v.Namespace)
+	if v.Name != "" {
+		t.row("Name", v.Name)
+	}
+	t.row("Plugin", fmt.Sprintf("%s (%s)", v.PluginID, orDash(v.Provider)))
+	t.row("External ID", v.ExternalID)
+	t.row("Capabilities", capsText(v.Capabilities))
+	t.row("Capacity", bytesText(v.Capacity))
+	t.row("Schedulable", fmt.Sprintf("%s (controllers %s, nodes %s)", yesNo(v.Schedulable),
+		ratio(v.ControllersHealthy, v.ControllersExpected), ratio(v.NodesHealthy, v.NodesExpected)))
+	t.flush()
+	fmt.Fprintln(e.stdout)
+	if !v.InUse() {
+		fmt.Fprintln(e.stdout, "No claims")
+		return ExitOK
+	}
+	ct := newTable(e.stdout, "ALLOCATION", "NODE", "MODE", "STATE", "CAPABILITY", "LAST ERROR")
+	for _, m := range []map[string]*csi.Claim{v.WriteClaims, v.ReadClaims, v.PastClaims} {
+		for _, id := range slices.Sorted(maps.Keys(m)) {
+			cl := m[id]
+			ct.row(id, cl.NodeID, cl.Mode, cl.State, cl.Capability(), cl.LastError)
+		}
+	}
+	ct.flush()
+	return ExitOK
+}
+
+func defaultCaps(cs capsFlag) []csi.Capability {
+	if len(cs) == 0 {
+		return []csi.Capability{{AccessMode: csi.AccessModeSingleNodeWriter, AttachmentMode: csi.AttachmentModeFileSystem}}
+	}
+	return cs
+}
+
+func mapOrNil(m kvFlag) map[string]string {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

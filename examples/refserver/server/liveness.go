@@ -1,0 +1,156 @@
+package server
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/csikit/csikit/csi"
+)
+
+// DefaultHeartbeatTTL is how long a node stays ready after its last
+// heartbeat. Agents heartbeat every third of it by default, so two lost
+// heartbeats in a row do not mark a node down.
+const DefaultHeartbeatTTL = 15 * time.Second
+
+// Liveness decides each node's status from its registration and
+// heartbeats: ready while its last heartbeat is at most TTL old, down
+// after that, gone once forgotten, unknown if it never registered. It
+// keeps node agents' addresses too, for the transport.
+//
+// Liveness reads no clock: every method that needs the time takes it,
+// so the rules are tested with plain time values. The Server passes its
+// Config.Now. All methods are safe for concurrent use.
+type Liveness struct {
+	ttl time.Duration
+
+	mu    sync.Mutex
+	nodes map[string]*liveNode
+}
+
+type liveNode struct {
+	addr string
+	last time.Time
+	gone bool
+}
+
+// NodeLiveness is one node's liveness at a point in time.
+type NodeLiveness struct {
+	ID            string
+	Address       string
+	LastHeartbeat time.Time
+	Status        csi.NodeStatus
+}
+
+// NewLiveness returns an empty Liveness; ttl <= 0 means
+// DefaultHeartbeatTTL.
+func NewLiveness(ttl time.Duration) *Liveness {
+	if ttl <= 0 {
+		ttl = DefaultHeartbeatTTL
+	}
+	return &Liveness{ttl: ttl, nodes: make(map[string]*liveNode)}
+}
+
+// TTL returns the heartbeat TTL.
+func (l *Liveness) TTL() time.Duration { return l.ttl }
+
+// Register records a node agent and the gRPC target of its node service
+// at now, which counts as a heartbeat. A node forgotten earlier comes
+// back. It reports whether the node is new or changed its address.
+func (l *Liveness) Register(id, addr string, now time.Time) (changed bool, err error) {
+	if err := csi.ValidateNodeID(id); err != nil {
+		return false, err
+	}
+	if addr == "" || strings.ContainsAny(addr, " \t\n") {
+		return false, fmt.Errorf("%w: node %s: address %q is not a gRPC target (host:port or unix:///path)", csi.ErrInvalidRequest, id, addr)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, ok := l.nodes[id]
+	if !ok {
+		n = &liveNode{}
+		l.nodes[id] = n
+	}
+	changed = !ok || n.gone || n.addr != addr
+	n.addr, n.gone = addr, false
+	if now.After(n.last) {
+		n.last = now
+	}
+	return changed, nil
+}
+
+// Heartbeat records that the node was alive at now. An unknown or
+// forgotten node is refused with csi.ErrNodeNotFound: the agent must
+// register (again), since this server does not know its address.
+func (l *Liveness) Heartbeat(id string, now time.Time) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, ok := l.nodes[id]
+	if !ok || n.gone {
+		return fmt.Errorf("%w: node %s has not registered with this server; register it again", csi.ErrNodeNotFound, id)
+	}
+	// A clock that steps back must not make a live node look older.
+	if now.After(n.last) {
+		n.last = now
+	}
+	return nil
+}
+
+// Forget marks a node gone for good: its claims skip the node step of
+// their release. Forgetting an unknown node does nothing.
+func (l *Liveness) Forget(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if n, ok := l.nodes[id]; ok {
+		n.gone = true
+	}
+}
+
+// Status returns the node's status at now.
+func (l *Liveness) Status(id string, now time.Time) csi.NodeStatus {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, ok := l.nodes[id]
+	if !ok {
+		return csi.NodeStatusUnknown
+	}
+	return l.statusLocked(n, now)
+}
+
+func (l *Liveness) statusLocked(n *liveNode, now time.Time) csi.NodeStatus {
+	switch {
+	case n.gone:
+		return csi.NodeStatusGone
+	case now.Sub(n.last) > l.ttl:
+		return csi.NodeStatusDown
+	}
+	return csi.NodeStatusReady
+}
+
+// Address returns the node's gRPC target. A node that never registered,
+// or was forgotten, is an error matching csi.ErrNodeNotReady (what a
+// transport's resolver returns for a node it cannot reach). A node that
+// is down still has its address: it may be back.
+func (l *Liveness) Address(id string) (string, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, ok := l.nodes[id]
+	if !ok || n.gone {
+		return "", fmt.Errorf("%w: node %s has not registered with this server", csi.ErrNodeNotReady, id)
+	}
+	return n.addr, nil
+}
+
+// Nodes returns every node known, sorted by ID, with its status at now.
+func (l *Liveness) Nodes(now time.Time) []NodeLiveness {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	out := make([]NodeLiveness, 0, len(l.nodes))
+	for id, n := range l.nodes {
+		out = append(out, NodeLiveness{ID: id, Address: n.addr, LastHeartbeat: n.last, Status: l.statusLocked(n, now)})
+	}
+	slices.SortFunc(out, func(a, b NodeLiveness) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
