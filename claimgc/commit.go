@@ -30,6 +30,7 @@ type committer struct {
 
 	mu      sync.Mutex
 	pending []*write
+	stopped error         // set when run returned: later writes fail with it
 	wake    chan struct{} // holds one signal when pending became non-empty
 }
 
@@ -51,6 +52,10 @@ func (c *committer) apply(ctx context.Context, cmd state.Command) error {
 	}
 	w := &write{cmd: cmd, done: make(chan error, 1)}
 	c.mu.Lock()
+	if c.stopped != nil {
+		c.mu.Unlock()
+		return c.stopped
+	}
 	c.pending = append(c.pending, w)
 	if len(c.pending) == 1 {
 		select {
@@ -74,15 +79,16 @@ func (c *committer) run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			c.mu.Lock()
+			c.stopped = ctx.Err()
 			for _, w := range c.pending {
-				w.done <- ctx.Err()
+				w.done <- c.stopped
 			}
 			c.pending = nil
 			c.mu.Unlock()
 			return
 		case <-c.wake:
 		}
-		for {
+		for ctx.Err() == nil {
 			// Let the workers that are ready to run (their step just
 			// answered) reach apply first: a bigger batch costs the store
 			// little more than a small one.

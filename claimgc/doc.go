@@ -66,6 +66,14 @@
 // and every Config.ScanInterval as a backstop. Retries and the backstop
 // are timed on Config.Clock.
 //
+// Writes from all volumes go through one committer: the commands that
+// arrive while a write is in flight are applied together as one
+// state.Batch (one store transaction, one log entry on a replicated
+// host), since a store pays mostly per transaction. A volume's own
+// writes stay in order: each waits for the previous one. The host's
+// Applier therefore sees CheckpointClaim, FreeClaim and
+// RecordClaimError both on their own and inside a state.Batch.
+//
 // # Usage
 //
 // The host, on every server:
