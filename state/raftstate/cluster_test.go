@@ -51,7 +51,10 @@ func TestServer_Join_BootstrapExpect(t *testing.T) {
 		got, err := m.srv.Servers()
 		must(t, err)
 		expectEqual(t, got, want)
-		addr, id := m.srv.Leader()
+		addr, id, err := m.srv.WaitLeader(waitCtx(t))
+		must(t, err)
+		expectEqual(t, raftstate.Peer{ID: id, Addr: addr}, leader.srv.Self())
+		addr, id = m.srv.Leader()
 		expectEqual(t, raftstate.Peer{ID: id, Addr: addr}, leader.srv.Self())
 	}
 	if !leader.srv.IsLeader() {

@@ -231,6 +231,8 @@ func (c *cluster) leader() *member {
 }
 
 func (c *cluster) ids() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var ids []string
 	for _, m := range c.members {
 		if m.up {
@@ -241,6 +243,8 @@ func (c *cluster) ids() []string {
 }
 
 func (c *cluster) followers(leader *member) []*member {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	var fs []*member
 	for _, m := range c.members {
 		if m != leader && m.up {
@@ -250,15 +254,28 @@ func (c *cluster) followers(leader *member) []*member {
 	return fs
 }
 
+// anyUp returns a running server.
+func (c *cluster) anyUp() *raftstate.Server {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, m := range c.members {
+		if m.up {
+			return m.srv
+		}
+	}
+	return nil
+}
+
 // stop shuts m's server down; its data dir stays.
 func (c *cluster) stop(m *member) {
 	c.t.Helper()
-	if !m.up {
-		return
-	}
 	c.mu.Lock()
+	up := m.up
 	m.up = false
 	c.mu.Unlock()
+	if !up {
+		return
+	}
 	if err := m.srv.Shutdown(); err != nil {
 		c.t.Errorf("shut down %s: %v", m.id, err)
 	}
