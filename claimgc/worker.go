@@ -25,8 +25,10 @@ type Worker struct {
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced when enabled, ep or run change
 	enabled  bool
+	disables uint64 // counts SetEnabled(false), so that a quick off-on still ends the enabled period
 	run      runState
 	ep       *queue     // the queue of the current enabled period, or nil
+	epSince  uint64     // the disable count when ep started
 	commit   *committer // the writer of the current enabled period
 	plugins  map[string]pluginEntry
 	pluginMu sync.Mutex
@@ -81,6 +83,9 @@ func (w *Worker) SetEnabled(enabled bool) {
 		return
 	}
 	w.enabled = enabled
+	if !enabled {
+		w.disables++
+	}
 	w.cfg.Logger.Info("claim release worker", "enabled", enabled)
 	w.notifyLocked()
 }
@@ -112,44 +117,64 @@ func (w *Worker) Run(ctx context.Context) error {
 		w.mu.Unlock()
 	}()
 	for {
-		if !w.waitEnabled(ctx, true) {
+		disables, ok := w.waitEnabled(ctx)
+		if !ok {
 			return nil
 		}
-		w.runEnabled(ctx)
+		w.runEnabled(ctx, disables)
 		if ctx.Err() != nil {
 			return nil
 		}
 	}
 }
 
-// waitEnabled blocks until the enabled flag equals want; false when ctx
-// ends first.
-func (w *Worker) waitEnabled(ctx context.Context, want bool) bool {
+// waitEnabled blocks until the Worker is enabled and returns the
+// disable count as of then; false when ctx ends first.
+func (w *Worker) waitEnabled(ctx context.Context) (uint64, bool) {
 	for {
 		w.mu.Lock()
-		en, ch := w.enabled, w.changed
+		en, n, ch := w.enabled, w.disables, w.changed
 		w.mu.Unlock()
-		if en == want {
-			return true
+		if en {
+			return n, true
 		}
 		select {
 		case <-ctx.Done():
-			return false
+			return 0, false
 		case <-ch:
 		}
 	}
 }
 
-// runEnabled runs one enabled period: the store watcher, the scanner,
-// the timer loop and Parallelism workers, until the Worker is disabled
-// or ctx ends. It returns after all of them stopped.
-func (w *Worker) runEnabled(parent context.Context) {
+// waitDisabled blocks until SetEnabled(false) is called after the
+// disable count was since, or ctx ends.
+func (w *Worker) waitDisabled(ctx context.Context, since uint64) {
+	for {
+		w.mu.Lock()
+		n, ch := w.disables, w.changed
+		w.mu.Unlock()
+		if n != since {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		}
+	}
+}
+
+// runEnabled runs one enabled period: the committer, the store watcher,
+// the scanner, the timer loop and Parallelism workers, until the Worker
+// is disabled (the disable count moves past disables) or ctx ends. It
+// returns after all of them stopped.
+func (w *Worker) runEnabled(parent context.Context, disables uint64) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	q := newQueue(w.cfg.Clock, w.cfg.Observer, w.cfg.ScanInterval)
 	w.commit = newCommitter(w.cfg.Applier, &w.writes, &w.applies)
 	w.mu.Lock()
-	w.ep = q
+	w.ep, w.epSince = q, disables
 	w.notifyLocked()
 	w.mu.Unlock()
 
@@ -167,7 +192,7 @@ func (w *Worker) runEnabled(parent context.Context) {
 	for range w.cfg.Parallelism {
 		wg.Go(func() { w.workLoop(ctx, q) })
 	}
-	w.waitEnabled(ctx, false)
+	w.waitDisabled(ctx, disables)
 	cancel()
 	wg.Wait()
 
@@ -288,6 +313,7 @@ func (w *Worker) Settle(ctx context.Context) error {
 	for {
 		w.mu.Lock()
 		en, run, q, ch := w.enabled, w.run, w.ep, w.changed
+		current := q != nil && w.epSince == w.disables // not an ending period
 		w.mu.Unlock()
 		var qch <-chan struct{}
 		switch {
@@ -295,7 +321,7 @@ func (w *Worker) Settle(ctx context.Context) error {
 			return nil
 		case !en && q == nil:
 			return nil
-		case en && q != nil:
+		case en && current:
 			ok, c := q.settled(target)
 			if ok {
 				return nil

@@ -389,6 +389,16 @@ func TestWorker_SetEnabled(t *testing.T) {
 		t.Fatalf("%d past claims left after enabling again", n)
 	}
 	h.requireDetached("v3", "a3")
+
+	// A quick loss and regain of leadership still starts a new enabled
+	// period, with its scan of everything.
+	before := w.Stats().Scans
+	w.SetEnabled(false)
+	w.SetEnabled(true)
+	h.settle(w)
+	if got := w.Stats().Scans; got <= before {
+		t.Errorf("scans after a quick off-on = %d, want more than %d", got, before)
+	}
 	h.requireNoViolations()
 }
 
