@@ -21,13 +21,33 @@ import (
 // bound is claims × 3 × 2 ms ÷ 64; release-vs-bound is the wall time
 // from the release command to the last claim freed, divided by it.
 //
-// Every node has its own csitest node plugin on its own socket and its
-// own mounter (state writes without fsync); one csitest controller
-// serves the controller calls. The mounts are made, without latency,
-// before the timer starts.
+// Every node has its own csitest node plugin on its own socket; one
+// csitest controller serves the controller calls; every RPC crosses a
+// real unix socket. The mounts are made, without latency, before the
+// timer starts. Two node sides:
+//
+//   - node=mounter: the node step is a real mounter.Mounter's
+//     UnmountVolume (its state written without fsync), as in the tests;
+//   - node=direct: the node step makes the two node RPCs itself, to
+//     show the Worker's own cost apart from the node agent's.
+//
+// After each release the same 30,000 RPCs are made again by 64
+// goroutines with nothing else to do (rpcfloor-vs-bound): the cost of
+// the transport and the fake plugins on this machine, which no release
+// can beat. CLAIMGC_BENCH_CLAIMS changes the number of claims.
 //
 //	go test ./claimgc -run '^$' -bench Release -benchtime 1x
 func BenchmarkWorker_Release(b *testing.B) {
+	for _, direct := range []bool{false, true} {
+		name := "node=mounter"
+		if direct {
+			name = "node=direct"
+		}
+		b.Run(name, func(b *testing.B) { benchRelease(b, direct) })
+	}
+}
+
+func benchRelease(b *testing.B, direct bool) {
 	claims := 10_000
 	if s := os.Getenv("CLAIMGC_BENCH_CLAIMS"); s != "" {
 		if _, err := fmt.Sscan(s, &claims); err != nil || claims <= 0 {
@@ -40,7 +60,7 @@ func BenchmarkWorker_Release(b *testing.B) {
 		latency     = 2 * time.Millisecond
 		rpcsPerClm  = 3
 	)
-	bound := time.Duration(claims*rpcsPerClm) * latency / parallelism
+	bound := time.Duration(claims*rpcsPerClm) * latency / time.Duration(parallelism)
 	var ratios, floors []float64
 	for b.Loop() {
 		b.StopTimer()
@@ -54,6 +74,9 @@ func BenchmarkWorker_Release(b *testing.B) {
 		cfg := h.workerConfig()
 		cfg.Parallelism = parallelism
 		cfg.Logger = nil
+		if direct {
+			cfg.Nodes = newDirectNodes(b, h, claims)
+		}
 		w := h.startWorker(cfg, true)
 		h.settle(w)
 		allocs := make([]string, claims)
@@ -73,17 +96,13 @@ func BenchmarkWorker_Release(b *testing.B) {
 		if n := h.pastClaims(); n != 0 {
 			b.Fatalf("%d past claims left", n)
 		}
-		if st := w.Stats(); st.Freed != uint64(claims) || st.FailedAttempts != 0 {
+		st := w.Stats()
+		if st.Freed != uint64(claims) || st.FailedAttempts != 0 {
 			b.Fatalf("stats = %+v", st)
 		}
 		h.requireNoViolations()
 		w.stop()
 
-		// The floor: the same 30,000 RPCs through the same clients to the
-		// same plugins with the same latency, made by 64 goroutines
-		// with nothing else to do. The volumes are gone by now, so the
-		// plugins answer on their fast path: this is the transport and
-		// latency alone.
 		cpu1 := cpuTime()
 		floor := rpcFloor(b, h, claims, parallelism)
 		cpuFloor := cpuTime() - cpu1
@@ -91,13 +110,51 @@ func BenchmarkWorker_Release(b *testing.B) {
 		floors = append(floors, float64(floor)/float64(bound))
 		b.ReportMetric(float64(wall.Microseconds())/float64(claims), "µs/claim")
 		b.ReportMetric(float64(cpu.Microseconds())/float64(claims), "cpu-µs/claim")
-		st := w.Stats()
 		b.Logf("released %d claims in %v (process CPU %v); bound %v; scans %d, writes %d in %d applies; RPC floor %v (process CPU %v)",
 			claims, wall, cpu, bound, st.Scans, st.Writes, st.Applies, floor, cpuFloor)
 		b.StartTimer()
 	}
 	b.ReportMetric(mean(ratios), "release-vs-bound")
 	b.ReportMetric(mean(floors), "rpcfloor-vs-bound")
+	b.ReportMetric(mean(ratios)/mean(floors), "release-vs-rpcfloor")
+}
+
+// directNodes is a NodeDetacher that makes the node RPCs itself, at the
+// paths the plugin reported staged and published after the setup: the
+// node step without a node agent's bookkeeping.
+type directNodes struct {
+	h     *harness
+	paths map[string][2]string // allocation → target, staging
+}
+
+func newDirectNodes(b *testing.B, h *harness, claims int) directNodes {
+	b.Helper()
+	d := directNodes{h: h, paths: make(map[string][2]string, claims)}
+	for i := range claims {
+		node := h.nodes[h.nodeIDs[i%len(h.nodeIDs)]]
+		st, ok := node.fake.Volume(fmt.Sprintf("ext-v%d", i))
+		if !ok || len(st.Published) != 1 || len(st.Staged) != 1 {
+			b.Fatalf("volume v%d on %s after setup: %+v", i, node.id, st)
+		}
+		var p [2]string
+		for t := range st.Published {
+			p[0] = t
+		}
+		for s := range st.Staged {
+			p[1] = s
+		}
+		d.paths[fmt.Sprintf("a%d", i)] = p
+	}
+	return d
+}
+
+func (d directNodes) NodeDetach(ctx context.Context, vol *csi.Volume, claim *csi.Claim) error {
+	n, p := d.h.nodes[claim.NodeID], d.paths[claim.AllocationID]
+	err := n.client.NodeUnpublishVolume(ctx, &plugin.NodeUnpublishRequest{ExternalID: vol.ExternalID, TargetPath: p[0]})
+	if !csi.TeardownDone(err) {
+		return err
+	}
+	return n.client.NodeUnstageVolume(ctx, &plugin.NodeUnstageRequest{ExternalID: vol.ExternalID, StagingPath: p[1]})
 }
 
 func mean(xs []float64) float64 {

@@ -89,10 +89,7 @@ func (c *committer) run(ctx context.Context) {
 		case <-c.wake:
 		}
 		for ctx.Err() == nil {
-			// Let the workers that are ready to run (their step just
-			// answered) reach apply first: a bigger batch costs the store
-			// little more than a small one.
-			runtime.Gosched()
+			c.gather()
 			c.mu.Lock()
 			n := min(len(c.pending), maxBatch)
 			batch := c.pending[:n:n]
@@ -106,6 +103,27 @@ func (c *committer) run(ctx context.Context) {
 			}
 			c.write(ctx, batch)
 		}
+	}
+}
+
+// gather lets the workers that are ready to run (their step just
+// answered) reach apply before the batch is taken, yielding while that
+// makes the batch grow, a few times at most: a bigger batch costs the
+// store little more than a small one. It waits for no timer and no
+// worker that is not already runnable.
+func (c *committer) gather() {
+	c.mu.Lock()
+	n := len(c.pending)
+	c.mu.Unlock()
+	for range 4 {
+		runtime.Gosched()
+		c.mu.Lock()
+		m := len(c.pending)
+		c.mu.Unlock()
+		if m == n || m >= maxBatch {
+			return
+		}
+		n = m
 	}
 }
 
