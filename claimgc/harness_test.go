@@ -78,7 +78,6 @@ type harness struct {
 
 	mu     sync.Mutex
 	allocs map[string]csi.Allocation
-	vols   map[string]*csi.Volume
 }
 
 // testNode is one host node: its node plugin, client, registry and
@@ -108,7 +107,6 @@ func newHarness(t testing.TB, o harnessOptions) *harness {
 		statuses:          &nodeStatuses{m: map[string]csi.NodeStatus{}},
 		order:             &callOrder{},
 		allocs:            map[string]csi.Allocation{},
-		vols:              map[string]*csi.Volume{},
 	}
 	if h.clock == nil {
 		h.fake = clock.NewFake(epoch)
@@ -232,9 +230,6 @@ func (h *harness) addVolume(id string, mode csi.AccessMode) {
 	}
 	h.apply(state.RegisterVolume{Volume: v})
 	h.ctrl.AddVolume(v.ExternalID, 1<<30, nil)
-	h.mu.Lock()
-	h.vols[id] = &v
-	h.mu.Unlock()
 }
 
 // claim places a running allocation on node and claims the volume for

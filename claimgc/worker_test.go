@@ -160,8 +160,8 @@ func TestWorker_Release_ControllerUnavailableTwice(t *testing.T) {
 }
 
 // crashApplier applies commands, and after the first checkpoint to
-// NodeDetached it "crashes" the worker: cancels its Run before the next
-// step can start.
+// NodeDetached (alone or in a batch) it "crashes" the worker: cancels
+// its Run before the next step can start.
 type crashApplier struct {
 	state.Applier
 	mu    sync.Mutex
@@ -170,7 +170,15 @@ type crashApplier struct {
 
 func (a *crashApplier) Apply(ctx context.Context, cmd state.Command) (state.Result, error) {
 	res, err := a.Applier.Apply(ctx, cmd)
-	if cp, ok := cmd.(state.CheckpointClaim); ok && err == nil && cp.State == csi.ClaimNodeDetached {
+	cmds := []state.Command{cmd}
+	if b, ok := cmd.(state.Batch); ok {
+		cmds = b.Commands
+	}
+	nodeDetached := slices.ContainsFunc(cmds, func(c state.Command) bool {
+		cp, ok := c.(state.CheckpointClaim)
+		return ok && cp.State == csi.ClaimNodeDetached
+	})
+	if nodeDetached && err == nil {
 		a.mu.Lock()
 		crash := a.crash
 		a.crash = nil
