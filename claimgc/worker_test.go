@@ -69,6 +69,9 @@ func TestWorker_Release_NodeThenControllerThenFree(t *testing.T) {
 		}
 	}
 	h.requireNoViolations()
+	if got := h.ctrl.CallCount(csitest.MethodControllerPublishVolume); got != 3 {
+		t.Errorf("ControllerPublish calls = %d, want the 3 of the setup: releasing never publishes", got)
+	}
 
 	st := w.Stats()
 	if st.Freed != 3 || st.NodeDetached != 3 || st.ControllerDetached != 3 || st.FailedAttempts != 0 {
@@ -328,6 +331,34 @@ func TestWorker_Release_TwoAllocationsOneNode(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("calls = %v, want %v", got, want)
+	}
+	h.requireDetached("vol", "a1", "a2")
+	h.requireNoViolations()
+}
+
+func TestWorker_Release_TwoAllocationsOneNode_Together(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.addVolume("vol", csi.AccessModeMultiNodeMultiWriter)
+	h.claim("vol", "a1", "n2")
+	h.claim("vol", "a2", "n2")
+	w := h.startWorker(h.workerConfig(), true)
+
+	h.release("a1", "a2")
+	h.settle(w)
+	if n := h.pastClaims(); n != 0 {
+		t.Fatalf("%d past claims left", n)
+	}
+	want := []string{
+		"n2:" + nodeUnpublish + ":vol",
+		"n2:" + nodeUnpublish + ":vol",
+		"n2:" + nodeUnstage + ":vol",
+		"ctrl:" + ctrlUnpublish + ":vol", // one for both claims of the node
+	}
+	if got := h.order.list(); !slices.Equal(got, want) {
+		t.Errorf("calls = %v, want %v", got, want)
+	}
+	if st := w.Stats(); st.Freed != 2 || st.ControllerDetached != 2 || st.NodeDetached != 2 {
+		t.Errorf("stats = %+v", st)
 	}
 	h.requireDetached("vol", "a1", "a2")
 	h.requireNoViolations()
