@@ -118,9 +118,10 @@ type run struct {
 
 	stopped string // why the lifecycle stopped early; "" while it runs
 
-	// Plugin clients for the harness's own calls (repeats, probes), one
-	// per socket; ctrl and node are the same client for one socket.
-	ctrl, node             *plugin.Client
+	// The node registry's plugin clients, for the harness's own calls
+	// (repeats, probes); ctrl is nil for a node-only plugin.
+	ctrl                   plugin.ControllerClient
+	node                   plugin.NodeClient
 	ctrlSocket, nodeSocket string
 	raw                    rawClients
 	// instances are registered with the node's registry.
@@ -218,18 +219,11 @@ func (l *run) steps() {
 	l.checkLeftovers()
 }
 
-// close stops the stack and closes the harness's clients.
+// close runs what is left of the cleanups and stops the stack, whose
+// registry closes the plugin clients.
 func (l *run) close() {
 	l.cleanups.run()
 	l.st.stop()
-	for _, c := range []*plugin.Client{l.ctrl, l.node} {
-		if c != nil {
-			_ = c.Close()
-		}
-	}
-	if l.ctrl == l.node {
-		l.node = nil
-	}
 	l.raw.close()
 }
 

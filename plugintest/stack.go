@@ -40,12 +40,14 @@ type stack struct {
 	mnt     *mounter.Mounter
 	plugins recordingPlugins
 
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+	stopped bool
 
 	mu       sync.Mutex
 	reported []*csi.PluginInfo // the Manager's last report
 	applyErr error             // and what the store said to it
+	done     bool              // the run is over: nobody reads the store
 }
 
 func newStack(cfg Config, mountRoot, stateDir string, calls *callLog) (*stack, error) {
@@ -111,6 +113,13 @@ func newStack(cfg Config, mountRoot, stateDir string, calls *callLog) (*stack, e
 // report is the Manager's Report: the node's fingerprints go to the
 // store, as a host would forward them to its server.
 func (s *stack) report(ctx context.Context, infos []*csi.PluginInfo) error {
+	s.mu.Lock()
+	done := s.done
+	s.mu.Unlock()
+	if done {
+		// The Manager's final reports, as it stops with the run.
+		return nil
+	}
 	list := make([]csi.PluginInfo, len(infos))
 	for i, in := range infos {
 		list[i] = *in
@@ -132,13 +141,24 @@ func (s *stack) start(parent context.Context) {
 }
 
 // stop ends the Manager and the Worker and waits for their goroutines.
-// The Manager closes the plugin clients it made.
+// The Manager closes the plugin clients it made, so a Manager that never
+// started runs once, already stopped, to close those that Register made.
 func (s *stack) stop() {
-	if s.cancel != nil {
-		s.cancel()
-		s.wg.Wait()
-		s.cancel = nil
+	if s.stopped {
+		return
 	}
+	s.stopped = true
+	s.mu.Lock()
+	s.done = true
+	s.mu.Unlock()
+	if s.cancel == nil {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_ = s.mgr.Run(ctx)
+		return
+	}
+	s.cancel()
+	s.wg.Wait()
 }
 
 // waitHealthy blocks until the store holds the plugin with a healthy

@@ -21,13 +21,11 @@ import (
 // publishes, the second publishes from the same stage.
 func (l *run) mountAll() {
 	for _, a := range l.allocs {
-		if !l.mount(a) {
-			return
-		}
+		l.mount(a)
 	}
 }
 
-// mount mounts the volume for a; false stops mountAll.
+// mount mounts the volume for a; false when it failed.
 func (l *run) mount(a *alloc) bool {
 	step := fmt.Sprintf("mount (allocation %d)", a.n)
 	if !l.begin(step) {
@@ -286,8 +284,8 @@ func (l *run) probeUnstage() {
 // allocation's unmount also unstages.
 func (l *run) unmountAll() {
 	for i := len(l.allocs) - 1; i >= 0; i-- {
-		if a := l.allocs[i]; a.claimed && !a.refused && !l.unmount(a) {
-			return
+		if a := l.allocs[i]; !a.refused {
+			l.unmount(a)
 		}
 	}
 }

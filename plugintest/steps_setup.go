@@ -20,7 +20,9 @@ import (
 // fingerprint asks each socket what the plugin is, the way a node's
 // registry does (Probe, GetPluginInfo, GetPluginCapabilities, the
 // capability calls, NodeGetInfo), waiting for Probe to say ready. It
-// decides the plugin's shape: monolith, node-only, or split.
+// decides the plugin's shape (monolith, node-only, or split) and
+// registers its instances with the node's registry, whose clients the
+// harness then shares: one connection per socket, as a raw client has.
 func (l *run) fingerprint() {
 	const step = "fingerprint"
 	if !l.begin(step) {
@@ -28,21 +30,13 @@ func (l *run) fingerprint() {
 	}
 	ctx, cancel := l.stepCtx()
 	defer cancel()
-	newClient := func(endpoint string) (*plugin.Client, bool) {
-		c, err := plugin.New(plugin.Config{Endpoint: endpoint, CallTimeout: l.cfg.Timeout, Logger: l.cfg.Logger.Named("harness-client")})
-		if err != nil {
-			l.fail(Failure{Step: step, Expect: "a plugin client for the endpoint", Detail: err.Error(), Fatal: true})
-			return nil, false
-		}
-		return c, true
-	}
-
 	if l.cfg.Endpoint != "" {
-		c, ok := newClient(l.cfg.Endpoint)
+		l.ctrlSocket, l.nodeSocket = l.cfg.Endpoint, l.cfg.Endpoint
+		in := instance{allocID: "plugin", typ: csi.PluginTypeMonolith, socket: l.cfg.Endpoint}
+		c, ok := l.registerInstance(step, in)
 		if !ok {
 			return
 		}
-		l.ctrl, l.node, l.ctrlSocket, l.nodeSocket = c, c, l.cfg.Endpoint, l.cfg.Endpoint
 		caps, err := c.GetPluginCapabilities(ctx)
 		if err != nil {
 			f := l.failure(step, err, "the spec requires every plugin to answer GetPluginCapabilities")
@@ -50,28 +44,33 @@ func (l *run) fingerprint() {
 			l.fail(f)
 			return
 		}
-		typ, alloc := csi.PluginTypeNode, "plugin-node"
-		if caps.ControllerService {
-			typ, alloc = csi.PluginTypeMonolith, "plugin-monolith"
+		if !caps.ControllerService {
+			// A node-only plugin: registering it again with another type
+			// replaces the instance.
+			in.typ = csi.PluginTypeNode
+			if c, ok = l.registerInstance(step, in); !ok {
+				return
+			}
 		}
-		info, ok := l.fingerprintOne(ctx, step, c, typ, alloc)
+		info, ok := l.fingerprintOne(ctx, step, c, in)
 		if !ok {
 			return
 		}
-		l.instances = []instance{{allocID: alloc, typ: typ, socket: l.cfg.Endpoint}}
+		l.instances = []instance{in}
 		l.learn(step, info)
 	} else {
-		cc, ok := newClient(l.cfg.ControllerEndpoint)
+		l.ctrlSocket, l.nodeSocket = l.cfg.ControllerEndpoint, l.cfg.NodeEndpoint
+		ctrl := instance{allocID: "plugin-controller", typ: csi.PluginTypeController, socket: l.cfg.ControllerEndpoint}
+		node := instance{allocID: "plugin-node", typ: csi.PluginTypeNode, socket: l.cfg.NodeEndpoint}
+		cc, ok := l.registerInstance(step, ctrl)
 		if !ok {
 			return
 		}
-		l.ctrl, l.ctrlSocket = cc, l.cfg.ControllerEndpoint
-		nc, ok := newClient(l.cfg.NodeEndpoint)
+		nc, ok := l.registerInstance(step, node)
 		if !ok {
 			return
 		}
-		l.node, l.nodeSocket = nc, l.cfg.NodeEndpoint
-		ci, ok := l.fingerprintOne(ctx, step, cc, csi.PluginTypeController, "plugin-controller")
+		ci, ok := l.fingerprintOne(ctx, step, cc, ctrl)
 		if !ok {
 			return
 		}
@@ -80,19 +79,24 @@ func (l *run) fingerprint() {
 				Expect: "the plugin at Config.ControllerEndpoint must advertise CONTROLLER_SERVICE; for a node-only plugin set Config.Endpoint", Fatal: true})
 			return
 		}
-		ni, ok := l.fingerprintOne(ctx, step, nc, csi.PluginTypeNode, "plugin-node")
+		ni, ok := l.fingerprintOne(ctx, step, nc, node)
 		if !ok {
 			return
 		}
-		l.instances = []instance{
-			{allocID: "plugin-controller", typ: csi.PluginTypeController, socket: l.cfg.ControllerEndpoint},
-			{allocID: "plugin-node", typ: csi.PluginTypeNode, socket: l.cfg.NodeEndpoint},
-		}
+		l.instances = []instance{ctrl, node}
 		l.learn(step, ci)
 		l.learn(step, ni)
 	}
 	if l.stopped != "" {
 		return
+	}
+	if l.hasController {
+		c, _, err := l.st.mgr.ControllerPlugin(pluginID)
+		if err != nil {
+			l.fail(Failure{Step: step, Expect: "the node's registry to hand out the controller it registered", Detail: err.Error(), Fatal: true})
+			return
+		}
+		l.ctrl = c
 	}
 	switch {
 	case l.cfg.VolumeID == "" && !l.hasController:
@@ -104,11 +108,41 @@ func (l *run) fingerprint() {
 	}
 }
 
-// fingerprintOne fingerprints one socket as a registry would, retrying
-// while Probe says not ready or the plugin is unavailable.
-func (l *run) fingerprintOne(ctx context.Context, step string, c *plugin.Client, typ csi.PluginType, allocID string) (*csi.PluginInfo, bool) {
+// registerInstance registers in with the node's registry and returns
+// the registry's client of its socket. The node role's client is kept
+// for the harness's own node calls.
+func (l *run) registerInstance(step string, in instance) (fingerprint.Client, bool) {
+	bad := func(err error) (fingerprint.Client, bool) {
+		l.fail(Failure{Step: step, Expect: "the node's registry to take the plugin at " + in.socket, Detail: err.Error(), Fatal: true})
+		return nil, false
+	}
+	if err := l.st.mgr.Register(fingerprint.Instance{PluginID: pluginID, AllocationID: in.allocID, Type: in.typ, Socket: in.socket}); err != nil {
+		return bad(err)
+	}
+	var c any
+	var err error
+	if in.typ.HasNode() {
+		var nc plugin.NodeClient
+		nc, _, err = l.st.mgr.NodePlugin(pluginID)
+		l.node, c = nc, nc
+	} else {
+		c, _, err = l.st.mgr.ControllerPlugin(pluginID)
+	}
+	if err != nil {
+		return bad(err)
+	}
+	fc, ok := c.(fingerprint.Client)
+	if !ok {
+		return bad(fmt.Errorf("the registry's client of %s (%T) does not serve the identity calls", in.socket, c))
+	}
+	return fc, true
+}
+
+// fingerprintOne fingerprints one instance as a registry would,
+// retrying while Probe says not ready or the plugin is unavailable.
+func (l *run) fingerprintOne(ctx context.Context, step string, c fingerprint.Client, in instance) (*csi.PluginInfo, bool) {
 	fp, err := fingerprint.NewFingerprinter(fingerprint.FingerprinterConfig{
-		PluginID: pluginID, AllocationID: allocID, Type: typ, Client: c,
+		PluginID: pluginID, AllocationID: in.allocID, Type: in.typ, Client: c,
 	})
 	if err != nil {
 		l.fail(Failure{Step: step, Expect: "a fingerprinter for the plugin", Detail: err.Error(), Fatal: true})
@@ -128,9 +162,9 @@ func (l *run) fingerprintOne(ctx context.Context, step string, c *plugin.Client,
 		var f Failure
 		if notReady {
 			f = Failure{Step: step, Call: methodProbe, Code: csi.CodeOK, Got: "with ready=false",
-				Expect: fmt.Sprintf("the plugin at %s must report ready within the step's %s (Config.Timeout)", c.Endpoint(), l.cfg.Timeout)}
+				Expect: fmt.Sprintf("the plugin at %s must report ready within the step's %s (Config.Timeout)", in.socket, l.cfg.Timeout)}
 		} else {
-			f = l.failure(step, err, fmt.Sprintf("the spec requires OK from the identity, capability and node-info calls of a running %s plugin (at %s)", typ, c.Endpoint()))
+			f = l.failure(step, err, fmt.Sprintf("the spec requires OK from the identity, capability and node-info calls of a running %s plugin (at %s)", in.typ, in.socket))
 		}
 		f.Fatal = true
 		l.fail(f)
@@ -161,9 +195,10 @@ func (l *run) learn(step string, info *csi.PluginInfo) {
 	}
 }
 
-// registerPlugin registers the plugin's instances with the node's
-// registry (the fingerprint Manager), starts the stack, and waits until
-// the store sees the plugin healthy on the node. It also reports the
+// registerPlugin starts the stack, whose node registry (the fingerprint
+// Manager) fingerprints the instances registered in step fingerprint and
+// reports them, and waits until the store sees the plugin healthy on the
+// node. It also reports the
 // run's workloads to the store.
 func (l *run) registerPlugin() {
 	const step = "register plugin on the node"
@@ -174,10 +209,6 @@ func (l *run) registerPlugin() {
 	defer cancel()
 	wantController := false
 	for _, in := range l.instances {
-		if err := l.st.mgr.Register(fingerprint.Instance{PluginID: pluginID, AllocationID: in.allocID, Type: in.typ, Socket: in.socket}); err != nil {
-			l.fail(Failure{Step: step, Expect: "the node's registry to take the plugin", Detail: err.Error(), Fatal: true})
-			return
-		}
 		wantController = wantController || in.typ.HasController()
 	}
 	l.st.start(l.ctx)
@@ -188,7 +219,8 @@ func (l *run) registerPlugin() {
 	}
 	n := 2
 	if l.cfg.Capability.AccessMode == csi.AccessModeSingleNodeSingleWriter {
-		n = 1 // the mode allows one claim
+		n = 1
+		l.rep.Logf("%s allows one claim: the run uses one allocation", l.cfg.Capability.AccessMode)
 	}
 	var allocs []csi.Allocation
 	for i := 1; i <= n; i++ {
@@ -318,7 +350,7 @@ func (l *run) claimAll() {
 	for _, a := range l.allocs {
 		step := fmt.Sprintf("claim (allocation %d)", a.n)
 		if !l.begin(step) {
-			return
+			continue
 		}
 		ctx, cancel := l.stepCtx()
 		from := l.calls.len()
@@ -334,7 +366,7 @@ func (l *run) claimAll() {
 			f.Fatal = true
 			l.fail(f)
 			cancel()
-			return
+			continue
 		}
 		a.claim, a.vol, a.claimed = resp.Claim, resp.Volume, true
 		if a.n == 1 {

@@ -247,4 +247,3 @@ func (l *run) leftovers(skipProbe bool) []string {
 	})
 	return out
 }
-

@@ -1,0 +1,264 @@
+package plugintest_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csitest"
+	"github.com/csikit/csikit/examples/hostpathplugin/hostpath"
+	"github.com/csikit/csikit/plugintest"
+)
+
+// bareConfig is the lifecycle the benchmark measures: every step through
+// the csikit stack, without the harness's extra calls (repeats and
+// refusals), which the raw sequence would only mirror.
+func bareConfig(endpoint string, data plugintest.DataCheck, dir string) plugintest.Config {
+	return plugintest.Config{
+		Endpoint:        endpoint,
+		SkipIdempotency: true,
+		SkipNegative:    true,
+		DataCheck:       data,
+		MountRoot:       filepath.Join(dir, "mnt"),
+		StateDir:        filepath.Join(dir, "state"),
+	}
+}
+
+// rawLifecycle makes the CSI calls of a bare lifecycle straight on a raw
+// csipb client, in the same order, for a plugin that advertises
+// CONTROLLER_SERVICE, CREATE_DELETE_VOLUME, PUBLISH_UNPUBLISH_VOLUME and
+// STAGE_UNSTAGE_VOLUME: the harness's fingerprint, the node registry's
+// fingerprint, then create, attach, stage, two publishes, the data
+// check, two unpublishes, unstage, detach and delete. It does the CO's
+// share of the file system work too (directories, the file), at the
+// paths csikit's mounter uses, so that every call carries the same
+// arguments as the lifecycle's.
+func rawLifecycle(ctx context.Context, endpoint, dir string, shared bool) error {
+	conn, err := grpc.NewClient("unix://"+endpoint, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	ident, ctrl, node := csipb.NewIdentityClient(conn), csipb.NewControllerClient(conn), csipb.NewNodeClient(conn)
+
+	if _, err := ident.GetPluginCapabilities(ctx, &csipb.GetPluginCapabilitiesRequest{}); err != nil {
+		return err
+	}
+	var nodeID string
+	for range 2 { // the harness's fingerprint, then the registry's
+		if _, err := ident.Probe(ctx, &csipb.ProbeRequest{}); err != nil {
+			return err
+		}
+		if _, err := ident.GetPluginInfo(ctx, &csipb.GetPluginInfoRequest{}); err != nil {
+			return err
+		}
+		if _, err := ident.GetPluginCapabilities(ctx, &csipb.GetPluginCapabilitiesRequest{}); err != nil {
+			return err
+		}
+		ni, err := node.NodeGetInfo(ctx, &csipb.NodeGetInfoRequest{})
+		if err != nil {
+			return err
+		}
+		nodeID = ni.GetNodeId()
+		if _, err := ctrl.ControllerGetCapabilities(ctx, &csipb.ControllerGetCapabilitiesRequest{}); err != nil {
+			return err
+		}
+		if _, err := node.NodeGetCapabilities(ctx, &csipb.NodeGetCapabilitiesRequest{}); err != nil {
+			return err
+		}
+	}
+
+	vc := &csipb.VolumeCapability{
+		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{}},
+		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
+	}
+	cv, err := ctrl.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: "raw-" + filepath.Base(dir), VolumeCapabilities: []*csipb.VolumeCapability{vc}})
+	if err != nil {
+		return err
+	}
+	id, vctx := cv.GetVolume().GetVolumeId(), cv.GetVolume().GetVolumeContext()
+	cp, err := ctrl.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{VolumeId: id, NodeId: nodeID, VolumeCapability: vc, VolumeContext: vctx})
+	if err != nil {
+		return err
+	}
+	pc := cp.GetPublishContext()
+	vol := "vol-raw"
+	staging := filepath.Join(dir, "staging", "plugintest", vol, "snw-fs")
+	if err := os.MkdirAll(staging, 0o750); err != nil {
+		return err
+	}
+	if _, err := node.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: id, PublishContext: pc, StagingTargetPath: staging, VolumeCapability: vc, VolumeContext: vctx}); err != nil {
+		return err
+	}
+	var targets []string
+	for i, ro := range []bool{false, true} {
+		usage := "w-snw-fs"
+		if ro {
+			usage = "r-snw-fs"
+		}
+		t := filepath.Join(dir, "per-alloc", fmt.Sprintf("alloc-%d", i+1), vol, usage)
+		if err := os.MkdirAll(filepath.Dir(t), 0o750); err != nil {
+			return err
+		}
+		if _, err := node.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{
+			VolumeId: id, PublishContext: pc, StagingTargetPath: staging, TargetPath: t, VolumeCapability: vc, Readonly: ro, VolumeContext: vctx,
+		}); err != nil {
+			return err
+		}
+		targets = append(targets, t)
+	}
+	data := []byte("raw\n")
+	if err := os.WriteFile(filepath.Join(targets[0], "data"), data, 0o644); err != nil {
+		return err
+	}
+	readers := targets[:1]
+	if shared {
+		readers = targets
+	}
+	for _, t := range readers {
+		got, err := os.ReadFile(filepath.Join(t, "data"))
+		if err != nil {
+			return err
+		}
+		if !bytes.Equal(got, data) {
+			return errors.New("data differs")
+		}
+	}
+	if err := os.Remove(filepath.Join(targets[0], "data")); err != nil {
+		return err
+	}
+	for _, t := range slices.Backward(targets) {
+		if _, err := node.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: id, TargetPath: t}); err != nil {
+			return err
+		}
+		_ = os.Remove(filepath.Dir(t))
+		_ = os.Remove(filepath.Dir(filepath.Dir(t)))
+	}
+	if _, err := node.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: id, StagingTargetPath: staging}); err != nil {
+		return err
+	}
+	for p := staging; p != filepath.Join(dir, "staging"); p = filepath.Dir(p) {
+		_ = os.Remove(p)
+	}
+	if _, err := ctrl.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: id, NodeId: nodeID}); err != nil {
+		return err
+	}
+	_, err = ctrl.DeleteVolume(ctx, &csipb.DeleteVolumeRequest{VolumeId: id})
+	return err
+}
+
+// The raw sequence makes exactly the calls of the bare lifecycle, so the
+// benchmark compares like with like.
+func TestRawLifecycle_SameCallsAsBareLifecycle(t *testing.T) {
+	fake := func() *csitest.Plugin {
+		return csitest.Start(t, csitest.Config{
+			Controller: csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true},
+			Node:       csi.NodeCapabilities{StageUnstageVolume: true},
+		})
+	}
+	stack, raw := fake(), fake()
+	r := &plugintest.Recorder{}
+	if err := plugintest.Check(t.Context(), bareConfig(stack.Endpoint(), plugintest.DataWriterOnly, t.TempDir()), r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Failed() {
+		t.Fatalf("the bare lifecycle failed: %v", failuresOf(r))
+	}
+	if err := rawLifecycle(t.Context(), raw.Endpoint(), t.TempDir(), false); err != nil {
+		t.Fatal(err)
+	}
+	if s, w := stack.Methods(), raw.Methods(); !slices.Equal(s, w) {
+		t.Errorf("calls differ:\n\tlifecycle: %v\n\traw:       %v", s, w)
+	}
+	raw.RequireNoViolations(t)
+}
+
+// BenchmarkLifecycle reports lifecycle-vs-raw: one bare lifecycle through
+// the csikit stack (store, router, server, fingerprint registry, mounter,
+// claim release worker, all built for the run) divided by the same CSI
+// calls made straight on a raw client, on the same plugin, interleaved
+// in one run (medians of the iterations, so a noisy neighbour does not
+// skew one side). The hostpath plugin uses bind mounts where they work,
+// else symbolic links.
+func BenchmarkLifecycle(b *testing.B) {
+	method := hostpath.MountSymlink
+	if hostpath.CanBindMount() == nil {
+		method = hostpath.MountBind
+	}
+	b.Run("hostpath-"+string(method), func(b *testing.B) {
+		endpoint := startHostpath(b, hostpath.Config{ControllerPublish: true, Staging: true, Mount: method})
+		benchLifecycle(b, endpoint, plugintest.DataShared, true)
+	})
+	b.Run("fake", func(b *testing.B) {
+		p := csitest.Start(b, csitest.Config{
+			Controller: csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true},
+			Node:       csi.NodeCapabilities{StageUnstageVolume: true},
+		})
+		benchLifecycle(b, p.Endpoint(), plugintest.DataWriterOnly, false)
+		p.ResetCalls()
+	})
+}
+
+func benchLifecycle(b *testing.B, endpoint string, data plugintest.DataCheck, shared bool) {
+	ctx := context.Background()
+	root := b.TempDir()
+	var stackNs, rawNs []float64
+	i := 0
+	for b.Loop() {
+		i++
+		dir := filepath.Join(root, fmt.Sprint(i))
+		stackRun := func() {
+			cfg := bareConfig(endpoint, data, filepath.Join(dir, "stack"))
+			r := &plugintest.Recorder{}
+			start := time.Now()
+			if err := plugintest.Check(ctx, cfg, r); err != nil {
+				b.Fatal(err)
+			}
+			stackNs = append(stackNs, float64(time.Since(start)))
+			if r.Failed() {
+				b.Fatalf("lifecycle failed: %v", failuresOf(r))
+			}
+		}
+		rawRun := func() {
+			d := filepath.Join(dir, "raw")
+			start := time.Now()
+			if err := rawLifecycle(ctx, endpoint, d, shared); err != nil {
+				b.Fatal(err)
+			}
+			rawNs = append(rawNs, float64(time.Since(start)))
+		}
+		// Alternate which goes first, so that neither always meets a
+		// plugin warmed up by the other.
+		if i%2 == 0 {
+			stackRun()
+			rawRun()
+		} else {
+			rawRun()
+			stackRun()
+		}
+	}
+	s, r := median(stackNs), median(rawNs)
+	b.ReportMetric(s/r, "lifecycle-vs-raw")
+	b.ReportMetric(s, "lifecycle-ns")
+	b.ReportMetric(r, "raw-ns")
+}
+
+func median(xs []float64) float64 {
+	s := slices.Clone(xs)
+	slices.Sort(s)
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}

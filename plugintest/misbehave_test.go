@@ -1,0 +1,282 @@
+package plugintest_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csitest"
+	"github.com/csikit/csikit/plugintest"
+)
+
+// full is a monolith fake with every capability the lifecycle uses.
+func full(t *testing.T) *csitest.Plugin {
+	return csitest.Start(t, csitest.Config{
+		Controller: csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true},
+		Node:       csi.NodeCapabilities{StageUnstageVolume: true},
+	})
+}
+
+func fakeConfig(p *csitest.Plugin) plugintest.Config {
+	return plugintest.Config{Endpoint: p.Endpoint(), DataCheck: plugintest.DataWriterOnly}
+}
+
+// A second identical NodePublishVolume answers AlreadyExists: the
+// idempotency check names it, and every other step still passes.
+func TestCheck_NonIdempotentPublish(t *testing.T) {
+	p := full(t)
+	var mu sync.Mutex
+	seen := map[string]bool{}
+	p.SetHook(csitest.MethodNodePublishVolume, func(_ context.Context, _ string, req any) error {
+		target := req.(*csipb.NodePublishVolumeRequest).GetTargetPath()
+		mu.Lock()
+		defer mu.Unlock()
+		if seen[target] {
+			return status.Errorf(codes.AlreadyExists, "%s is already published", target)
+		}
+		seen[target] = true
+		return nil
+	})
+
+	r := check(t, fakeConfig(p))
+
+	f := requireOneFailure(t, r, `step "publish (idempotent repeat)": NodePublishVolume returned AlreadyExists; the spec requires OK when the volume is already published at target_path with identical arguments`)
+	if f.Fatal {
+		t.Errorf("an idempotency failure stopped the lifecycle: %s", f)
+	}
+	requireClean(t, p, true, "")
+	p.RequireNoViolations(t)
+}
+
+// ControllerPublishVolume answers NotFound for the volume CreateVolume
+// just returned: the claim fails, the rest is skipped, and the cleanup
+// deletes the volume.
+func TestCheck_NotFoundForExistingVolume(t *testing.T) {
+	p := full(t)
+	p.FailAlways(csitest.MethodControllerPublishVolume, codes.NotFound)
+
+	r := check(t, fakeConfig(p))
+
+	f := requireOneFailure(t, r, `step "claim (allocation 1)": ControllerPublishVolume returned NotFound; the spec requires OK: the spec reserves NotFound for a volume or node that does not exist, and volume_id "vol-1" was returned by CreateVolume and not deleted while node_id "csitest-node" is what NodeGetInfo reported`)
+	if !f.Fatal {
+		t.Errorf("a failed claim did not stop the lifecycle: %s", f)
+	}
+	for _, s := range r.Steps() {
+		if s.Name == "mount (allocation 1)" && s.Status != plugintest.StatusSkip {
+			t.Errorf("mount after a failed claim: %s", s.Status)
+		}
+	}
+	if n := p.CallCount(csitest.MethodNodeStageVolume) + p.CallCount(csitest.MethodNodePublishVolume); n != 0 {
+		t.Errorf("%d node calls after a failed claim", n)
+	}
+	requireClean(t, p, true, "")
+}
+
+// A plugin that does not advertise STAGE_UNSTAGE_VOLUME but refuses
+// NodePublishVolume because the volume is not staged: the failure says
+// the plugin asked for an order its capabilities do not announce.
+func TestCheck_StagingUnadvertisedButRequired(t *testing.T) {
+	p := csitest.Start(t, csitest.Config{
+		Controller: csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true},
+	})
+	p.SetHook(csitest.MethodNodePublishVolume, func(context.Context, string, any) error {
+		return status.Error(codes.FailedPrecondition, "volume is not staged; call NodeStageVolume first")
+	})
+
+	r := check(t, fakeConfig(p))
+
+	requireOneFailure(t, r, `step "mount (allocation 1)": NodePublishVolume returned FailedPrecondition; the spec requires OK: the plugin does not advertise STAGE_UNSTAGE_VOLUME, so the CO publishes without NodeStageVolume; a plugin that reports staging unnecessary must not require it (plugin message: "volume is not staged; call NodeStageVolume first")`)
+	// The cleanups released the claim (ControllerUnpublish) and deleted
+	// the volume.
+	requireClean(t, p, true, "")
+	p.RequireSequence(t, csitest.MethodControllerPublishVolume, csitest.MethodNodePublishVolume,
+		csitest.MethodControllerUnpublishVolume, csitest.MethodDeleteVolume)
+}
+
+// With StrictUnstage, a plugin whose NodeUnstageVolume succeeds while a
+// target is still published (csitest's fake tolerates it and records a
+// violation) fails the probe; the harness stages the volume again and
+// the lifecycle completes.
+func TestCheck_UnstageWhilePublishedTolerated(t *testing.T) {
+	p := full(t)
+	cfg := fakeConfig(p)
+	cfg.StrictUnstage = true
+
+	r := check(t, cfg)
+
+	requireOneFailure(t, r, `step "unstage while published (probe)": NodeUnstageVolume returned OK; with Config.StrictUnstage the harness requires FailedPrecondition while the volume is still published at 2 target(s)`)
+	vs := p.Violations()
+	if len(vs) != 1 || vs[0].Rule != csitest.RuleUnstageWhilePublished {
+		t.Errorf("want the fake to record the probe as %s, got %v", csitest.RuleUnstageWhilePublished, vs)
+	}
+	requireClean(t, p, true, "")
+}
+
+// A plugin that refuses the probe passes it.
+func TestCheck_UnstageWhilePublishedRefused(t *testing.T) {
+	p := full(t)
+	p.SetHook(csitest.MethodNodeUnstageVolume, func(_ context.Context, _ string, req any) error {
+		id := req.(*csipb.NodeUnstageVolumeRequest).GetVolumeId()
+		if v, ok := p.Volume(id); ok && len(v.Published) > 0 {
+			return status.Errorf(codes.FailedPrecondition, "volume %s is still published", id)
+		}
+		return nil
+	})
+	cfg := fakeConfig(p)
+	cfg.StrictUnstage = true
+
+	r := check(t, cfg)
+
+	if r.Failed() {
+		t.Fatalf("failures:\n\t%s", strings.Join(failuresOf(r), "\n\t"))
+	}
+	p.RequireNoViolations(t)
+}
+
+// NodePublishVolume of an unknown volume answers Internal, not NotFound.
+func TestCheck_WrongCodeForUnknownVolume(t *testing.T) {
+	p := full(t)
+	p.SetHook(csitest.MethodNodePublishVolume, func(_ context.Context, _ string, req any) error {
+		id := req.(*csipb.NodePublishVolumeRequest).GetVolumeId()
+		if _, ok := p.Volume(id); !ok {
+			return status.Errorf(codes.Internal, "lookup of %s failed", id)
+		}
+		return nil
+	})
+
+	r := check(t, fakeConfig(p))
+
+	f := requireOneFailure(t, r, `step "publish of an unknown volume": NodePublishVolume returned Internal; the spec requires NotFound when volume_id does not exist (volume_id "vol-`)
+	if f.Call != "NodePublishVolume" || f.Code != csi.CodeInternal || f.Fatal {
+		t.Errorf("failure fields: %+v", f)
+	}
+	requireClean(t, p, true, "")
+}
+
+// More misbehaviours, one failure each, none fatal.
+func TestCheck_Misbehaviour(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		break_ func(p *csitest.Plugin)
+		want   string
+	}{{
+		name: "CreateVolume repeat refused",
+		break_: func(p *csitest.Plugin) {
+			var mu sync.Mutex
+			n := 0
+			p.SetHook(csitest.MethodCreateVolume, func(_ context.Context, _ string, req any) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if req.(*csipb.CreateVolumeRequest).GetName() == "" {
+					return nil
+				}
+				if n++; n == 2 {
+					return status.Error(codes.AlreadyExists, "name taken")
+				}
+				return nil
+			})
+		},
+		want: `step "create volume (idempotent repeat)": CreateVolume returned AlreadyExists; the spec requires OK and the same volume when CreateVolume is repeated with the same name and arguments`,
+	}, {
+		name: "missing field accepted",
+		break_: func(p *csitest.Plugin) {
+			p.SetHook(csitest.MethodControllerPublishVolume, func(_ context.Context, _ string, req any) error {
+				if req.(*csipb.ControllerPublishVolumeRequest).GetNodeId() == "" {
+					return status.Error(codes.NotFound, "no such node")
+				}
+				return nil
+			})
+		},
+		want: `step "controller publish without a node ID": ControllerPublishVolume returned NotFound; the spec requires InvalidArgument when a required field is missing (ControllerPublishVolumeRequest.node_id)`,
+	}, {
+		name: "DeleteVolume of a deleted volume fails",
+		break_: func(p *csitest.Plugin) {
+			p.SetHook(csitest.MethodDeleteVolume, func(_ context.Context, _ string, req any) error {
+				if _, ok := p.Volume(req.(*csipb.DeleteVolumeRequest).GetVolumeId()); !ok {
+					return status.Error(codes.Internal, "no such volume")
+				}
+				return nil
+			})
+		},
+		want: `step "delete volume (idempotent repeat)": DeleteVolume returned Internal; a repeated teardown must succeed: the spec requires OK, or NotFound where it allows it for something already gone; DeleteVolume of a volume that does not exist must reply OK`,
+	}, {
+		name: "ControllerPublish repeat returns another context",
+		break_: func(p *csitest.Plugin) {
+			var mu sync.Mutex
+			n := 0
+			p.SetHook(csitest.MethodControllerPublishVolume, func(context.Context, string, any) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if n++; n == 2 {
+					return status.Error(codes.FailedPrecondition, "already attached")
+				}
+				return nil
+			})
+		},
+		want: `step "controller publish (idempotent repeat)": ControllerPublishVolume returned FailedPrecondition; the spec requires OK and the same publish_context`,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			p := full(t)
+			c.break_(p)
+			r := check(t, fakeConfig(p))
+			if f := requireOneFailure(t, r, c.want); f.Fatal {
+				t.Errorf("fatal: %s", f)
+			}
+			requireClean(t, p, true, "")
+		})
+	}
+}
+
+// A plugin whose NodeUnpublishVolume always fails: the unmount step
+// fails and stops the lifecycle, and the cleanups report their own
+// failures while they still detach and delete what they can.
+func TestCheck_CleanupFailuresReported(t *testing.T) {
+	p := full(t)
+	p.FailAlways(csitest.MethodNodeUnpublishVolume, codes.Internal)
+
+	r := check(t, fakeConfig(p))
+
+	got := failuresOf(r)
+	for _, want := range []string{
+		`step "unmount (allocation 2)": NodeUnpublishVolume returned Internal; the spec requires OK for a valid request made in the lifecycle's order`,
+		`step "cleanup: unmount (allocation 2)": NodeUnpublishVolume returned Internal`,
+		`step "cleanup: unmount (allocation 1)": NodeUnpublishVolume returned Internal`,
+		`step "cleanup: release claims": NodeUnpublishVolume returned Internal`,
+	} {
+		found := false
+		for _, g := range got {
+			found = found || strings.HasPrefix(g, want)
+		}
+		if !found {
+			t.Errorf("no failure starting with\n\t%s\ngot:\n\t%s", want, strings.Join(got, "\n\t"))
+		}
+	}
+	// The cleanups detached the volume and deleted it, although the node
+	// still has it published.
+	if v := p.Volumes(); len(v) != 0 {
+		t.Errorf("volumes left: %v", v)
+	}
+}
+
+// A plugin that never answers Probe ready fails the fingerprint within
+// the step's timeout, and nothing else runs.
+func TestCheck_NeverReady(t *testing.T) {
+	p := full(t)
+	p.SetProbeReady(false)
+	cfg := fakeConfig(p)
+	cfg.Timeout = 200 * 1e6 // a bound on the wait, not a measurement
+
+	r := check(t, cfg)
+
+	requireOneFailure(t, r, `step "fingerprint": Probe returned OK with ready=false; the plugin at `)
+	if n := p.CallCount(csitest.MethodCreateVolume); n != 0 {
+		t.Errorf("CreateVolume called %d times on a plugin that is not ready", n)
+	}
+}
