@@ -1,0 +1,130 @@
+// Package plugintest is a harness for CSI plugin authors: it drives a
+// plugin through the orchestrator's whole lifecycle with the real csikit
+// stack, in-process, and checks what the CSI spec requires of every
+// answer. It runs in an ordinary go test (no Ginkgo), and csicheck runs
+// the same checks from the command line.
+//
+// # Usage
+//
+// Start the plugin on a unix socket, then call Run from a test:
+//
+//	func TestMyPlugin(t *testing.T) {
+//		sock := startMyPlugin(t) // serves until the test ends
+//		plugintest.Run(t, plugintest.Config{
+//			Endpoint: "unix://" + sock,
+//			// Node-only plugins: a volume to use, as csi-sanity cannot.
+//			// VolumeID: "disk-42",
+//			Parameters: map[string]string{"pool": "fast"},
+//		})
+//	}
+//
+// Every failed check is a t.Errorf, so one run lists every failure. Run
+// may be called many times in one test binary, from parallel tests.
+// Outside a test, Check runs the same lifecycle against any Reporter: a
+// *Recorder keeps the results for assertions or a table; csicheck prints
+// them.
+//
+// # The lifecycle
+//
+// Each run builds its own stack: a state.MemStore with a LocalApplier, an
+// rpcshim Router and Server over an InmemTransport, one node with a
+// fingerprint.Manager (the plugin registered as its instances), a
+// mounter.Mounter and an rpcshim NodeEndpoint, and a claimgc.Worker. Then,
+// in order (step names in quotes):
+//
+//  1. "fingerprint": Probe (waiting for ready), GetPluginInfo,
+//     GetPluginCapabilities, the capability calls and NodeGetInfo. A
+//     plugin that advertises CONTROLLER_SERVICE is a monolith, one that
+//     does not is node-only; ControllerEndpoint and NodeEndpoint name the
+//     halves of a split plugin.
+//  2. "register plugin on the node": the node's registry fingerprints the
+//     plugin and the store sees it healthy.
+//  3. "create volume" through the server and router (when the plugin
+//     advertises CREATE_DELETE_VOLUME and Config.VolumeID is empty), or
+//     "register volume" for the pre-provisioned Config.VolumeID
+//     (ValidateVolumeCapabilities when the plugin has a controller).
+//  4. "claim (allocation 1)", a write claim: ControllerPublishVolume when
+//     the plugin advertises PUBLISH_UNPUBLISH_VOLUME. "claim (allocation
+//     2)", a read claim, shares the attachment.
+//  5. "mount (allocation 1)" stages (STAGE_UNSTAGE_VOLUME) and publishes;
+//     "mount (allocation 2)" publishes from the same stage, read-only.
+//  6. "data": a file written through allocation 1's target is read back
+//     through every target (Config.DataCheck).
+//  7. "unmount (allocation 2)", then "unmount (allocation 1)", which also
+//     unstages. The spec makes the plugin delete what it created at each
+//     target_path; a target left in place fails the step.
+//  8. "release": the allocations stop and the claim release worker frees
+//     the claims (node detach, ControllerUnpublishVolume, free).
+//  9. "delete volume" (or "deregister volume" for a pre-provisioned one).
+//  10. "order of calls" and "nothing left behind" check the run itself.
+//
+// A single-node-single-writer volume gets one allocation. A plugin that
+// refuses the second target of a volume in a single-node mode with
+// FailedPrecondition, as the spec's NodePublishVolume table allows, gets
+// one too, and the step says so.
+//
+// # What is checked
+//
+// Every step's result. Each failure names the step, the CSI call, the
+// gRPC code received and what the spec expects, with the facts the
+// harness knows:
+//
+//	step "publish (idempotent repeat)": NodePublishVolume returned AlreadyExists; the spec requires OK when the volume is already published at target_path with identical arguments
+//
+// Idempotency: each mutating call the stack made is repeated directly
+// through a csi/plugin client with identical arguments. CreateVolume must
+// return the same volume, ControllerPublishVolume the same publish
+// context; NodeStageVolume and NodePublishVolume must succeed; the
+// teardown calls (NodeUnpublishVolume, NodeUnstageVolume,
+// ControllerUnpublishVolume, DeleteVolume) repeated on what is already
+// gone must answer OK, or NotFound where the spec allows it.
+//
+// Refusals the spec mandates: ControllerPublishVolume and
+// NodePublishVolume of an unknown volume ID (shaped like the real one)
+// must answer NotFound; CreateVolume without a name,
+// ControllerPublishVolume without a node ID, NodeStageVolume without a
+// staging path and NodePublishVolume without a target path must answer
+// InvalidArgument.
+//
+// Order. The spec puts the duty of ordering on the CO, so the harness
+// reads "the order of calls" two ways. It checks that the csikit stack
+// called the plugin in the spec's order, each call once (a guard on the
+// harness, so that every verdict rests on a correct lifecycle). And it
+// holds the plugin to the order its own capabilities announce: a plugin
+// that does not advertise STAGE_UNSTAGE_VOLUME but refuses
+// NodePublishVolume as "not staged", one that refuses NodeStageVolume
+// for want of a ControllerPublishVolume it did not ask for, or one that
+// refuses NodeUnstageVolume after every NodeUnpublishVolume returned OK,
+// fails with a message naming the mismatch. With Config.StrictUnstage the
+// harness also probes NodeUnstageVolume while the volume is still
+// published and requires FailedPrecondition: the spec does not demand
+// that refusal, but a plugin whose unstage would pull storage from under
+// live publications should make it (csitest's fake tolerates such an
+// unstage; the hostpath example refuses it). The harness stages the
+// volume again after a probe that succeeded.
+//
+// # Stopping and cleaning up
+//
+// A failure that later steps depend on (a claim that failed, a mount
+// that failed) stops the lifecycle: the remaining steps are reported
+// skipped, and Run ends the test with t.FailNow. Independent checks
+// (repeats, refusals, data) never stop it.
+//
+// Whatever happened, the undo of every step taken runs in reverse order
+// at the end: unmount what the mounter may still have published, release
+// the claims through the worker (or, when that fails, detach the volume
+// directly and drop the claims), delete the volume the run created, and
+// undo anything a probe created by mistake. A cleanup that fails is
+// reported as a failure too. Cleanups run before Run returns, not only
+// through t.Cleanup (where Run registers them as well), so that they run
+// while the plugin certainly still serves, even when the test stops it
+// with a deferred call, and so that the test can inspect the plugin
+// afterwards.
+//
+// # What it does not do
+//
+// One node only; no topology, snapshots, expansion, volume statistics
+// or health calls; no data check on block devices. The harness runs in
+// the plugin's mount namespace (in-process or on the same host), since it
+// reads and writes the published paths itself.
+package plugintest

@@ -1,0 +1,93 @@
+package plugintest_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csitest"
+	"github.com/csikit/csikit/plugintest"
+)
+
+// Check runs the lifecycle outside a test, here against csitest's fake
+// plugin, and reports to a Recorder. In a test, plugintest.Run(t, cfg)
+// does the same and reports to t.
+func Example() {
+	p, err := csitest.New(csitest.Config{
+		Controller: csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true},
+		Node:       csi.NodeCapabilities{StageUnstageVolume: true},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer p.Stop()
+
+	r := &plugintest.Recorder{}
+	err = plugintest.Check(context.Background(), plugintest.Config{
+		Endpoint: "unix://" + p.Endpoint(),
+		// The fake keeps no data: each target is a directory of its own.
+		DataCheck: plugintest.DataWriterOnly,
+	}, r)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range r.Steps()[:8] {
+		fmt.Println(s.Status, s.Name)
+	}
+	fmt.Println("…", len(r.Steps()), "steps, failed:", r.Failed())
+	fmt.Println("volumes left in the plugin:", len(p.Volumes()))
+	// Output:
+	// pass fingerprint
+	// pass register plugin on the node
+	// pass create volume
+	// pass create volume (idempotent repeat)
+	// pass create volume without a name
+	// pass claim (allocation 1)
+	// pass controller publish (idempotent repeat)
+	// pass controller publish of an unknown volume
+	// … 29 steps, failed: false
+	// volumes left in the plugin: 0
+}
+
+// A plugin that is not idempotent: a second, identical NodePublishVolume
+// answers AlreadyExists. The Recorder holds the failure, which names the
+// step, the call, the code and what the spec requires.
+func ExampleRecorder() {
+	p, err := csitest.New(csitest.Config{
+		Controller: csi.ControllerCapabilities{CreateDeleteVolume: true},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer p.Stop()
+	published := map[string]bool{}
+	p.SetHook(csitest.MethodNodePublishVolume, func(_ context.Context, _ string, req any) error {
+		target := req.(interface{ GetTargetPath() string }).GetTargetPath()
+		if published[target] {
+			return status.Error(codes.AlreadyExists, "already published")
+		}
+		published[target] = true
+		return nil
+	})
+
+	r := &plugintest.Recorder{}
+	cfg := plugintest.Config{Endpoint: p.Endpoint(), DataCheck: plugintest.DataWriterOnly}
+	if err := plugintest.Check(context.Background(), cfg, r); err != nil {
+		log.Fatal(err)
+	}
+	for _, f := range r.Failures() {
+		fmt.Println(f)
+	}
+	// Output:
+	// step "publish (idempotent repeat)": NodePublishVolume returned AlreadyExists; the spec requires OK when the volume is already published at target_path with identical arguments (plugin message: "already published")
+}
