@@ -72,9 +72,11 @@ type fakeTB struct {
 	errors, logs []string
 }
 
-func (f *fakeTB) Helper()                           {}
-func (f *fakeTB) Errorf(format string, args ...any) { f.errors = append(f.errors, sprintf(format, args...)) }
-func (f *fakeTB) Logf(format string, args ...any)   { f.logs = append(f.logs, sprintf(format, args...)) }
+func (f *fakeTB) Helper() {}
+func (f *fakeTB) Errorf(format string, args ...any) {
+	f.errors = append(f.errors, sprintf(format, args...))
+}
+func (f *fakeTB) Logf(format string, args ...any) { f.logs = append(f.logs, sprintf(format, args...)) }
 
 func TestTestReporter(t *testing.T) {
 	tb := &fakeTB{}
