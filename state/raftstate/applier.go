@@ -64,19 +64,21 @@ type applied struct {
 }
 
 func (s *Server) apply(ctx context.Context, kind string, b []byte, mayForward bool) (state.Result, error) {
-	r := s.running()
-	if r == nil {
+	r, ok := s.begin()
+	if !ok {
 		return state.Result{}, errNotRunning("apply " + kind)
 	}
 	if r.State() != raft.Leader {
+		s.end()
 		return s.notLeader(ctx, r, kind, b, mayForward)
 	}
 	// raft's futures have no channel and Apply takes no ctx; wait on
 	// another goroutine so ctx and Shutdown can end the wait. raft
-	// answers every future it accepted when it commits the entry, loses
-	// leadership or stops, so the goroutine ends then.
+	// answers the future when it commits the entry or loses leadership;
+	// Shutdown waits for that (begin, end) before it stops raft.
 	done := make(chan applied, 1)
 	go func() {
+		defer s.end()
 		f := r.Apply(b, 0)
 		done <- applied{future: f, err: f.Error()}
 	}()

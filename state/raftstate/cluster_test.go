@@ -178,6 +178,7 @@ func TestServer_Apply_Follower(t *testing.T) {
 		leader := c.leader()
 		claims := setupClaims(t, leader.srv, "f", 1)
 		f := c.followers(leader)[0]
+		waitKnowsLeader(t, f, leader)
 		before := indexes(t, leader.store)
 		_, err := f.srv.Apply(context.Background(), claims[0])
 		var nl *raftstate.NotLeaderError
@@ -199,6 +200,7 @@ func TestServer_Apply_Follower(t *testing.T) {
 		c := newCluster(t, clusterOpts{forward: true})
 		leader := c.leader()
 		f := c.followers(leader)[0]
+		waitKnowsLeader(t, f, leader)
 		claims := setupClaims(t, f.srv, "f", 2) // every write forwarded
 		res := apply(t, f.srv, claims[0])
 		// The follower's own store holds it when Apply returns.
@@ -218,6 +220,16 @@ func TestServer_Apply_Follower(t *testing.T) {
 		_, err = leader.srv.ApplyForwarded(context.Background(), []byte(`{"kind":"nope","body":{}}`))
 		expectIs(t, err, csi.ErrInvalidRequest)
 	})
+}
+
+// waitKnowsLeader waits until f has heard from the leader: right after
+// an election a follower may not know it yet, and then refuses writes
+// (or cannot forward them) with a *NotLeaderError naming no leader.
+func waitKnowsLeader(t *testing.T, f, leader *member) {
+	t.Helper()
+	_, id, err := f.srv.WaitLeader(waitCtx(t))
+	must(t, err)
+	expectEqual(t, id, leader.id)
 }
 
 // TestServer_Restart_FromDataDir stops the whole cluster and starts it

@@ -48,10 +48,10 @@ type Config struct {
 	Store state.Store
 	// Transport carries raft's RPCs between servers:
 	// raftstate.NewTCPTransport (or raft.NewTCPTransportWithLogger) for
-	// a real cluster, raft.NewInmemTransport for tests. New takes
-	// ownership: Shutdown closes it, even if Start never ran. Its
-	// LocalAddr is this server's raft address, the one other servers
-	// Join.
+	// a real cluster, raft.NewInmemTransport for tests. Once New
+	// succeeds the Server owns it: Shutdown closes it, even if Start
+	// never ran. Its LocalAddr is this server's raft address, the one
+	// other servers Join.
 	Transport raft.Transport
 
 	// DataDir holds the durable raft state: raft.db (the log and the

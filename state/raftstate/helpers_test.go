@@ -26,9 +26,9 @@ func TestMain(m *testing.M) {
 // take tens of milliseconds; the tests wait on events, never on these.
 func testRaftConfig() *raft.Config {
 	c := raft.DefaultConfig()
-	c.HeartbeatTimeout = 100 * time.Millisecond
-	c.ElectionTimeout = 100 * time.Millisecond
-	c.LeaderLeaseTimeout = 100 * time.Millisecond
+	c.HeartbeatTimeout = 300 * time.Millisecond
+	c.ElectionTimeout = 300 * time.Millisecond
+	c.LeaderLeaseTimeout = 300 * time.Millisecond
 	c.CommitTimeout = 5 * time.Millisecond
 	return c
 }

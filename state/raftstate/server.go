@@ -49,6 +49,11 @@ type Server struct {
 	closeDB func() error
 	known   map[string]string // server ID → raft address, self included
 	formed  bool              // the cluster formed: bootstrapped here, or raft state found at Start
+	// inflight counts goroutines waiting on a raft future (an Apply on
+	// the leader, a leadership barrier); drained is closed once Shutdown
+	// has begun and none is left.
+	inflight int
+	drained  chan struct{}
 
 	notifyCh chan bool
 	obsCh    chan raft.Observation
@@ -112,6 +117,7 @@ func New(cfg Config) (*Server, error) {
 		stopRun:       make(chan struct{}),
 		runDone:       make(chan struct{}),
 		stopped:       make(chan struct{}),
+		drained:       make(chan struct{}),
 		leaderChanged: make(chan struct{}),
 		observers:     map[uint64]func(bool){},
 	}, nil
@@ -347,6 +353,31 @@ func (s *Server) Servers() ([]Peer, error) {
 	return sortedPeers(m), nil
 }
 
+// begin registers a goroutine that will wait on a raft future and
+// returns raft; false once Shutdown has begun (or before Start).
+// Shutdown lets such goroutines finish before it stops raft, because
+// raft never answers an entry it committed but had not yet handed to
+// the FSM when it stopped.
+func (s *Server) begin() (*raft.Raft, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.phase != phaseRunning {
+		return nil, false
+	}
+	s.inflight++
+	return s.raft, true
+}
+
+// end is the counterpart of a successful begin.
+func (s *Server) end() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.inflight--
+	if s.phase == phaseStopped && s.inflight == 0 {
+		close(s.drained)
+	}
+}
+
 // running returns raft while the server runs, or nil.
 func (s *Server) running() *raft.Raft {
 	s.mu.Lock()
@@ -471,8 +502,14 @@ func (s *Server) run(r *raft.Raft) {
 				s.setEstablished(false)
 				continue
 			}
+			if _, ok := s.begin(); !ok {
+				continue // shutting down
+			}
 			ch := make(chan error, 1)
-			go func() { ch <- r.Barrier(0).Error() }()
+			go func() {
+				defer s.end()
+				ch <- r.Barrier(0).Error()
+			}()
 			barrier = ch
 		case err := <-barrier:
 			barrier = nil
@@ -495,14 +532,19 @@ func (s *Server) run(r *raft.Raft) {
 // Shutdown stops raft, the server's goroutine and the stores, closes the
 // transport, and reports the loss of leadership to OnLeadership if this
 // server led. It returns once all of it is done; later calls return the
-// first call's result. Writes in flight return an error: Uncertain, the
-// write may or may not have been committed by the others. The store
-// keeps what it holds and stays readable.
+// first call's result. The store keeps what it holds and stays
+// readable.
 //
-// One gap comes from hashicorp/raft: a write committed but not yet
-// handed to the FSM when raft stops is never answered by raft. Its
-// Apply returns at Shutdown all the same, but a goroutine of this
-// package stays parked on raft's answer until the process ends.
+// New writes are refused from the start of Shutdown (an error matching
+// csi.ErrUnavailable). Writes raft has already taken are given time to
+// be answered before raft stops, up to 2×(HeartbeatTimeout +
+// LeaderLeaseTimeout): committed ones return their result, and a leader
+// that lost its quorum steps down within its lease and answers them
+// Uncertain. hashicorp/raft never answers an entry that it committed
+// but had not yet handed to the FSM when it stopped; the wait keeps
+// that from happening. Only if it runs out do the remaining writes
+// return Uncertain at once, with a goroutine of this package left
+// waiting on raft until the process ends.
 func (s *Server) Shutdown() error {
 	s.shutdownOnce.Do(func() { s.shutdownErr = s.shutdown() })
 	return s.shutdownErr
@@ -513,9 +555,22 @@ func (s *Server) shutdown() error {
 	prev := s.phase
 	s.phase = phaseStopped
 	r, closeDB := s.raft, s.closeDB
+	if s.inflight == 0 {
+		close(s.drained)
+	}
 	s.mu.Unlock()
 	var errs []error
 	if prev == phaseRunning {
+		// Let raft answer what it has taken: commits go through, and a
+		// leader without quorum steps down within its lease and answers
+		// "leadership lost".
+		drain := time.NewTimer(2 * (s.rcfg.HeartbeatTimeout + s.rcfg.LeaderLeaseTimeout))
+		select {
+		case <-s.drained:
+		case <-drain.C:
+			s.cfg.Logger.Warn("shutting down with writes still waiting on raft; they end as uncertain")
+		}
+		drain.Stop()
 		if err := r.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("raftstate: stop raft: %w", err))
 		}

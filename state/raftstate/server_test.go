@@ -3,6 +3,8 @@ package raftstate_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,5 +158,121 @@ func TestServer_OnLeadership(t *testing.T) {
 		}
 	} else {
 		expectEqual(t, len(fch), 0)
+	}
+}
+
+// TestServer_Start_KnownServers checks the bootstrap done by Start
+// itself: servers told about each other before they start, and a
+// one-server cluster (BootstrapExpect 1), which has no one to wait for.
+func TestServer_Start_KnownServers(t *testing.T) {
+	t.Run("joined before start", func(t *testing.T) {
+		ids := []string{"s1", "s2", "s3"}
+		transports := map[string]*raft.InmemTransport{}
+		for _, id := range ids {
+			_, transports[id] = raft.NewInmemTransport(raft.ServerAddress(id))
+		}
+		var servers []*raftstate.Server
+		leaders := make(chan string, 8)
+		for _, id := range ids {
+			for _, peer := range ids {
+				transports[id].Connect(raft.ServerAddress(peer), transports[peer])
+			}
+			store, err := state.NewMemStore(state.Config{})
+			must(t, err)
+			srv, err := raftstate.New(raftstate.Config{ID: id, Store: store, Transport: transports[id], InMemory: true, BootstrapExpect: 3, Raft: testRaftConfig()})
+			must(t, err)
+			t.Cleanup(func() { must(t, srv.Shutdown()) })
+			for _, peer := range ids {
+				must(t, srv.Join(raftstate.Peer{ID: peer, Addr: peer}))
+			}
+			srv.OnLeadership(func(l bool) {
+				if l {
+					leaders <- id
+				}
+			})
+			servers = append(servers, srv)
+		}
+		for _, srv := range servers {
+			must(t, srv.Start())
+		}
+		select {
+		case <-leaders:
+		case <-waitCtx(t).Done():
+			t.Fatal("no leader")
+		}
+		for _, srv := range servers {
+			got, err := srv.Servers()
+			must(t, err)
+			expectEqual(t, len(got), 3)
+		}
+	})
+	t.Run("one server", func(t *testing.T) {
+		store, err := state.NewMemStore(state.Config{})
+		must(t, err)
+		_, trans := raft.NewInmemTransport("solo")
+		srv, err := raftstate.New(raftstate.Config{ID: "solo", Store: store, Transport: trans, InMemory: true, BootstrapExpect: 1, Raft: testRaftConfig()})
+		must(t, err)
+		t.Cleanup(func() { must(t, srv.Shutdown()) })
+		must(t, srv.Start())
+		_, id, err := srv.WaitLeader(waitCtx(t))
+		must(t, err)
+		expectEqual(t, id, "solo")
+		must(t, srv.Join(raftstate.Peer{ID: "s2", Addr: "s2"})) // formed: changes nothing
+		res, err := srv.Apply(context.Background(), allocsCmd("web-1"))
+		must(t, err)
+		expectEqual(t, res.Changed, true)
+	})
+}
+
+// TestServer_Shutdown_WritesInFlight shuts the leader down while
+// writers keep it busy: every write either succeeded, and is in the
+// leader's store, or failed with an error a caller knows to retry; and
+// no goroutine is left waiting on raft (goleak, in TestMain).
+func TestServer_Shutdown_WritesInFlight(t *testing.T) {
+	c := newCluster(t, clusterOpts{})
+	leader := c.leader()
+	const writers = 8
+	var (
+		wg        sync.WaitGroup
+		mu        sync.Mutex
+		succeeded []string
+	)
+	started := make(chan struct{}, writers)
+	failures := make(chan error, writers)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; ; i++ {
+				id := fmt.Sprintf("w%d-%d", w, i)
+				_, err := leader.srv.Apply(context.Background(), allocsCmd(id))
+				if i == 0 {
+					started <- struct{}{}
+				}
+				if err != nil {
+					failures <- err
+					return
+				}
+				mu.Lock()
+				succeeded = append(succeeded, id)
+				mu.Unlock()
+			}
+		}()
+	}
+	for range writers {
+		<-started // every writer has made a write
+	}
+	c.stop(leader)
+	wg.Wait()
+	close(failures)
+	for err := range failures {
+		if !csi.IsRetryable(err) {
+			t.Errorf("a write cut by Shutdown failed with a Final error: %v", err)
+		}
+	}
+	for _, id := range succeeded {
+		if _, err := leader.store.Allocation(id); err != nil {
+			t.Errorf("allocation %s was acknowledged but is not in the leader's store: %v", id, err)
+		}
 	}
 }
