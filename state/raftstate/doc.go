@@ -49,12 +49,14 @@
 // A server with no raft state does not bootstrap alone. It bootstraps
 // only once it knows Config.BootstrapExpect servers (itself and the
 // peers given to Join, by ID and raft address), and then with exactly
-// those, sorted by ID. Every server given the same servers builds the
-// same configuration, which raft accepts from several servers at once;
-// the first to win an election leads and the others follow. Until a
-// server knows them all it has no configuration, so it cannot start an
-// election. Join refuses input that shows the servers were configured
-// differently (an ID at two addresses, more servers than expected).
+// those, sorted by ID. Until then it has no configuration, so it cannot
+// stand for election. The first server to know them all bootstraps and
+// stands; the others vote for it and receive the configuration from its
+// log. A server that reaches the count later either already holds that
+// configuration (and does not bootstrap) or bootstraps with the same
+// one, which raft accepts since the configurations are identical. Join
+// refuses input that shows the servers were configured differently (an
+// ID at two addresses, more servers than expected).
 //
 // A server started on a data dir that holds raft state
 // (raft.HasExistingState) never bootstraps: it rejoins from its log and
@@ -104,8 +106,9 @@
 //     writes. Call Start.
 //  3. Tell it about the other servers with Join(Peer{ID, Addr}, …), as
 //     the host learns them (flags, discovery, a status call to each
-//     peer); repeat Join freely, it is idempotent. Once every server
-//     knows BootstrapExpect servers the cluster forms.
+//     peer); repeat Join freely, it is idempotent. The cluster forms
+//     once a server knows BootstrapExpect servers; give every server the
+//     same ones.
 //  4. Use the Server as the state.Applier of everything that writes
 //     (rpcshim.Server, claimgc.Worker, fingerprint intake) and the
 //     store as their state.Reader, on every server.

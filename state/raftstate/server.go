@@ -135,9 +135,11 @@ func (s *Server) FSM() *FSM { return s.fsm }
 // the data dir held no raft state and the expected servers are already
 // known (BootstrapExpect 1, or Join called before Start), bootstraps
 // the cluster. A server whose data dir holds raft state rejoins its
-// cluster from it and never bootstraps. Start runs once; on error,
-// nothing is left running or open, and the Server is done (Shutdown
-// still closes the transport).
+// cluster from it and never bootstraps. On error nothing is left
+// running or open. Start may be called again after an error opening
+// the data dir (a lock held by another process, say); after any other
+// error, or once it succeeded, it is refused: Shutdown, and build a new
+// Server.
 func (s *Server) Start() error {
 	started, err := s.start()
 	if err != nil && started {
@@ -159,6 +161,8 @@ func (s *Server) start() (started bool, err error) {
 	}
 	logs, stable, snaps, closeDB, err := s.openStores()
 	if err != nil {
+		// Nothing was opened: Start may be tried again (a data dir
+		// locked by a server that is stopping).
 		return false, err
 	}
 	existing, err := raft.HasExistingState(logs, stable, snaps)
@@ -170,8 +174,11 @@ func (s *Server) start() (started bool, err error) {
 	rc.NotifyCh = s.notifyCh
 	r, err := raft.NewRaft(&rc, s.fsm, logs, stable, snaps, s.cfg.Transport)
 	if err != nil {
+		// raft may have restored a snapshot into the store: it is no
+		// longer empty, so this Server cannot start again.
 		closeDB()
-		return false, fmt.Errorf("raftstate: start raft on %s: %w", s.where(), err)
+		s.phase = phaseStopped
+		return false, fmt.Errorf("raftstate: start raft on %s: %w; build a new Server with a new, empty store", s.where(), err)
 	}
 	r.RegisterObserver(s.observer)
 	s.raft, s.closeDB, s.phase, s.formed = r, closeDB, phaseRunning, existing
@@ -233,8 +240,9 @@ func (s *Server) openStores() (raft.LogStore, raft.StableStore, raft.SnapshotSto
 // server that knows BootstrapExpect servers bootstraps the cluster with
 // exactly those, sorted by ID; every server that reaches the count
 // does the same with the same list, which raft accepts since the
-// configurations are identical, and the first to win an election
-// leads. Until then nothing is written and no election runs.
+// configurations are identical (or finds it already received that
+// configuration from the leader). Until then this server writes
+// nothing and cannot stand for election.
 //
 // Join may be called before or after Start, any number of times, with
 // any subset of the peers. It is refused, and changes nothing, when a
