@@ -5,6 +5,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -271,7 +272,7 @@ func TestCheck_NeverReady(t *testing.T) {
 	p := full(t)
 	p.SetProbeReady(false)
 	cfg := fakeConfig(p)
-	cfg.Timeout = 200 * 1e6 // a bound on the wait, not a measurement
+	cfg.Timeout = 200 * time.Millisecond // a bound on the wait, not a measurement
 
 	r := check(t, cfg)
 
@@ -279,4 +280,67 @@ func TestCheck_NeverReady(t *testing.T) {
 	if n := p.CallCount(csitest.MethodCreateVolume); n != 0 {
 		t.Errorf("CreateVolume called %d times on a plugin that is not ready", n)
 	}
+}
+
+// A plugin that refuses a second target of a single-node-writer volume
+// with FailedPrecondition, as the spec's NodePublishVolume table allows:
+// the second mount is skipped with the reason, and the run passes with
+// one allocation.
+func TestCheck_SecondTargetRefused(t *testing.T) {
+	p := full(t)
+	p.SetHook(csitest.MethodNodePublishVolume, func(_ context.Context, _ string, req any) error {
+		r := req.(*csipb.NodePublishVolumeRequest)
+		if v, ok := p.Volume(r.GetVolumeId()); ok && r.GetTargetPath() != "" {
+			for target := range v.Published {
+				if target != r.GetTargetPath() {
+					return status.Errorf(codes.FailedPrecondition, "volume is published at %s", target)
+				}
+			}
+		}
+		return nil
+	})
+
+	r := check(t, fakeConfig(p))
+
+	if r.Failed() {
+		t.Fatalf("failures:\n\t%s", strings.Join(failuresOf(r), "\n\t"))
+	}
+	var mount2 plugintest.StepResult
+	for _, s := range r.Steps() {
+		if s.Name == "mount (allocation 2)" {
+			mount2 = s
+		}
+	}
+	if mount2.Status != plugintest.StatusSkip || !strings.Contains(mount2.Reason, "which the spec's NodePublishVolume table allows") {
+		t.Errorf("mount (allocation 2): %+v", mount2)
+	}
+	requireClean(t, p, true, "")
+	p.RequireNoViolations(t)
+}
+
+// Cancelling the caller's ctx ends the steps; the cleanups still run.
+func TestCheck_Interrupted(t *testing.T) {
+	p := full(t)
+	ctx, cancel := context.WithCancel(t.Context())
+	p.SetHook(csitest.MethodNodeStageVolume, func(context.Context, string, any) error {
+		cancel()
+		return nil
+	})
+	r := &plugintest.Recorder{}
+	dir := t.TempDir()
+	cfg := fakeConfig(p)
+	cfg.MountRoot, cfg.StateDir = dir+"/mnt", dir+"/state"
+	if err := plugintest.Check(ctx, cfg, r); err != nil {
+		t.Fatal(err)
+	}
+	skipped := false
+	for _, s := range r.Steps() {
+		if s.Status == plugintest.StatusSkip && strings.HasPrefix(s.Reason, "the run was interrupted") {
+			skipped = true
+		}
+	}
+	if !skipped {
+		t.Errorf("no step skipped as interrupted: %+v", r.Steps())
+	}
+	requireClean(t, p, true, "")
 }

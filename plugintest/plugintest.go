@@ -230,6 +230,9 @@ func (l *run) close() {
 // begin starts a step. It returns false, and reports the step skipped,
 // when an earlier failure stopped the lifecycle.
 func (l *run) begin(step string) bool {
+	if err := l.ctx.Err(); err != nil && l.stopped == "" {
+		l.stopped = fmt.Sprintf("the run was interrupted (%v)", err)
+	}
 	if l.stopped != "" {
 		l.rep.Skip(step, l.stopped)
 		return false
@@ -248,6 +251,9 @@ func (l *run) stepCtx() (context.Context, context.CancelFunc) {
 func (l *run) fail(f Failure) {
 	if f.Fatal && l.stopped == "" {
 		l.stopped = fmt.Sprintf("step %q failed", f.Step)
+		if err := l.ctx.Err(); err != nil {
+			l.stopped = fmt.Sprintf("the run was interrupted (%v)", err)
+		}
 	}
 	l.rep.Fail(f)
 }
@@ -265,7 +271,11 @@ func (l *run) failure(step string, err error, expect string) Failure {
 			f.Detail = "plugin message: " + strconv.Quote(rerr.Message)
 		}
 		if rerr.Code == csi.CodeDeadlineExceeded || rerr.Code == csi.CodeCanceled {
-			f.Expect += fmt.Sprintf("; the step had %s (Config.Timeout)", l.cfg.Timeout)
+			if l.ctx.Err() != nil {
+				f.Expect += "; the run was interrupted"
+			} else {
+				f.Expect += fmt.Sprintf("; the step had %s (Config.Timeout)", l.cfg.Timeout)
+			}
 		}
 	case errors.As(err, &resp):
 		f.Call, f.Code = resp.Method, csi.CodeOK

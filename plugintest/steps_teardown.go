@@ -220,11 +220,22 @@ func (l *run) checkLeftovers() {
 	}
 }
 
-// leftovers lists what remains under the mount root besides empty
-// top-level directories (the mounter keeps its staging and per-alloc
-// roots) and, with skipProbe, the probes' directory, whose undo runs
-// with the cleanups.
+// leftovers lists what remains under the mount root: every file, link
+// or device, and every empty directory at a path the plugin was given
+// (a target_path or staging_target_path, where an empty directory may
+// be a mount point). Empty directories elsewhere are the mounter's own
+// parents and harmless. With skipProbe, the probes' directory is left
+// out: its undo runs with the cleanups.
 func (l *run) leftovers(skipProbe bool) []string {
+	given := map[string]bool{}
+	for _, c := range l.calls.all() {
+		switch r := c.Req.(type) {
+		case *plugin.NodePublishRequest:
+			given[r.TargetPath] = true
+		case *plugin.NodeStageRequest:
+			given[r.StagingPath] = true
+		}
+	}
 	var out []string
 	root := l.cfg.MountRoot
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -232,15 +243,17 @@ func (l *run) leftovers(skipProbe bool) []string {
 			return nil
 		}
 		rel, _ := filepath.Rel(root, p)
-		if skipProbe && l.probeDir != "" && (p == l.probeDir || strings.HasPrefix(p, l.probeDir+string(filepath.Separator))) {
-			return nil
+		if l.probeDir != "" && (p == l.probeDir || strings.HasPrefix(p, l.probeDir+string(filepath.Separator))) {
+			if skipProbe {
+				return filepath.SkipDir
+			}
+			given[p] = true
 		}
 		if !d.IsDir() {
 			out = append(out, rel)
 			return nil
 		}
-		entries, err := os.ReadDir(p)
-		if err == nil && len(entries) == 0 && strings.Contains(rel, string(filepath.Separator)) {
+		if entries, err := os.ReadDir(p); err == nil && len(entries) == 0 && given[p] {
 			out = append(out, rel+string(filepath.Separator))
 		}
 		return nil
