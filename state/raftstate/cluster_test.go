@@ -232,11 +232,11 @@ func waitKnowsLeader(t *testing.T, f, leader *member) {
 	expectEqual(t, id, leader.id)
 }
 
-// TestServer_Restart_FromDataDir stops the whole cluster and starts it
+// TestServer_Start_FromDataDir stops the whole cluster and starts it
 // again from its data dirs: no server bootstraps again, and every store
 // comes back with the same state, from the log alone or from a snapshot
 // whose log was truncated.
-func TestServer_Restart_FromDataDir(t *testing.T) {
+func TestServer_Start_FromDataDir(t *testing.T) {
 	for _, snapshot := range []bool{false, true} {
 		t.Run(fmt.Sprintf("snapshot=%v", snapshot), func(t *testing.T) {
 			c := newCluster(t, clusterOpts{durable: true, raft: func(rc *raft.Config) { rc.TrailingLogs = 0 }})
@@ -304,10 +304,10 @@ func TestServer_Restart_FromDataDir(t *testing.T) {
 	}
 }
 
-// TestServer_Restart_FollowerBehindSnapshot restarts a follower that
+// TestServer_Start_FollowerBehindSnapshot restarts a follower that
 // missed writes the leader has already compacted away: the leader sends
 // its snapshot, and the follower's FSM restores it.
-func TestServer_Restart_FollowerBehindSnapshot(t *testing.T) {
+func TestServer_Start_FollowerBehindSnapshot(t *testing.T) {
 	c := newCluster(t, clusterOpts{durable: true, raft: func(rc *raft.Config) { rc.TrailingLogs = 0 }})
 	leader := c.leader()
 	claims := setupClaims(t, leader.srv, "b", 3)
@@ -328,10 +328,10 @@ func TestServer_Restart_FollowerBehindSnapshot(t *testing.T) {
 	must(t, f.srv.FSM().WaitApplied(waitCtx(t), res.Index))
 }
 
-// TestServer_TCP runs a cluster over TCP on loopback with data dirs:
+// TestServer_Apply_OverTCP runs a cluster over TCP on loopback with data dirs:
 // claims replicate, and after the leader stops the other two elect a
 // new one that takes writes.
-func TestServer_TCP(t *testing.T) {
+func TestServer_Apply_OverTCP(t *testing.T) {
 	c := newCluster(t, clusterOpts{tcp: true, durable: true})
 	leader := c.leader()
 	claims := setupClaims(t, leader.srv, "t", 3)

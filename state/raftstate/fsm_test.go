@@ -41,7 +41,7 @@ func (s *memSink) ID() string    { return "test" }
 func (s *memSink) Close() error  { s.closed = true; return nil }
 func (s *memSink) Cancel() error { s.canceled = true; return nil }
 
-func TestFSM_Apply(t *testing.T) {
+func TestFSM_Apply_Entries(t *testing.T) {
 	f, store := newFSM(t)
 	resp := f.Apply(commandLog(t, 3, allocsCmd("web-1")))
 	r, ok := resp.(*raftstate.Response)
@@ -86,10 +86,10 @@ func TestNewFSM_Refused(t *testing.T) {
 	}
 }
 
-// TestFSM_SnapshotRestore checks that a snapshot holds the state as of
+// TestFSM_Snapshot_RoundTrip checks that a snapshot holds the state as of
 // the Snapshot call, even when entries are applied before it is
 // persisted, and restores into another FSM whole.
-func TestFSM_SnapshotRestore(t *testing.T) {
+func TestFSM_Snapshot_RoundTrip(t *testing.T) {
 	f, store := newFSM(t)
 	f.Apply(commandLog(t, 1, fingerprintCmd()))
 	f.Apply(commandLog(t, 2, allocsCmd("web-1")))

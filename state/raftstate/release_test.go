@@ -67,11 +67,11 @@ type releaseServer struct {
 	done   chan error
 }
 
-// TestRelease_LeaderStopsAfterNodeDetach stops the leader right after
+// TestServer_OnLeadership_ReleaseResumesOnNewLeader stops the leader right after
 // its claim worker checkpointed NodeDetached. The new leader's worker
 // resumes at the controller step: the plugin sees one NodeUnpublish and
 // one ControllerUnpublish for the claim, and the claim is freed.
-func TestRelease_LeaderStopsAfterNodeDetach(t *testing.T) {
+func TestServer_OnLeadership_ReleaseResumesOnNewLeader(t *testing.T) {
 	ctx := waitCtx(t)
 	c := newCluster(t, clusterOpts{forward: true})
 

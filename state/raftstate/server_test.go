@@ -61,9 +61,9 @@ func TestNew_Config(t *testing.T) {
 	}
 }
 
-// TestServer_Lifecycle checks the calls made out of order: before
+// TestServer_Start_Lifecycle checks the calls made out of order: before
 // Start, after Shutdown, twice.
-func TestServer_Lifecycle(t *testing.T) {
+func TestServer_Start_Lifecycle(t *testing.T) {
 	ctx := context.Background()
 	t.Run("shutdown before start", func(t *testing.T) {
 		srv := newIdleServer(t, "s1")
@@ -129,9 +129,9 @@ func TestServer_Lifecycle(t *testing.T) {
 	})
 }
 
-// TestServer_OnLeadership checks the leadership signal a host wires to
+// TestServer_OnLeadership_Callbacks checks the leadership signal a host wires to
 // its leader-only workers.
-func TestServer_OnLeadership(t *testing.T) {
+func TestServer_OnLeadership_Callbacks(t *testing.T) {
 	c := newCluster(t, clusterOpts{})
 	leader := c.leader()
 	follower := c.followers(leader)[0]
