@@ -71,6 +71,7 @@ func Check(ctx context.Context, cfg Config, r Reporter) error {
 		return fmt.Errorf("%w: plugintest: Check needs a Reporter (a *Recorder keeps the results)", csi.ErrInvalidRequest)
 	}
 	var tmp string
+	ownRoot := cfg.MountRoot == ""
 	if cfg.MountRoot == "" || cfg.StateDir == "" {
 		d, err := os.MkdirTemp("", "plugintest")
 		if err != nil {
@@ -86,7 +87,7 @@ func Check(ctx context.Context, cfg Config, r Reporter) error {
 	}
 	res, err := lifecycle(ctx, cfg, r, nil)
 	if tmp != "" {
-		if err == nil && len(res.leftovers) > 0 {
+		if err == nil && ownRoot && len(res.leftovers) > 0 {
 			r.Logf("kept %s: the run left %d entries under the mount root", tmp, len(res.leftovers))
 		} else if rerr := os.RemoveAll(tmp); rerr != nil {
 			r.Logf("could not remove %s: %v", tmp, rerr)

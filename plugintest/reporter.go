@@ -197,7 +197,10 @@ func TestReporter(t testing.TB) Reporter { return tbReporter{t} }
 
 type tbReporter struct{ t testing.TB }
 
-func (r tbReporter) Step(name string) { r.t.Logf("plugintest: step %q", name) }
+func (r tbReporter) Step(name string) {
+	r.t.Helper()
+	r.t.Logf("plugintest: step %q", name)
+}
 
 func (r tbReporter) Fail(f Failure) {
 	r.t.Helper()
@@ -205,9 +208,11 @@ func (r tbReporter) Fail(f Failure) {
 }
 
 func (r tbReporter) Skip(step, reason string) {
+	r.t.Helper()
 	r.t.Logf("plugintest: step %q skipped: %s", step, reason)
 }
 
 func (r tbReporter) Logf(format string, args ...any) {
+	r.t.Helper()
 	r.t.Logf("plugintest: "+format, args...)
 }

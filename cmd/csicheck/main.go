@@ -54,6 +54,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"text/tabwriter"
@@ -153,8 +154,8 @@ func parse(args []string, stderr io.Writer) (plugintest.Config, options, error) 
 	fs.Var(params, "parameter", "key=value passed to CreateVolume (repeatable)")
 	fs.Int64Var(&cfg.CapacityBytes, "capacity", 0, "CreateVolume's required capacity in bytes (0: none)")
 	fs.StringVar(&secrets, "secrets-file", "", "JSON object of secrets passed to every call that takes them")
-	fs.StringVar(&cfg.MountRoot, "mount-root", "", "absolute directory to stage and publish under (default: a temporary directory)")
-	fs.StringVar(&cfg.StateDir, "state-dir", "", "absolute directory for the mounter's state (default: a temporary directory)")
+	fs.StringVar(&cfg.MountRoot, "mount-root", "", "directory to stage and publish under (default: a temporary directory)")
+	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory for the mounter's state (default: a temporary directory)")
 	fs.DurationVar(&cfg.Timeout, "timeout", plugintest.DefaultTimeout, "bound on each step")
 	fs.StringVar(&data, "data-check", data, "shared, writer-only or off")
 	fs.BoolVar(&cfg.SkipIdempotency, "skip-idempotency", false, "do not repeat the mutating calls")
@@ -184,6 +185,13 @@ func parse(args []string, stderr io.Writer) (plugintest.Config, options, error) 
 	}
 	if len(volCtx) > 0 {
 		cfg.VolumeContext = volCtx
+	}
+	for _, d := range []*string{&cfg.MountRoot, &cfg.StateDir} {
+		if *d != "" {
+			if *d, err = filepath.Abs(*d); err != nil {
+				return cfg, opts, err
+			}
+		}
 	}
 	if cfg.DataCheck, err = plugintest.ParseDataCheck(data); err != nil {
 		return cfg, opts, fmt.Errorf("--data-check: %w", err)
