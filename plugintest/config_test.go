@@ -51,7 +51,7 @@ func TestCheck_NilReporter(t *testing.T) {
 	}
 }
 
-func TestParseDataCheck(t *testing.T) {
+func TestParseDataCheck_RoundTrip(t *testing.T) {
 	for _, d := range []plugintest.DataCheck{plugintest.DataShared, plugintest.DataWriterOnly, plugintest.DataOff} {
 		got, err := plugintest.ParseDataCheck(d.String())
 		if err != nil || got != d {

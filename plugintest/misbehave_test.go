@@ -163,12 +163,12 @@ func TestCheck_WrongCodeForUnknownVolume(t *testing.T) {
 // More misbehaviours, one failure each, none fatal.
 func TestCheck_Misbehaviour(t *testing.T) {
 	for _, c := range []struct {
-		name   string
-		break_ func(p *csitest.Plugin)
-		want   string
+		name      string
+		misbehave func(p *csitest.Plugin)
+		want      string
 	}{{
 		name: "CreateVolume repeat refused",
-		break_: func(p *csitest.Plugin) {
+		misbehave: func(p *csitest.Plugin) {
 			var mu sync.Mutex
 			n := 0
 			p.SetHook(csitest.MethodCreateVolume, func(_ context.Context, _ string, req any) error {
@@ -186,7 +186,7 @@ func TestCheck_Misbehaviour(t *testing.T) {
 		want: `step "create volume (idempotent repeat)": CreateVolume returned AlreadyExists; the spec requires OK and the same volume when CreateVolume is repeated with the same name and arguments`,
 	}, {
 		name: "missing field accepted",
-		break_: func(p *csitest.Plugin) {
+		misbehave: func(p *csitest.Plugin) {
 			p.SetHook(csitest.MethodControllerPublishVolume, func(_ context.Context, _ string, req any) error {
 				if req.(*csipb.ControllerPublishVolumeRequest).GetNodeId() == "" {
 					return status.Error(codes.NotFound, "no such node")
@@ -197,7 +197,7 @@ func TestCheck_Misbehaviour(t *testing.T) {
 		want: `step "controller publish without a node ID": ControllerPublishVolume returned NotFound; the spec requires InvalidArgument when a required field is missing (ControllerPublishVolumeRequest.node_id)`,
 	}, {
 		name: "DeleteVolume of a deleted volume fails",
-		break_: func(p *csitest.Plugin) {
+		misbehave: func(p *csitest.Plugin) {
 			p.SetHook(csitest.MethodDeleteVolume, func(_ context.Context, _ string, req any) error {
 				if _, ok := p.Volume(req.(*csipb.DeleteVolumeRequest).GetVolumeId()); !ok {
 					return status.Error(codes.Internal, "no such volume")
@@ -208,7 +208,7 @@ func TestCheck_Misbehaviour(t *testing.T) {
 		want: `step "delete volume (idempotent repeat)": DeleteVolume returned Internal; a repeated teardown must succeed: the spec requires OK, or NotFound where it allows it for something already gone; DeleteVolume of a volume that does not exist must reply OK`,
 	}, {
 		name: "ControllerPublish repeat returns another context",
-		break_: func(p *csitest.Plugin) {
+		misbehave: func(p *csitest.Plugin) {
 			var mu sync.Mutex
 			n := 0
 			p.SetHook(csitest.MethodControllerPublishVolume, func(context.Context, string, any) error {
@@ -225,7 +225,7 @@ func TestCheck_Misbehaviour(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			p := full(t)
-			c.break_(p)
+			c.misbehave(p)
 			r := check(t, fakeConfig(p))
 			if f := requireOneFailure(t, r, c.want); f.Fatal {
 				t.Errorf("fatal: %s", f)

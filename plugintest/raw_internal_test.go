@@ -4,7 +4,7 @@ import (
 	"testing"
 )
 
-func TestUnknownID(t *testing.T) {
+func TestUnknownID_KeepsShape(t *testing.T) {
 	for _, id := range []string{
 		"vol-0123456789abcdef0123456789abcdef", // hostpath: hex
 		"vol-1", "disk-0042", "ABC-def", "x", "pvc-7f3a/..", "---",

@@ -78,7 +78,7 @@ func (f *fakeTB) Errorf(format string, args ...any) {
 }
 func (f *fakeTB) Logf(format string, args ...any) { f.logs = append(f.logs, sprintf(format, args...)) }
 
-func TestTestReporter(t *testing.T) {
+func TestTestReporter_ErrorsAndLogs(t *testing.T) {
 	tb := &fakeTB{}
 	r := plugintest.TestReporter(tb)
 	r.Step("mount")
