@@ -11,10 +11,10 @@
 //	func TestMyPlugin(t *testing.T) {
 //		sock := startMyPlugin(t) // serves until the test ends
 //		plugintest.Run(t, plugintest.Config{
-//			Endpoint: "unix://" + sock,
-//			// Node-only plugins: a volume to use, as csi-sanity cannot.
-//			// VolumeID: "disk-42",
+//			Endpoint:   "unix://" + sock,
 //			Parameters: map[string]string{"pool": "fast"},
+//			// A node-only plugin cannot create volumes: give it one.
+//			// VolumeID: "disk-42",
 //		})
 //	}
 //
