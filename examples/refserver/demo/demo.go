@@ -70,9 +70,10 @@ type Config struct {
 	// CleanupTimeout bounds the drain and stop at the end; 0 means
 	// DefaultCleanupTimeout.
 	CleanupTimeout time.Duration
-	// OnStep, if set, is called after each Step, from Run's goroutine;
+	// OnStep, if set, is called after each Step with the result so far
+	// (ServerURL is set from StepClusterUp on), from Run's goroutine;
 	// the demo waits for it to return.
-	OnStep func(Step)
+	OnStep func(Step, *Result)
 	// Logger receives diagnostics; nil means none.
 	Logger hclog.Logger
 }
@@ -118,7 +119,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 	step := func(s Step) {
 		if cfg.OnStep != nil {
-			cfg.OnStep(s)
+			cfg.OnStep(s, res)
 		}
 	}
 	dir, temp := cfg.DataDir, cfg.DataDir == ""
@@ -252,7 +253,7 @@ func script(ctx context.Context, c *Cluster, log *events.Log, res *Result, step 
 	if res.MountMethod == hostpath.MountBind {
 		log.Printf("demo", "/proc/self/mountinfo lists no mounts under %s any more", res.Dir)
 	}
-	step(StepReleased)
 	log.Printf("demo", "done: created, claimed, mounted, written, released and freed")
+	step(StepReleased)
 	return nil
 }

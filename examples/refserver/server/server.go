@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -139,6 +140,8 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          s.cfg.Logger.StandardLogger(nil),
 	}
+	closeFresh := trackFreshConns(srv)
+	srv.RegisterOnShutdown(closeFresh)
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(lis) }()
 	s.cfg.Events.Printf("server", "API listening on http://%s", lis.Addr())
@@ -165,6 +168,32 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 		err = werr
 	}
 	return err
+}
+
+// trackFreshConns tracks the connections that have not sent a request
+// yet, and returns a function that closes them. Shutdown waits up to
+// five seconds for such a connection (an HTTP client often dials one
+// ahead and leaves it unused); closing them once the listener is closed
+// lets the stop wait only for requests in flight.
+func trackFreshConns(srv *http.Server) func() {
+	var mu sync.Mutex
+	fresh := map[net.Conn]struct{}{}
+	srv.ConnState = func(c net.Conn, st http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		if st == http.StateNew {
+			fresh[c] = struct{}{}
+		} else {
+			delete(fresh, c)
+		}
+	}
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		for c := range fresh {
+			_ = c.Close()
+		}
+	}
 }
 
 // now is the server's time.
