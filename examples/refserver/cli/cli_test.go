@@ -360,7 +360,9 @@ func runServerMode(t *testing.T, args ...string) (string, func() (int, string)) 
 	var errOut syncBuffer
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
-	go func() { done <- cli.Run(ctx, append([]string{"server", "-addr", "127.0.0.1:0"}, args...), out, &errOut) }()
+	go func() {
+		done <- cli.Run(ctx, append([]string{"server", "-addr", "127.0.0.1:0"}, args...), out, &errOut)
+	}()
 	select {
 	case u := <-urls:
 		return u, func() (int, string) { cancel(); return <-done, all.String() }
@@ -472,4 +474,3 @@ func TestCLI_ServerUnreachable(t *testing.T) {
 		t.Errorf("exit %d, %s", code, errOut)
 	}
 }
-
