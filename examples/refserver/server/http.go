@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
@@ -77,7 +78,7 @@ func decode(r *http.Request, w http.ResponseWriter, v any) error {
 func (s *Server) waitIndex(r *http.Request, table state.Table) (uint64, error) {
 	q := r.URL.Query()
 	if q.Has("index") {
-		min, err := strconv.ParseUint(q.Get("index"), 10, 64)
+		minIndex, err := strconv.ParseUint(q.Get("index"), 10, 64)
 		if err != nil {
 			return 0, fmt.Errorf("%w: index %q is not a number", csi.ErrInvalidRequest, q.Get("index"))
 		}
@@ -87,24 +88,17 @@ func (s *Server) waitIndex(r *http.Request, table state.Table) (uint64, error) {
 				return 0, fmt.Errorf("%w: wait %q is not a duration such as 30s", csi.ErrInvalidRequest, q.Get("wait"))
 			}
 		}
-		wait = min2(wait, api.MaxWait)
+		wait = min(wait, api.MaxWait)
 		ctx, cancel := context.WithTimeout(r.Context(), wait)
 		defer cancel()
 		unhook := context.AfterFunc(s.stopping, cancel)
 		defer unhook()
-		if _, err := s.store().Wait(ctx, table, min); err != nil && r.Context().Err() != nil {
+		if _, err := s.store().Wait(ctx, table, minIndex); err != nil && r.Context().Err() != nil {
 			return 0, err
 		}
 		// Timed out or stopping: answer with what there is.
 	}
 	return s.store().Index(table)
-}
-
-func min2(a, b time.Duration) time.Duration {
-	if a < b {
-		return a
-	}
-	return b
 }
 
 // pathIDs returns the namespace and ID of a volume path, validated.
@@ -247,8 +241,10 @@ func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) {
 	} else {
 		ctx, rec := withRecorder(r.Context())
 		resp, err = s.api.DeleteVolume(ctx, &rpcshim.VolumeDeleteRequest{Namespace: ns, VolumeID: id})
-		if err == nil {
-			s.cfg.Events.Printf("server", "volume %s/%s deleted by the controller on %s and deregistered", ns, id, rec.node(rpcshim.MethodControllerDeleteVolume))
+		if node := rec.node(rpcshim.MethodControllerDeleteVolume); err == nil && node != "" {
+			s.cfg.Events.Printf("server", "volume %s/%s deleted by the controller on %s and deregistered", ns, id, node)
+		} else if err == nil {
+			s.cfg.Events.Printf("server", "volume %s/%s deregistered (its plugin no longer had it)", ns, id)
 		}
 	}
 	if err != nil {
@@ -594,14 +590,7 @@ func samePlugins(a, b []csi.AllocPlugin) bool {
 	return true
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
 	if err := s.live.Heartbeat(r.PathValue("id"), s.now()); err != nil {
