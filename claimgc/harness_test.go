@@ -381,7 +381,8 @@ func (h *harness) settle(w *runningWorker) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if err := w.Settle(ctx); err != nil {
-		h.t.Fatalf("worker did not settle: %v (stats %+v)", err, w.Stats())
+		idx, _ := h.store.Index(state.TableVolumes)
+		h.t.Fatalf("worker did not settle: %v (stats %+v; volume index %d; %s)", err, w.Stats(), idx, w.DebugState())
 	}
 }
 
