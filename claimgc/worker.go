@@ -254,8 +254,7 @@ func (w *Worker) scanLoop(ctx context.Context, q *queue) {
 // holds one timer at a time, for the earliest deadline.
 func (w *Worker) timerLoop(ctx context.Context, q *queue) {
 	for {
-		next := q.nextDeadline()
-		t := w.cfg.Clock.NewTimer(next.Sub(w.cfg.Clock.Now()))
+		t := arm(w.cfg.Clock, q.nextDeadline())
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -265,6 +264,24 @@ func (w *Worker) timerLoop(ctx context.Context, q *queue) {
 		case <-t.C():
 		}
 		q.fire(w.cfg.ScanInterval)
+	}
+}
+
+// arm returns a timer that fires at deadline. A Clock takes a duration,
+// so a clock that jumps between reading the time and arming the timer
+// (a fake clock advanced by a test) would leave the timer late by the
+// jump, possibly past the test's next step; the timer is then armed
+// again from the new time. A wall clock moves by far less than the
+// tolerance meanwhile.
+func arm(c clock.Clock, deadline time.Time) clock.Timer {
+	const tolerance = time.Millisecond
+	for tries := 1; ; tries++ {
+		before := c.Now()
+		t := c.NewTimer(deadline.Sub(before))
+		if c.Now().Sub(before) < tolerance || tries == 3 {
+			return t
+		}
+		t.Stop()
 	}
 }
 
