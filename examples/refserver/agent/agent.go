@@ -24,6 +24,7 @@ import (
 // server's API by heartbeat. See the package doc.
 type Agent struct {
 	cfg      Config
+	servers  []*api.Client
 	manager  *fingerprint.Manager
 	mounter  *mounter.Mounter
 	endpoint *rpcshim.NodeEndpoint
@@ -47,7 +48,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg}
+	a := &Agent{cfg: cfg, servers: cfg.servers()}
 	a.manager, err = fingerprint.New(fingerprint.Config{
 		NodeID:   cfg.NodeID,
 		Report:   a.report,
@@ -108,11 +109,33 @@ func (a *Agent) HostpathMountMethod() hostpath.MountMethod {
 
 // report is the fingerprint manager's Report: it forwards the node's
 // plugins to the server (state.UpsertNodePlugins through its applier).
+// In a cluster the write is replicated, so the first server that takes
+// it is enough.
 func (a *Agent) report(ctx context.Context, infos []*csi.PluginInfo) error {
 	a.mu.Lock()
 	a.lastReport = infos
 	a.mu.Unlock()
-	return a.cfg.Server.ReportPlugins(ctx, a.cfg.NodeID, infos)
+	var errs []error
+	for _, srv := range a.servers {
+		err := srv.ReportPlugins(ctx, a.cfg.NodeID, infos)
+		if err == nil {
+			return nil
+		}
+		errs = append(errs, a.serverErr(srv, err))
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// serverErr names the server of a failed call when the agent has more
+// than one.
+func (a *Agent) serverErr(srv *api.Client, err error) error {
+	if len(a.servers) == 1 {
+		return err
+	}
+	return fmt.Errorf("server %s: %w", srv.Address(), err)
 }
 
 // Run serves the node service on lis, registers with the server, runs
@@ -256,21 +279,34 @@ func hostpathType(m hostpath.Mode) csi.PluginType {
 	return csi.PluginTypeMonolith
 }
 
-// register registers the agent with the server, retrying while the
-// server cannot be reached (it may start after the agent).
+// register registers the agent with the server, retrying while no
+// server can be reached (they may start after the agent, or a cluster
+// may not have formed yet). With several servers it returns once one
+// took the registration; the others get it at the next heartbeat. A
+// registration refused for good by any server is an error.
 func (a *Agent) register(ctx context.Context) error {
 	req := a.registration()
 	delay := 200 * time.Millisecond
 	for {
-		err := a.cfg.Server.RegisterNode(ctx, a.cfg.NodeID, req)
-		if err == nil {
-			a.cfg.Events.Printf(a.cfg.NodeID, "node service on %s, registered with %s", req.Address, a.cfg.Server.Address())
+		var failed []error
+		for _, srv := range a.servers {
+			err := srv.RegisterNode(ctx, a.cfg.NodeID, req)
+			if err == nil {
+				a.cfg.Events.Printf(a.cfg.NodeID, "node service on %s, registered with %s", req.Address, srv.Address())
+				continue
+			}
+			if !csi.IsRetryable(err) || ctx.Err() != nil {
+				return fmt.Errorf("agent %s: register with %s: %w", a.cfg.NodeID, srv.Address(), err)
+			}
+			failed = append(failed, a.serverErr(srv, err))
+		}
+		if len(failed) < len(a.servers) {
+			if len(failed) > 0 {
+				a.cfg.Logger.Warn("not registered with every server yet; the next heartbeats retry", "error", errors.Join(failed...))
+			}
 			return nil
 		}
-		if !csi.IsRetryable(err) || ctx.Err() != nil {
-			return fmt.Errorf("agent %s: register with %s: %w", a.cfg.NodeID, a.cfg.Server.Address(), err)
-		}
-		a.cfg.Logger.Warn("cannot register with the server yet; retrying", "server", a.cfg.Server.Address(), "error", err, "retry_in", delay)
+		a.cfg.Logger.Warn("cannot register with the server yet; retrying", "error", errors.Join(failed...), "retry_in", delay)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -280,28 +316,39 @@ func (a *Agent) register(ctx context.Context) error {
 	}
 }
 
-// Heartbeat sends one heartbeat now. If the server does not know the
-// node (it restarted), the agent registers again and sends its latest
-// plugin report, so the server's state is whole again.
+// Heartbeat sends one heartbeat now to every server. A server that does
+// not know the node (it restarted, or missed the registration) gets the
+// registration again and the latest plugin report, so its view of the
+// node is whole again. It returns the failures, naming the servers.
 func (a *Agent) Heartbeat(ctx context.Context) error {
-	err := a.cfg.Server.Heartbeat(ctx, a.cfg.NodeID)
+	var errs []error
+	for _, srv := range a.servers {
+		if err := a.heartbeat(ctx, srv); err != nil {
+			errs = append(errs, a.serverErr(srv, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (a *Agent) heartbeat(ctx context.Context, srv *api.Client) error {
+	err := srv.Heartbeat(ctx, a.cfg.NodeID)
 	if !errors.Is(err, csi.ErrNodeNotFound) {
 		return err
 	}
 	if addr, _ := a.advertise.Load().(string); addr == "" {
 		return fmt.Errorf("%w: agent %s is not running", csi.ErrUnavailable, a.cfg.NodeID)
 	}
-	if err := a.cfg.Server.RegisterNode(ctx, a.cfg.NodeID, a.registration()); err != nil {
+	if err := srv.RegisterNode(ctx, a.cfg.NodeID, a.registration()); err != nil {
 		return err
 	}
-	a.cfg.Events.Printf(a.cfg.NodeID, "registered again with %s (the server had forgotten this node)", a.cfg.Server.Address())
+	a.cfg.Events.Printf(a.cfg.NodeID, "registered again with %s (the server did not know this node)", srv.Address())
 	a.mu.Lock()
 	last := a.lastReport
 	a.mu.Unlock()
 	if last == nil {
 		return nil
 	}
-	return a.cfg.Server.ReportPlugins(ctx, a.cfg.NodeID, last)
+	return srv.ReportPlugins(ctx, a.cfg.NodeID, last)
 }
 
 // mount serves api.MethodMountVolume: mount a claimed volume for its

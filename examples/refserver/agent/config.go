@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -70,8 +71,15 @@ type Config struct {
 	// NodeID is the host's ID of this node (csi.ValidateNodeID).
 	// Required.
 	NodeID string
-	// Server is the client of the server's API. Required.
+	// Server is the client of the server's API. Required, unless
+	// Servers is given.
 	Server *api.Client
+	// Servers are clients of every server of a cluster (package
+	// cluster), after Server if both are given. Each server keeps its
+	// own node liveness and addresses, so the agent registers and
+	// heartbeats with every one of them; a plugin report is a replicated
+	// write, so it goes to the first server that takes it.
+	Servers []*api.Client
 	// DataDir holds the mounter's mount root (DataDir/mnt) and state
 	// (DataDir/state), and the in-process hostpath plugin's socket.
 	// Required; it must survive a restart of the agent, which then
@@ -111,8 +119,11 @@ func (c Config) withDefaults() (Config, error) {
 	if err := csi.ValidateNodeID(c.NodeID); err != nil {
 		return c, fmt.Errorf("agent config: %w", err)
 	}
-	if c.Server == nil {
+	if c.Server == nil && len(c.Servers) == 0 {
 		return c, fmt.Errorf("%w: agent config: Server (the API client) is required", csi.ErrInvalidRequest)
+	}
+	if slices.Contains(c.Servers, nil) {
+		return c, fmt.Errorf("%w: agent config: Servers holds a nil client", csi.ErrInvalidRequest)
 	}
 	if c.DataDir == "" {
 		return c, fmt.Errorf("%w: agent %s: DataDir is required: give a directory that survives restarts", csi.ErrInvalidRequest, c.NodeID)
@@ -161,4 +172,18 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("agent %s: create DataDir: %w", c.NodeID, err)
 	}
 	return c, nil
+}
+
+// servers lists the clients of every server: Server, then Servers,
+// each address once.
+func (c Config) servers() []*api.Client {
+	var out []*api.Client
+	seen := map[string]bool{}
+	for _, s := range append([]*api.Client{c.Server}, c.Servers...) {
+		if s != nil && !seen[s.Address()] {
+			seen[s.Address()] = true
+			out = append(out, s)
+		}
+	}
+	return out
 }

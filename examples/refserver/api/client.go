@@ -96,7 +96,7 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s %s: %w", method, path, ctx.Err())
 		}
-		return nil, fmt.Errorf("%w: server %s: %v; is it running?", csi.ErrUnavailable, c.base.Host, err)
+		return nil, fmt.Errorf("%w: server %s: %w; is it running?", csi.ErrUnavailable, c.base.Host, err)
 	}
 	defer resp.Body.Close()
 	meta := &QueryMeta{}

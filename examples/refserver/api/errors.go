@@ -12,7 +12,8 @@ import (
 // StatusOf is the HTTP status the server answers for err: 404 for
 // anything not found, 400 for a malformed request, 409 for a conflict
 // with the current state (in use, claimed elsewhere, no free claim), 503
-// when a node, plugin or controller is not available right now, 504
+// when a node, plugin or controller is not available right now (or
+// another retryable error: nothing was done, try again), 504
 // when the request's deadline passed, and 500 otherwise.
 func StatusOf(err error) int {
 	switch {
@@ -33,6 +34,10 @@ func StatusOf(err error) int {
 		return http.StatusServiceUnavailable
 	case csi.Classify(err) == csi.ClassUncertain:
 		return http.StatusGatewayTimeout
+	case csi.Classify(err) == csi.ClassRetryable:
+		// Nothing was done and a retry may succeed, as with a server
+		// that is not the raft leader and knows none yet.
+		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError
 }

@@ -38,13 +38,15 @@ Run modes:
   demo      (the default) a server and two node agents in this process,
             with the hostpath plugin; runs a volume's whole life, then
             serves until interrupted (-exit-after-demo to stop)
-  server    the server: HTTP API, csikit's router, claim release worker
+  server    the server: HTTP API, csikit's router, claim release worker;
+            with -bootstrap-expect, one server of a raft cluster
   agent     a node agent: plugin registry, mounter, node service
 
 Client commands (against a running server, -address or $REFSERVER_ADDR):
   volume register|create|delete|status
   plugin status [ID]
   node status
+  cluster status  the servers of a cluster and which one leads
   claim     claim a volume for an allocation (and mount it with -mount)
   release   stop an allocation: its claims are released and freed
 
@@ -77,6 +79,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return e.sub("plugin", rest, map[string]func([]string) int{"status": e.pluginStatus})
 	case "node":
 		return e.sub("node", rest, map[string]func([]string) int{"status": e.nodeStatus})
+	case "cluster":
+		return e.sub("cluster", rest, map[string]func([]string) int{"status": e.clusterStatus})
 	case "claim":
 		return e.claim(rest)
 	case "release":

@@ -16,6 +16,7 @@ import (
 	"github.com/csikit/csikit/examples/hostpathplugin/hostpath"
 	"github.com/csikit/csikit/examples/refserver/agent"
 	"github.com/csikit/csikit/examples/refserver/api"
+	"github.com/csikit/csikit/examples/refserver/cluster"
 	"github.com/csikit/csikit/examples/refserver/demo"
 	"github.com/csikit/csikit/examples/refserver/events"
 	"github.com/csikit/csikit/examples/refserver/server"
@@ -90,11 +91,19 @@ func (e *env) demo(args []string) int {
 }
 
 func (e *env) server(args []string) int {
-	fs := e.modeFlags("server", "Runs the server: the HTTP API, csikit's router and server endpoints, and the claim release worker. Node agents register with it.")
+	fs := e.modeFlags("server", "Runs the server: the HTTP API, csikit's router and server endpoints, and the claim release worker. Node agents register with it.\n"+
+		"With -bootstrap-expect it is one server of a cluster replicating the state on raft (cluster mode).")
 	addr := fs.String("addr", "127.0.0.1:4646", "the API's listen address")
-	dataDir := fs.String("data-dir", "", "directory for the state snapshot, restored at start and written at exit (default: state in memory only)")
+	dataDir := fs.String("data-dir", "", "directory for the state snapshot, restored at start and written at exit (default: state in memory only); in cluster mode, the server's ID and raft state (required)")
 	ttl := fs.Duration("heartbeat-ttl", server.DefaultHeartbeatTTL, "a node is down after this long without a heartbeat")
 	level := fs.String("log-level", "warn", "log level of diagnostics on stderr: trace, debug, info, warn, error")
+	expect := fs.Int("bootstrap-expect", 0, "cluster mode: the number of servers; the cluster forms once they all know each other")
+	raftAddr := fs.String("raft-addr", "127.0.0.1:4800", "cluster mode: the raft transport's listen address")
+	raftAdvertise := fs.String("raft-advertise", "", "cluster mode: the raft address other servers dial (default: -raft-addr)")
+	advertise := fs.String("advertise", "", "cluster mode: the API address other servers reach this one at (default: -addr)")
+	nodeID := fs.String("node-id", "", "cluster mode: this server's ID (default: kept in -data-dir, generated at the first start)")
+	var join listFlag
+	fs.Var(&join, "join", "cluster mode: the API address of another server, host:port; repeatable or comma-separated")
 	code := ExitOK
 	if !e.parseMode(fs, args, &code) {
 		return code
@@ -104,6 +113,20 @@ func (e *env) server(args []string) int {
 		return e.modeFail("server", err)
 	}
 	log := events.New(e.stdout)
+	if *expect != 0 {
+		return e.clusterServer(cluster.Config{
+			ID: *nodeID, DataDir: *dataDir, BootstrapExpect: *expect, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise,
+			Join: join, Advertise: *advertise, HeartbeatTTL: *ttl, Events: log, Logger: logger,
+		}, *addr)
+	}
+	for _, f := range []struct {
+		name string
+		set  bool
+	}{{"join", len(join) > 0}, {"node-id", *nodeID != ""}, {"advertise", *advertise != ""}, {"raft-advertise", *raftAdvertise != ""}} {
+		if f.set {
+			return e.modeFail("server", fmt.Errorf("%w: -%s is a cluster mode flag; give -bootstrap-expect too", csi.ErrInvalidRequest, f.name))
+		}
+	}
 	store, err := state.NewMemStore(state.Config{Logger: logger.Named("state")})
 	if err != nil {
 		return e.modeFail("server", err)
@@ -141,6 +164,43 @@ func (e *env) server(args []string) int {
 		return e.modeFail("server", runErr)
 	}
 	return ExitOK
+}
+
+// clusterServer runs the server in cluster mode.
+func (e *env) clusterServer(cfg cluster.Config, addr string) int {
+	if cfg.BootstrapExpect < 0 {
+		return e.modeFail("server", fmt.Errorf("%w: -bootstrap-expect %d: give the number of servers (3 or 5)", csi.ErrInvalidRequest, cfg.BootstrapExpect))
+	}
+	if cfg.DataDir == "" {
+		return e.modeFail("server", fmt.Errorf("%w: cluster mode needs -data-dir: the server keeps its ID and raft state there", csi.ErrInvalidRequest))
+	}
+	srv, err := cluster.New(cfg)
+	if err != nil {
+		return e.modeFail("server", err)
+	}
+	lis, err := net.Listen("tcp", addr)
+	if err != nil {
+		return e.modeFail("server", err)
+	}
+	if err := srv.Run(e.ctx, lis); err != nil {
+		return e.modeFail("server", err)
+	}
+	return ExitOK
+}
+
+// listFlag collects a repeatable flag whose values may also be
+// comma-separated.
+type listFlag []string
+
+func (f *listFlag) String() string { return strings.Join(*f, ",") }
+
+func (f *listFlag) Set(s string) error {
+	for v := range strings.SplitSeq(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*f = append(*f, v)
+		}
+	}
+	return nil
 }
 
 // restoreState loads the snapshot at path into store, if there is one.
@@ -203,7 +263,8 @@ func (f *pluginsFlag) Set(s string) error {
 
 func (e *env) agent(args []string) int {
 	fs := e.modeFlags("agent", "Runs a node agent: it registers with the server, fingerprints its plugins, mounts claimed volumes and serves the server's calls over gRPC.")
-	serverAddr := fs.String("server", api.DefaultAddress, "the server's API address")
+	var servers listFlag
+	fs.Var(&servers, "server", "the server's API address (default "+api.DefaultAddress+"); for a cluster, every server's, repeatable or comma-separated")
 	nodeID := fs.String("node-id", "", "this node's ID (required)")
 	addr := fs.String("addr", DefaultAgentAddress, "the node service's listen address: host:port or unix:///path")
 	advertise := fs.String("advertise", "", "the node service's address as the server dials it (default: the listen address)")
@@ -231,16 +292,27 @@ func (e *env) agent(args []string) int {
 	if err != nil {
 		return e.modeFail("agent", err)
 	}
-	client, err := api.NewClient(*serverAddr, nil)
-	if err != nil {
-		return e.modeFail("agent", err)
+	if len(servers) == 0 {
+		servers = listFlag{api.DefaultAddress}
 	}
-	defer client.Close()
+	var clients []*api.Client
+	defer func() {
+		for _, c := range clients {
+			c.Close()
+		}
+	}()
+	for _, addr := range servers {
+		client, err := api.NewClient(addr, nil)
+		if err != nil {
+			return e.modeFail("agent", err)
+		}
+		clients = append(clients, client)
+	}
 	if *dataDir == "" {
 		*dataDir = filepath.Join(os.TempDir(), "refserver-"+*nodeID)
 	}
 	cfg := agent.Config{
-		NodeID: *nodeID, Server: client, DataDir: *dataDir, Plugins: plugins, Advertise: *advertise,
+		NodeID: *nodeID, Servers: clients, DataDir: *dataDir, Plugins: plugins, Advertise: *advertise,
 		HeartbeatInterval: *heartbeat, Events: events.New(e.stdout), Logger: logger,
 	}
 	if *hpDir != "" {

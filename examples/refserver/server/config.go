@@ -2,6 +2,7 @@ package server
 
 import (
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -38,6 +39,12 @@ type Config struct {
 	// until SetLeader(true). A single server leaves it false: it is its
 	// own leader from the start.
 	Follower bool
+
+	// Internal, if set, serves the server-to-server endpoints under
+	// api.InternalPrefix (/v1/internal/): cluster mode's status and
+	// forwarded writes (package cluster). nil answers them as unknown
+	// endpoints, as a single server does.
+	Internal http.Handler
 
 	// ShutdownTimeout bounds the graceful stop of the HTTP API; 0 means
 	// DefaultShutdownTimeout.

@@ -38,6 +38,9 @@ func (s *Server) routes() http.Handler {
 	m.HandleFunc("PUT /v1/nodes/{id}", s.registerNode)
 	m.HandleFunc("PUT /v1/nodes/{id}/heartbeat", s.heartbeat)
 	m.HandleFunc("PUT /v1/nodes/{id}/plugins", s.reportPlugins)
+	if s.cfg.Internal != nil {
+		m.Handle(api.InternalPrefix, s.cfg.Internal)
+	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: no endpoint %s %s; see the api package doc for the endpoints", csi.ErrInvalidRequest, r.Method, r.URL.Path))
 	})

@@ -1,0 +1,48 @@
+package cli
+
+import (
+	"fmt"
+)
+
+func (e *env) clusterStatus(args []string) int {
+	c := e.newCommand("cluster status", "", "Shows the servers of a cluster-mode server's raft configuration and which one leads, as the server at -address sees them.")
+	code := ExitOK
+	if !c.parse(args, 0, 0, &code) {
+		return code
+	}
+	cl, ctx, done, err := c.client()
+	if err != nil {
+		return c.fail(err)
+	}
+	defer done()
+	st, err := cl.Status(ctx)
+	if err != nil {
+		return c.fail(fmt.Errorf("%w (is the server in cluster mode, started with -bootstrap-expect?)", err))
+	}
+	if *c.json {
+		return c.printJSON(st)
+	}
+	leader := st.LeaderID
+	switch {
+	case st.Leader:
+		leader += " (this server)"
+	case leader == "":
+		leader = "none known (election running, or the cluster has not formed)"
+	}
+	t := newTable(e.stdout)
+	t.row("Server", st.ID)
+	t.row("Leader", leader)
+	t.row("Applied index", fmt.Sprint(st.AppliedIndex))
+	t.flush()
+	fmt.Fprintln(e.stdout)
+	if len(st.Servers) == 0 {
+		fmt.Fprintf(e.stdout, "The cluster has not formed yet: it forms once %d servers know each other.\n", st.BootstrapExpect)
+		return ExitOK
+	}
+	t = newTable(e.stdout, "ID", "RAFT ADDRESS", "API ADDRESS", "LEADER")
+	for _, s := range st.Servers {
+		t.row(s.ID, s.RaftAddress, s.APIAddress, yesNo(s.ID == st.LeaderID))
+	}
+	t.flush()
+	return ExitOK
+}

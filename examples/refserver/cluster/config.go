@@ -1,0 +1,207 @@
+package cluster
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/examples/refserver/api"
+	"github.com/csikit/csikit/examples/refserver/events"
+)
+
+// Files and directories in Config.DataDir.
+const (
+	// IDFile holds the server's ID, written at its first start, so that
+	// it keeps its ID (which the raft configuration names) across
+	// restarts.
+	IDFile = "server-id"
+	// RaftDir holds the raft log, stable store (raft.db) and snapshots
+	// (raftstate.Config.DataDir).
+	RaftDir = "raft"
+)
+
+// Config configures a Server. DataDir, BootstrapExpect and RaftAddr are
+// required.
+type Config struct {
+	// ID is the server's raft server ID (csi.ValidateID rules). Empty
+	// means the ID kept in DataDir/IDFile, or a new random one written
+	// there at the first start. A given ID must match the one kept
+	// there: a data dir belongs to one server.
+	ID string
+	// DataDir holds the server's ID and its raft state (DataDir/RaftDir).
+	// A server started on a data dir that holds raft state rejoins its
+	// cluster from it and never bootstraps again. Created (0700) if
+	// missing.
+	DataDir string
+	// BootstrapExpect is the number of servers in the cluster: the
+	// cluster forms once this many servers know each other (through
+	// Join), never before. Give every server the same number; 3 or 5
+	// survive the loss of one or two.
+	BootstrapExpect int
+
+	// RaftAddr is where the raft transport listens (host:port; port 0
+	// picks a free one). Its address is what the other servers dial, so
+	// it must be a concrete IP unless RaftAdvertise is set, and it must
+	// stay the same across restarts: the raft configuration records it.
+	RaftAddr string
+	// RaftAdvertise is the raft address the other servers dial, when it
+	// differs from RaftAddr (a bind on 0.0.0.0).
+	RaftAdvertise string
+	// Join lists the HTTP API addresses of the other servers
+	// ("host:port" or "http://host:port"; this server's own may be
+	// listed too). Each gets a status call, retried until it answers,
+	// giving its ID and raft address for raftstate's Join and the API
+	// address this server forwards writes to when it leads.
+	Join []string
+	// Advertise is this server's HTTP API address as the other servers
+	// reach it, reported in its status; empty means the listener's
+	// address (127.0.0.1 for a listener on every interface).
+	Advertise string
+
+	// Raft is the base raft configuration (timeouts); nil means
+	// raft.DefaultConfig(). Tests shorten its timeouts.
+	Raft *raft.Config
+
+	// HeartbeatTTL and Now configure node liveness, as in
+	// server.Config. Each server keeps its own: agents heartbeat every
+	// server (see the package doc).
+	HeartbeatTTL time.Duration
+	Now          func() time.Time
+	// ShutdownTimeout bounds the graceful stop of the HTTP API; 0 means
+	// server.DefaultShutdownTimeout.
+	ShutdownTimeout time.Duration
+
+	// Events receives the lifecycle lines ("[server] …"); nil prints
+	// nothing.
+	Events *events.Log
+	// Logger receives diagnostics, raft's included; nil means none.
+	Logger hclog.Logger
+}
+
+// DefaultJoinRetryMax bounds the time between two status calls to a
+// server listed in Config.Join that does not answer yet.
+const DefaultJoinRetryMax = 5 * time.Second
+
+func (c Config) withDefaults() (Config, error) {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: cluster config: "+format, append([]any{csi.ErrInvalidRequest}, args...)...)
+	}
+	switch {
+	case c.DataDir == "":
+		return c, bad("DataDir is required: the server keeps its ID and its raft state there")
+	case c.BootstrapExpect < 1:
+		return c, bad("BootstrapExpect is %d; set it to the number of servers in the cluster (3 or 5)", c.BootstrapExpect)
+	case c.RaftAddr == "":
+		return c, bad("RaftAddr is required: the raft transport's listen address, for example 127.0.0.1:4800")
+	case c.HeartbeatTTL < 0:
+		return c, bad("HeartbeatTTL %s is negative; use 0 for the default", c.HeartbeatTTL)
+	case c.ShutdownTimeout < 0:
+		return c, bad("ShutdownTimeout %s is negative; use 0 for the default", c.ShutdownTimeout)
+	}
+	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
+		return c, bad("RaftAddr %q is not host:port: %v", c.RaftAddr, err)
+	}
+	if c.RaftAdvertise != "" {
+		if _, err := net.ResolveTCPAddr("tcp", c.RaftAdvertise); err != nil {
+			return c, bad("RaftAdvertise %q is not host:port: %v", c.RaftAdvertise, err)
+		}
+	}
+	if c.ID != "" {
+		if err := csi.ValidateID("server ID", c.ID); err != nil {
+			return c, fmt.Errorf("cluster config: %w", err)
+		}
+	}
+	var join []string
+	seen := map[string]bool{}
+	for _, a := range c.Join {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			return c, bad("Join holds an empty address; list the other servers' API addresses, host:port")
+		}
+		cl, err := api.NewClient(a, nil)
+		if err != nil {
+			return c, fmt.Errorf("cluster config: Join: %w", err)
+		}
+		cl.Close()
+		if !seen[a] {
+			seen[a] = true
+			join = append(join, a)
+		}
+	}
+	c.Join = join
+	if len(c.Join) == 0 && c.BootstrapExpect > 1 {
+		return c, bad("BootstrapExpect is %d but Join lists no server; list the other servers' API addresses", c.BootstrapExpect)
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+	return c, nil
+}
+
+// loadID returns the server's ID: the one kept in dir, or want (or a
+// new random ID) written there. dir is created if missing.
+func loadID(dir, want string) (string, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", fmt.Errorf("cluster: create the data dir: %w", err)
+	}
+	path := filepath.Join(dir, IDFile)
+	b, err := os.ReadFile(path)
+	switch {
+	case err == nil:
+		kept := strings.TrimSpace(string(b))
+		if err := csi.ValidateID("server ID", kept); err != nil {
+			return "", fmt.Errorf("cluster: %s holds a bad server ID (fix or remove it, and the raft state next to it): %w", path, err)
+		}
+		if want != "" && want != kept {
+			return "", fmt.Errorf("%w: cluster: data dir %s belongs to server %s, not %s; give the server its own data dir, or its ID",
+				csi.ErrInvalidRequest, dir, kept, want)
+		}
+		return kept, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", fmt.Errorf("cluster: read the server ID: %w", err)
+	}
+	id := want
+	if id == "" {
+		var r [4]byte
+		if _, err := rand.Read(r[:]); err != nil {
+			return "", fmt.Errorf("cluster: generate a server ID: %w", err)
+		}
+		id = "server-" + hex.EncodeToString(r[:])
+	}
+	if err := writeFileAtomic(path, []byte(id+"\n")); err != nil {
+		return "", fmt.Errorf("cluster: keep the server ID in %s: %w", path, err)
+	}
+	return id, nil
+}
+
+func writeFileAtomic(path string, b []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	defer os.Remove(tmp)
+	if _, err := f.Write(b); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		_ = f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}

@@ -1,0 +1,101 @@
+package cluster
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/examples/refserver/api"
+)
+
+// maxCommand bounds a forwarded command's size.
+const maxCommand = 16 << 20
+
+// internal is the handler of the server-to-server endpoints, served by
+// the reference server under api.InternalPrefix.
+func (s *Server) internal() http.Handler {
+	m := http.NewServeMux()
+	m.HandleFunc("GET "+api.StatusPath, s.status)
+	m.HandleFunc("POST "+api.ApplyPath, s.apply)
+	m.HandleFunc(api.InternalPrefix, func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, fmt.Errorf("%w: no endpoint %s %s; the internal endpoints are GET %s and POST %s",
+			csi.ErrInvalidRequest, r.Method, r.URL.Path, api.StatusPath, api.ApplyPath))
+	})
+	return m
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	writeJSON(w, api.StatusOf(err), api.ErrorBody(err))
+}
+
+// status answers api.ServerStatus, after waiting for a leader to be
+// known if the query asks (?wait-leader=D).
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	rs := s.Raft()
+	if q := r.URL.Query().Get("wait-leader"); q != "" {
+		d, err := time.ParseDuration(q)
+		if err != nil || d < 0 {
+			writeError(w, fmt.Errorf("%w: wait-leader %q is not a duration such as 30s", csi.ErrInvalidRequest, q))
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), min(d, api.MaxWait))
+		_, _, _ = rs.WaitLeader(ctx) // on timeout, answer with what is known
+		cancel()
+	}
+	leaderAddr, leaderID := rs.Leader()
+	st := api.ServerStatus{
+		ID: s.id, RaftAddress: rs.Self().Addr, APIAddress: s.apiAddress(),
+		Leader: s.leading.Load(), LeaderID: leaderID, LeaderRaftAddress: leaderAddr,
+		BootstrapExpect: s.cfg.BootstrapExpect, AppliedIndex: rs.FSM().AppliedIndex(),
+	}
+	servers, err := rs.Servers()
+	if err != nil {
+		writeError(w, fmt.Errorf("%w: %w", csi.ErrUnavailable, err))
+		return
+	}
+	for _, p := range servers {
+		cs := api.ClusterServer{ID: p.ID, RaftAddress: p.Addr}
+		if p.ID == s.id {
+			cs.APIAddress = s.apiAddress()
+		} else if pe := s.peerAPI(p.ID); pe != nil {
+			cs.APIAddress = pe.address
+		}
+		st.Servers = append(st.Servers, cs)
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) apiAddress() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.apiAddr
+}
+
+// apply is the leader's end of raftstate's Forward: it applies a
+// command a follower forwarded. On a server that no longer leads,
+// ApplyForwarded refuses (Retryable) and never forwards again.
+func (s *Server) apply(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxCommand))
+	if err != nil {
+		writeError(w, fmt.Errorf("%w: POST %s: read the command: %v", csi.ErrInvalidRequest, api.ApplyPath, err))
+		return
+	}
+	res, err := s.Raft().ApplyForwarded(r.Context(), body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set(api.IndexHeader, strconv.FormatUint(res.Index, 10))
+	writeJSON(w, http.StatusOK, api.ApplyResponse{Result: res})
+}

@@ -1,0 +1,324 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/examples/refserver/api"
+	"github.com/csikit/csikit/examples/refserver/server"
+	"github.com/csikit/csikit/state"
+	"github.com/csikit/csikit/state/raftstate"
+)
+
+// Server is one server of a cluster: the reference server (package
+// server) over a replica of csikit's state kept by raftstate. See the
+// package doc.
+type Server struct {
+	cfg Config
+	id  string
+
+	ran    atomic.Bool
+	ready  chan struct{} // closed once Run has started everything, or failed to
+	joined chan struct{} // closed once every Config.Join server answered and was joined
+
+	mu      sync.Mutex
+	raft    *raftstate.Server
+	srv     *server.Server
+	store   *state.MemStore
+	apiAddr string
+	peers   map[string]*peer // by server ID, learned by status calls
+
+	leading atomic.Bool
+}
+
+// peer is another server as this one reaches it.
+type peer struct {
+	address string
+	client  *api.Client
+}
+
+// New validates cfg, fills its defaults and settles the server's ID:
+// Config.ID, or the one kept in the data dir, or a new one kept there
+// for the next start. It creates the data dir, and starts no goroutine
+// and opens no socket: Run does.
+func New(cfg Config) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	id, err := loadID(cfg.DataDir, cfg.ID)
+	if err != nil {
+		return nil, err
+	}
+	return &Server{cfg: cfg, id: id, ready: make(chan struct{}), joined: make(chan struct{}), peers: map[string]*peer{}}, nil
+}
+
+// ID returns the server's raft server ID.
+func (s *Server) ID() string { return s.id }
+
+// Ready is closed once Run has started raft and built the reference
+// server (Raft, Server and Store return them from then on), or once Run
+// failed before that (they return nil).
+func (s *Server) Ready() <-chan struct{} { return s.ready }
+
+// Joined is closed once every server in Config.Join has answered its
+// status call and been joined: from then on this server can forward
+// writes to whichever of them leads. It stays open if Run stops first.
+func (s *Server) Joined() <-chan struct{} { return s.joined }
+
+// Raft returns the raftstate server (for WaitLeader, OnLeadership, the
+// FSM's applied index), or nil before Ready and after a failed start.
+func (s *Server) Raft() *raftstate.Server {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.raft
+}
+
+// Server returns the reference server, or nil before Ready and after a
+// failed start.
+func (s *Server) Server() *server.Server {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.srv
+}
+
+// Store returns this server's replica of the state, or nil before Ready
+// and after a failed start. It is read-only for the host: every write
+// goes through the raft log.
+func (s *Server) Store() *state.MemStore {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.store
+}
+
+// Leading reports whether this server leads and its claim release
+// worker is on.
+func (s *Server) Leading() bool { return s.leading.Load() }
+
+// Run runs the server until ctx ends: it starts the raft transport on
+// Config.RaftAddr and raft on Config.DataDir, calls the status of each
+// server in Config.Join (retrying until it answers) and joins it,
+// switches the claim release worker on while this server leads, and
+// serves the HTTP API, with the cluster's internal endpoints, on lis.
+// It then stops the API and the worker, then raft, and returns nil
+// after a stop caused by ctx. A join refused for good (the servers were
+// given different IDs or counts) stops it with that error. Run closes
+// lis; a Server runs once.
+func (s *Server) Run(ctx context.Context, lis net.Listener) (err error) {
+	if !s.ran.CompareAndSwap(false, true) {
+		_ = lis.Close()
+		return fmt.Errorf("%w: cluster server %s has already run; build a new one", csi.ErrInvalidRequest, s.id)
+	}
+	started := false
+	defer func() {
+		if !started {
+			close(s.ready)
+		}
+	}()
+	rs, srv, err := s.build(lis)
+	if err != nil {
+		_ = lis.Close()
+		return err
+	}
+	if err := rs.Start(); err != nil {
+		_ = lis.Close()
+		return errors.Join(fmt.Errorf("cluster server %s: %w", s.id, err), rs.Shutdown())
+	}
+	stopLeading := rs.OnLeadership(func(leader bool) {
+		s.leading.Store(leader)
+		srv.SetLeader(leader)
+	})
+	if peers, err := rs.Servers(); err == nil && len(peers) > 0 {
+		s.cfg.Events.Printf("server", "server %s: raft state found in %s; rejoining its cluster of %d servers (raft on %s), no bootstrap",
+			s.id, s.cfg.DataDir, len(peers), rs.Self().Addr)
+	} else {
+		s.cfg.Events.Printf("server", "server %s: raft on %s, data in %s; the cluster forms once %d servers know each other",
+			s.id, rs.Self().Addr, s.cfg.DataDir, s.cfg.BootstrapExpect)
+	}
+	started = true
+	close(s.ready)
+
+	sctx, stopServer := context.WithCancel(ctx)
+	defer stopServer()
+	var wg sync.WaitGroup
+	var joinErr error
+	var joinMu sync.Mutex
+	joinedCount := 0
+	if len(s.cfg.Join) == 0 {
+		close(s.joined)
+	}
+	for _, addr := range s.cfg.Join {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ok, err := s.join(sctx, rs, addr)
+			joinMu.Lock()
+			defer joinMu.Unlock()
+			if err != nil && joinErr == nil {
+				joinErr = err
+				stopServer()
+			}
+			if ok {
+				if joinedCount++; joinedCount == len(s.cfg.Join) {
+					close(s.joined)
+				}
+			}
+		}()
+	}
+	err = srv.Run(sctx, lis)
+	stopServer()
+	wg.Wait()
+	stopLeading()
+	s.leading.Store(false)
+	err = errors.Join(err, joinErr)
+	if serr := rs.Shutdown(); serr != nil {
+		err = errors.Join(err, fmt.Errorf("cluster server %s: %w", s.id, serr))
+	}
+	s.mu.Lock()
+	for _, p := range s.peers {
+		p.client.Close()
+	}
+	s.mu.Unlock()
+	return err
+}
+
+// build makes the raft transport, the raftstate server over a new
+// store, and the reference server writing through it.
+func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, error) {
+	var adv net.Addr
+	if s.cfg.RaftAdvertise != "" {
+		a, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAdvertise)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: cluster server %s: RaftAdvertise %q: %v", csi.ErrInvalidRequest, s.id, s.cfg.RaftAdvertise, err)
+		}
+		adv = a
+	}
+	tr, err := raftstate.NewTCPTransport(s.cfg.RaftAddr, adv, s.cfg.Logger)
+	if err != nil {
+		return nil, nil, fmt.Errorf("cluster server %s: %w", s.id, err)
+	}
+	store, err := state.NewMemStore(state.Config{Logger: s.cfg.Logger.Named("state")})
+	if err != nil {
+		_ = tr.Close()
+		return nil, nil, err
+	}
+	rs, err := raftstate.New(raftstate.Config{
+		ID: s.id, Store: store, Transport: tr, DataDir: filepath.Join(s.cfg.DataDir, RaftDir),
+		BootstrapExpect: s.cfg.BootstrapExpect, Forward: s.forward, Raft: s.cfg.Raft, Logger: s.cfg.Logger,
+	})
+	if err != nil {
+		_ = tr.Close()
+		return nil, nil, fmt.Errorf("cluster server %s: %w", s.id, err)
+	}
+	srv, err := server.New(server.Config{
+		Store: store, Applier: rs, Follower: true, Internal: s.internal(),
+		HeartbeatTTL: s.cfg.HeartbeatTTL, Now: s.cfg.Now, ShutdownTimeout: s.cfg.ShutdownTimeout,
+		Events: s.cfg.Events, Logger: s.cfg.Logger,
+	})
+	if err != nil {
+		return nil, nil, errors.Join(err, rs.Shutdown())
+	}
+	apiAddr := s.cfg.Advertise
+	if apiAddr == "" {
+		apiAddr = advertised(lis.Addr())
+	}
+	s.mu.Lock()
+	s.raft, s.srv, s.store, s.apiAddr = rs, srv, store, apiAddr
+	s.mu.Unlock()
+	return rs, srv, nil
+}
+
+// join calls the status of the server at addr until it answers, then
+// joins it (raftstate's Join) and keeps its API address for forwarding.
+// It reports whether it joined; it returns false and no error when ctx
+// ends first, and an error for a join refused for good.
+func (s *Server) join(ctx context.Context, rs *raftstate.Server, addr string) (bool, error) {
+	client, err := api.NewClient(addr, nil)
+	if err != nil {
+		return false, err // checked by New
+	}
+	delay := 100 * time.Millisecond
+	for {
+		st, err := client.Status(ctx)
+		if err == nil {
+			if err = s.joinPeer(rs, client, st); err == nil {
+				return true, nil // the client is kept for forwarding
+			}
+		} else if !csi.IsRetryable(err) {
+			err = fmt.Errorf("cluster server %s: the status of %s: %w; is it a refserver server in cluster mode (-bootstrap-expect)?", s.id, addr, err)
+		}
+		if ctx.Err() != nil {
+			client.Close()
+			return false, nil
+		}
+		if !csi.IsRetryable(err) {
+			client.Close()
+			return false, err
+		}
+		s.cfg.Logger.Info("server to join does not answer yet; retrying", "address", addr, "error", err, "retry_in", delay)
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			client.Close()
+			return false, nil
+		case <-t.C:
+		}
+		delay = min(2*delay, DefaultJoinRetryMax)
+	}
+}
+
+// joinPeer joins the server whose status st was read through client.
+func (s *Server) joinPeer(rs *raftstate.Server, client *api.Client, st *api.ServerStatus) error {
+	if err := rs.Join(raftstate.Peer{ID: st.ID, Addr: st.RaftAddress}); err != nil {
+		return fmt.Errorf("cluster server %s: join %s (server %s, raft %s): %w", s.id, client.Address(), st.ID, st.RaftAddress, err)
+	}
+	if st.ID == s.id {
+		client.Close()
+		return nil
+	}
+	s.mu.Lock()
+	old := s.peers[st.ID]
+	s.peers[st.ID] = &peer{address: client.Address(), client: client}
+	s.mu.Unlock()
+	if old != nil {
+		// Two -join addresses reach the same server.
+		old.client.Close()
+	}
+	s.cfg.Events.Printf("server", "joined server %s: raft %s, API %s", st.ID, st.RaftAddress, client.Address())
+	return nil
+}
+
+// peerAPI returns the client of a server learned by a status call.
+func (s *Server) peerAPI(id string) *peer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.peers[id]
+}
+
+// forward is raftstate's Forward hook: it sends a follower's write to
+// the leader's internal apply endpoint.
+func (s *Server) forward(ctx context.Context, leaderAddr, leaderID string, cmd []byte) (state.Result, error) {
+	p := s.peerAPI(leaderID)
+	if p == nil {
+		return state.Result{}, fmt.Errorf("%w: the API address of leader %s (raft %s) is not known to server %s yet; list every other server in its -join",
+			csi.ErrUnavailable, leaderID, leaderAddr, s.id)
+	}
+	return p.client.Apply(ctx, cmd)
+}
+
+// advertised is the address a listener is reached at: 127.0.0.1 for a
+// listener on every interface.
+func advertised(addr net.Addr) string {
+	if a, ok := addr.(*net.TCPAddr); ok && (a.IP == nil || a.IP.IsUnspecified()) {
+		return net.JoinHostPort("127.0.0.1", fmt.Sprint(a.Port))
+	}
+	return addr.String()
+}
