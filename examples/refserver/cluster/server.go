@@ -129,6 +129,9 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) (err error) {
 	}
 	if err := rs.Start(); err != nil {
 		_ = lis.Close()
+		s.mu.Lock()
+		s.raft, s.srv, s.store = nil, nil, nil
+		s.mu.Unlock()
 		return errors.Join(fmt.Errorf("cluster server %s: %w", s.id, err), rs.Shutdown())
 	}
 	stopLeading := rs.OnLeadership(func(leader bool) {
@@ -286,6 +289,12 @@ func (s *Server) joinPeer(rs *raftstate.Server, client *api.Client, st *api.Serv
 	}
 	s.mu.Lock()
 	old := s.peers[st.ID]
+	if old != nil && old.address == client.Address() {
+		// Found already, by a forwarded write.
+		s.mu.Unlock()
+		client.Close()
+		return nil
+	}
 	s.peers[st.ID] = &peer{address: client.Address(), client: client}
 	s.mu.Unlock()
 	if old != nil {
@@ -308,10 +317,40 @@ func (s *Server) peerAPI(id string) *peer {
 func (s *Server) forward(ctx context.Context, leaderAddr, leaderID string, cmd []byte) (state.Result, error) {
 	p := s.peerAPI(leaderID)
 	if p == nil {
+		p = s.findPeer(ctx, leaderID)
+	}
+	if p == nil {
 		return state.Result{}, fmt.Errorf("%w: the API address of leader %s (raft %s) is not known to server %s yet; list every other server in its -join",
 			csi.ErrUnavailable, leaderID, leaderAddr, s.id)
 	}
 	return p.client.Apply(ctx, cmd)
+}
+
+// findPeer looks for server id among the Join addresses not joined
+// yet, with one status call each, and joins it if found. It serves a
+// write forwarded while the join to the leader still waits for its next
+// retry.
+func (s *Server) findPeer(ctx context.Context, id string) *peer {
+	s.mu.Lock()
+	rs := s.raft
+	known := map[string]bool{}
+	for _, p := range s.peers {
+		known[p.address] = true
+	}
+	s.mu.Unlock()
+	for _, addr := range s.cfg.Join {
+		client, err := api.NewClient(addr, nil)
+		if err != nil || known[client.Address()] {
+			continue
+		}
+		st, err := client.Status(ctx)
+		if err != nil || st.ID != id || s.joinPeer(rs, client, st) != nil {
+			client.Close()
+			continue
+		}
+		return s.peerAPI(id)
+	}
+	return nil
 }
 
 // advertised is the address a listener is reached at: 127.0.0.1 for a
