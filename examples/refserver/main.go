@@ -15,9 +15,12 @@
 //	go run ./examples/refserver agent -server http://127.0.0.1:4646 -node-id node-1 \
 //		-addr 127.0.0.1:4747 -hostpath-data-dir /tmp/rs-plugin
 //	go run ./examples/refserver volume status
+//	go run ./examples/refserver server -addr 127.0.0.1:4646 -data-dir /tmp/rs/s1 \
+//		-bootstrap-expect 3 -raft-addr 127.0.0.1:4800 -join 127.0.0.1:4647,127.0.0.1:4648
 //
-// The logic lives in importable packages: server, agent, api (the HTTP
-// API and its client), cli (every command), demo and events. See
+// The logic lives in importable packages: server, cluster (cluster mode
+// on raft), agent, api (the HTTP API and its client), cli (every
+// command), demo and events. See
 // README.md for the commands, the modes and the API endpoints.
 package main
 

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -127,6 +128,56 @@ func TestAgent_Heartbeat_RegistersAgainAfterServerRestart(t *testing.T) {
 	}
 }
 
+// TestAgent_Heartbeat_EveryServer: an agent given several servers runs
+// while one of them is down, heartbeats every server, and registers with
+// the one that comes up at its next heartbeat.
+func TestAgent_Heartbeat_EveryServer(t *testing.T) {
+	dir := shortTempDir(t)
+	live, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	runServer(t, live)
+	down, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	downAddr := down.Addr().String()
+	must(t, down.Close()) // nothing listens there yet
+	var clients []*api.Client
+	for _, addr := range []string{downAddr, live.Addr().String()} {
+		c, err := api.NewClient(addr, nil)
+		must(t, err)
+		defer c.Close()
+		clients = append(clients, c)
+	}
+	a, err := agent.New(agent.Config{
+		NodeID: "node-1", Servers: clients, DataDir: filepath.Join(dir, "node-1"), NoSync: true,
+		Hostpath: &hostpath.Config{DataDir: filepath.Join(dir, "plugin"), Mount: hostpath.MountSymlink, Staging: true},
+	})
+	must(t, err)
+	runAgent(t, a)
+	ctx := context.Background()
+	// The plugin report skipped the server that is down.
+	_, err = clients[1].WaitPlugin(ctx, agent.DefaultHostpathPluginID, healthy)
+	must(t, err)
+
+	err = a.Heartbeat(ctx)
+	if !errors.Is(err, csi.ErrUnavailable) || !strings.Contains(err.Error(), "server http://"+downAddr) {
+		t.Fatalf("heartbeat with a server down: %v, want csi.ErrUnavailable naming it", err)
+	}
+	relis, err := net.Listen("tcp", downAddr)
+	must(t, err)
+	runServer(t, relis)
+	must(t, a.Heartbeat(ctx))
+	for i, c := range clients {
+		nodes, err := c.Nodes(ctx)
+		must(t, err)
+		if len(nodes) != 1 || nodes[0].Status != csi.NodeStatusReady {
+			t.Errorf("server %d: nodes %+v, want node-1 ready", i, nodes)
+		}
+		if p, _, err := c.Plugin(ctx, agent.DefaultHostpathPluginID, nil); err != nil || !healthy(p) {
+			t.Errorf("server %d: plugin %+v, %v", i, p, err)
+		}
+	}
+}
+
 // TestAgent_MountVolume_Refused calls the agent's mount method over the
 // gRPC transport with requests it must refuse.
 func TestAgent_MountVolume_Refused(t *testing.T) {
@@ -230,6 +281,8 @@ func TestNew_Config(t *testing.T) {
 			Plugins: []agent.Plugin{{ID: "hostpath", Type: csi.PluginTypeNode, Endpoint: "/s"}}}, csi.ErrInvalidRequest},
 		{"bad hostpath mode", agent.Config{NodeID: "n1", Server: client, DataDir: dir, Hostpath: &hostpath.Config{DataDir: dir, Mode: "x"}}, hostpath.ErrInvalidConfig},
 		{"valid", agent.Config{NodeID: "n1", Server: client, DataDir: dir, Hostpath: hp}, nil},
+		{"valid with servers only", agent.Config{NodeID: "n1", Servers: []*api.Client{client, client}, DataDir: dir}, nil},
+		{"nil server in servers", agent.Config{NodeID: "n1", Servers: []*api.Client{client, nil}, DataDir: dir}, csi.ErrInvalidRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,6 +17,12 @@
 // server's API. When the server answers a heartbeat "node not found" (it
 // restarted), the agent registers again and resends its latest report.
 //
+// For a cluster of servers (package cluster), Config.Servers lists every
+// server: each keeps its own node liveness and addresses, so the agent
+// registers and heartbeats with all of them (a server that is down just
+// misses heartbeats until it is back), and sends each plugin report, a
+// replicated write, to the first server that takes it.
+//
 // Each mutating CSI call the mounter or the node endpoint makes prints a
 // lifecycle line through Config.Events ("[node-2] NodeStageVolume ok:
 // …"). The lines name volumes and paths, never secrets.

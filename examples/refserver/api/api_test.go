@@ -13,6 +13,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/examples/refserver/api"
+	"github.com/csikit/csikit/rpcshim"
 )
 
 func TestNewClient_Address(t *testing.T) {
@@ -55,6 +56,7 @@ func TestStatusOf(t *testing.T) {
 		{csi.ErrNoController, http.StatusServiceUnavailable},
 		{csi.ErrNodeNotReady, http.StatusServiceUnavailable},
 		{context.DeadlineExceeded, http.StatusGatewayTimeout},
+		{&rpcshim.RemoteError{Message: "not leader, no leader known", Class: csi.ClassRetryable}, http.StatusServiceUnavailable},
 		{errors.New("boom"), http.StatusInternalServerError},
 	}
 	for _, tt := range tests {

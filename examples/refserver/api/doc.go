@@ -38,6 +38,11 @@
 //	PUT    /v1/nodes/{id}/heartbeat                 keep the node ready
 //	PUT    /v1/nodes/{id}/plugins                   the node's fingerprints (ReportPluginsRequest)
 //
+// Cluster mode only (package cluster; server to server):
+//
+//	GET    /v1/internal/status[?wait-leader=D]      this server, the leader, the raft configuration (ServerStatus)
+//	POST   /v1/internal/apply                       apply an encoded state command on the leader (ApplyResponse)
+//
 // # Blocking queries
 //
 // The endpoints marked "blocking" take ?index=N&wait=D: the server

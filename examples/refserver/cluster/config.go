@@ -117,6 +117,13 @@ func (c Config) withDefaults() (Config, error) {
 			return c, bad("RaftAdvertise %q is not host:port: %v", c.RaftAdvertise, err)
 		}
 	}
+	if c.Advertise != "" {
+		cl, err := api.NewClient(c.Advertise, nil)
+		if err != nil {
+			return c, fmt.Errorf("cluster config: Advertise: %w", err)
+		}
+		cl.Close()
+	}
 	if c.ID != "" {
 		if err := csi.ValidateID("server ID", c.ID); err != nil {
 			return c, fmt.Errorf("cluster config: %w", err)

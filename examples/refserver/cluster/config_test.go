@@ -39,6 +39,7 @@ func TestNew_Config(t *testing.T) {
 		{"nobody to join", func(c *cluster.Config) { c.Join = nil }, csi.ErrInvalidRequest},
 		{"empty join address", func(c *cluster.Config) { c.Join = []string{" "} }, csi.ErrInvalidRequest},
 		{"bad join address", func(c *cluster.Config) { c.Join = []string{"ftp://x:1"} }, csi.ErrInvalidRequest},
+		{"bad advertise", func(c *cluster.Config) { c.Advertise = "ftp://x:1" }, csi.ErrInvalidRequest},
 		{"negative TTL", func(c *cluster.Config) { c.HeartbeatTTL = -1 }, csi.ErrInvalidRequest},
 		{"negative shutdown timeout", func(c *cluster.Config) { c.ShutdownTimeout = -1 }, csi.ErrInvalidRequest},
 	}

@@ -30,7 +30,7 @@ func TestServer_Internal(t *testing.T) {
 			st, err := c.members[id].client.WaitLeader(ctx)
 			must(t, err)
 			m := c.members[id]
-			if st.ID != id || st.RaftAddress != m.raftAddr || st.APIAddress != m.apiAddr || st.LeaderID != leader ||
+			if st.ID != id || st.RaftAddress != m.raftAddr || st.APIAddress != m.url() || st.LeaderID != leader ||
 				st.Leader != (id == leader) || st.BootstrapExpect != 3 || len(st.Servers) != 3 {
 				t.Errorf("server %s status: %+v", id, st)
 			}

@@ -232,6 +232,10 @@ func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, err
 	if apiAddr == "" {
 		apiAddr = advertised(lis.Addr())
 	}
+	if cl, err := api.NewClient(apiAddr, nil); err == nil {
+		apiAddr = cl.Address() // as the other servers list it: http://host:port
+		cl.Close()
+	}
 	s.mu.Lock()
 	s.raft, s.srv, s.store, s.apiAddr = rs, srv, store, apiAddr
 	s.mu.Unlock()

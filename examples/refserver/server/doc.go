@@ -39,7 +39,13 @@
 // the secrets go to a node agent only inside a mount request for that
 // node's own claim.
 //
+// In cluster mode (package cluster) the same Server runs on every server
+// of a raft cluster: Config.Store is the server's replica, Config.Applier
+// the raftstate Server (a follower's writes are forwarded to the
+// leader), Config.Internal serves the server-to-server endpoints, and
+// raftstate's leadership signal calls SetLeader. Liveness stays per
+// server: agents heartbeat every server.
+//
 // It is a reference, not a production control plane: no
-// authentication, no TLS, one process (until a replicated store slots in
-// through Config.Store and Config.Applier).
+// authentication, no TLS.
 package server
