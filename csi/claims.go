@@ -31,8 +31,9 @@ func ValidateClaim(c *Claim) error {
 // allocation already holds an identical live claim (a repeated claim is
 // idempotent; IsRepeatClaim tells the caller so). Otherwise it returns an
 // error matching one of ErrInvalidRequest, ErrInvalidID,
-// ErrAllocationTerminal, ErrAccessModeNotAllowed, ErrMaxClaims or
-// ErrAttachedElsewhere, whose message names the volume and the
+// ErrAllocationTerminal, ErrAccessModeNotAllowed, ErrMaxClaims,
+// ErrAttachedElsewhere or ErrVolumeInUse (the volume is being detached
+// from the claim's node), whose message names the volume and the
 // allocations that hold it.
 //
 // The claims after the change must satisfy the access mode of every claim
@@ -53,6 +54,9 @@ func CheckClaim(v *Volume, c *Claim) error {
 	if old := v.Claim(c.AllocationID); old != nil && !sameRequest(old, c) {
 		return fmt.Errorf("%w: allocation %s already claims volume %s as %s %s on node %s; release it before claiming it as %s %s on node %s",
 			ErrInvalidRequest, c.AllocationID, v.ID, old.Mode, old.Capability(), old.NodeID, c.Mode, c.Capability(), c.NodeID)
+	}
+	if err := detachingFrom(v, c); err != nil {
+		return err
 	}
 	capab := c.Capability()
 	if !v.Allows(capab) {
@@ -87,6 +91,32 @@ func CheckClaim(v *Volume, c *Claim) error {
 		}
 	}
 	return nil
+}
+
+// detachingFrom refuses a claim on a node from which the volume may be
+// being detached right now: a past claim there has finished its node step
+// (ClaimNodeDetached) and no live claim holds the attachment. The release
+// worker checks for live claims on the node and then calls
+// ControllerUnpublishVolume; a claim written in between would find the
+// volume attached, skip ControllerPublishVolume and be detached under its
+// allocation. Refusing it until the release finishes closes that window;
+// with a live claim on the node the worker defers the detach instead.
+func detachingFrom(v *Volume, c *Claim) error {
+	if v.LiveClaimOnNode(c.NodeID, "") {
+		return nil
+	}
+	var ids []string
+	for id, p := range v.PastClaims {
+		if p.NodeID == c.NodeID && p.State == ClaimNodeDetached {
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	slices.Sort(ids)
+	return fmt.Errorf("%w: volume %s is being detached from node %s (released by allocation %s); retry the claim once the release finishes",
+		ErrVolumeInUse, v.ID, c.NodeID, strings.Join(ids, ", "))
 }
 
 // IsRepeatClaim reports whether c repeats a live claim the same allocation

@@ -102,6 +102,55 @@ func TestCheckClaim_Rules(t *testing.T) {
 			want:  csi.ErrAttachedElsewhere,
 		},
 		{
+			name: "a node the volume is being detached from refuses a new claim",
+			vol: func() *csi.Volume {
+				v := volumeWith(mnsw)
+				c := claimOn("old", "n1", csi.ClaimWrite, mnsw)
+				c.State = csi.ClaimNodeDetached
+				v.PastClaims["old"] = c
+				return v
+			},
+			claim:    claimOn("a2", "n1", csi.ClaimRead, mnsw),
+			want:     csi.ErrVolumeInUse,
+			mentions: []string{"being detached from node n1", "old", "retry"},
+		},
+		{
+			name: "a live claim on the node keeps the attachment, so a new claim there is fine",
+			vol: func() *csi.Volume {
+				v := volumeWith(mnsw, claimOn("live", "n1", csi.ClaimRead, mnsw))
+				c := claimOn("old", "n1", csi.ClaimWrite, mnsw)
+				c.State = csi.ClaimNodeDetached
+				v.PastClaims["old"] = c
+				return v
+			},
+			claim: claimOn("a2", "n1", csi.ClaimRead, mnsw),
+		},
+		{
+			name: "a past claim still unpublishing or already controller-detached does not block its node",
+			vol: func() *csi.Volume {
+				v := volumeWith(mnsw)
+				c := claimOn("old", "n1", csi.ClaimWrite, mnsw)
+				c.State = csi.ClaimUnpublishing
+				v.PastClaims["old"] = c
+				d := claimOn("older", "n1", csi.ClaimWrite, mnsw)
+				d.State = csi.ClaimControllerDetached
+				v.PastClaims["older"] = d
+				return v
+			},
+			claim: claimOn("a2", "n1", csi.ClaimRead, mnsw),
+		},
+		{
+			name: "a detaching past claim on another node does not block",
+			vol: func() *csi.Volume {
+				v := volumeWith(mnsw)
+				c := claimOn("old", "n2", csi.ClaimWrite, mnsw)
+				c.State = csi.ClaimNodeDetached
+				v.PastClaims["old"] = c
+				return v
+			},
+			claim: claimOn("a2", "n1", csi.ClaimRead, mnsw),
+		},
+		{
 			name:  "invalid allocation ID",
 			vol:   func() *csi.Volume { return volumeWith(mnsw) },
 			claim: claimOn("../x", "n1", csi.ClaimRead, mnsw),
