@@ -29,7 +29,9 @@ import (
 // running, csi.ErrPluginNotFound; the node unreachable,
 // csi.ErrNodeNotReady or csi.ErrUnavailable) is retried with backoff; a
 // Final error is recorded on the claim and retried on the slow schedule.
-// The error text reaches Claim.LastError, so it must never hold a secret.
+// The error text reaches Claim.LastError, prefixed with the step, so it
+// must never hold a secret and should name the volume, the allocation and
+// the node, as the rpcshim router's errors do.
 type NodeDetacher interface {
 	NodeDetach(ctx context.Context, vol *csi.Volume, claim *csi.Claim) error
 }

@@ -200,8 +200,9 @@ func (r *volumeRun) nodeStep(ctx context.Context, v *csi.Volume, c *csi.Claim) b
 			return false
 		}
 		if !csi.TeardownDone(err) {
-			r.fail(c, StepNodeDetach, fmt.Errorf("node detach of volume %s for allocation %s on node %s: %w",
-				r.key.id, c.AllocationID, c.NodeID, err))
+			// The detacher names the volume, allocation and node (the
+			// router does); the worker only adds its step.
+			r.fail(c, StepNodeDetach, fmt.Errorf("node step: %w", err))
 			return false
 		}
 	default:
@@ -237,7 +238,7 @@ func (r *volumeRun) controllerStep(ctx context.Context, v *csi.Volume, cs []*csi
 			return 0, false
 		}
 		if !csi.TeardownDone(err) {
-			err = fmt.Errorf("controller detach of volume %s from node %s: %w", r.key.id, cs[0].NodeID, err)
+			err = fmt.Errorf("controller step: %w", err)
 			for _, c := range cs {
 				r.fail(c, StepControllerDetach, err)
 			}
