@@ -51,6 +51,10 @@ func (a *LocalApplier) Apply(ctx context.Context, cmd Command) (Result, error) {
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if ls, ok := a.store.(lastIndexer); ok {
+		// One lock instead of a read transaction per table.
+		return a.store.Apply(ls.LastIndex()+1, cmd)
+	}
 	var last uint64
 	for _, t := range Tables() {
 		idx, err := a.store.Index(t)
@@ -60,4 +64,10 @@ func (a *LocalApplier) Apply(ctx context.Context, cmd Command) (Result, error) {
 		last = max(last, idx)
 	}
 	return a.store.Apply(last+1, cmd)
+}
+
+// lastIndexer is a Store that knows its highest table index, as
+// MemStore.LastIndex does.
+type lastIndexer interface {
+	LastIndex() uint64
 }
