@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -76,9 +77,11 @@ func (s *store) save(rec *volumeRecord) error {
 		_ = os.Remove(tmp)
 		return &persistError{path: final, err: err}
 	}
-	if err := os.Rename(tmp, final); err != nil {
+	// rename(2) straight: os.Rename first lstats the target, to refuse
+	// a directory there, which rename(2) refuses by itself.
+	if err := syscall.Rename(tmp, final); err != nil {
 		_ = os.Remove(tmp)
-		return &persistError{path: final, err: err}
+		return &persistError{path: final, err: &os.LinkError{Op: "rename", Old: tmp, New: final, Err: err}}
 	}
 	if err := s.syncDir(nsDir); err != nil {
 		return &persistError{path: final, err: err}
