@@ -1,6 +1,9 @@
 package csi
 
-import "fmt"
+import (
+	"fmt"
+	"maps"
+)
 
 // Secrets are the CSI secrets passed to a plugin call (credentials, keys).
 // They are a plain map so callers build them naturally, but every way of
@@ -28,15 +31,4 @@ func (s Secrets) GoString() string { return s.String() }
 func (s Secrets) Format(f fmt.State, verb rune) { fmt.Fprint(f, s.String()) }
 
 // Copy returns a copy of s; nil stays nil.
-func (s Secrets) Copy() Secrets { return Secrets(copyMap(s)) }
-
-func copyMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	c := make(map[string]string, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
-}
+func (s Secrets) Copy() Secrets { return maps.Clone(s) }

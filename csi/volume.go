@@ -1,6 +1,7 @@
 package csi
 
 import (
+	"maps"
 	"slices"
 	"time"
 )
@@ -16,7 +17,7 @@ func (t *Topology) Copy() *Topology {
 	if t == nil {
 		return nil
 	}
-	return &Topology{Segments: copyMap(t.Segments)}
+	return &Topology{Segments: maps.Clone(t.Segments)}
 }
 
 // Equal reports whether t and o hold the same segments.
@@ -140,8 +141,8 @@ func (v *Volume) Copy() *Volume {
 	c.Capabilities = slices.Clone(v.Capabilities)
 	c.MountOptions = v.MountOptions.Copy()
 	c.Secrets = v.Secrets.Copy()
-	c.Parameters = copyMap(v.Parameters)
-	c.Context = copyMap(v.Context)
+	c.Parameters = maps.Clone(v.Parameters)
+	c.Context = maps.Clone(v.Context)
 	c.RequestedTopologies = v.RequestedTopologies.Copy()
 	c.Topologies = copyTopologies(v.Topologies)
 	c.ReadClaims = copyClaims(v.ReadClaims)
@@ -226,7 +227,7 @@ func (c *Claim) Copy() *Claim {
 	}
 	d := *c
 	d.MountOptions = c.MountOptions.Copy()
-	d.PublishContext = copyMap(c.PublishContext)
+	d.PublishContext = maps.Clone(c.PublishContext)
 	return &d
 }
 
