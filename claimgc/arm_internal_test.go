@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/csikit/csikit/internal/clock"
+	"github.com/csikit/csikit/csi/clock"
 )
 
 // jumpingClock is a fake clock that a "test" advances while the first

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/csi/plugin"
-	"github.com/csikit/csikit/internal/clock"
 )
 
 // BenchmarkWorker_Release measures how close the Worker gets to the

@@ -7,8 +7,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/csikit/csikit/csi"
-	"github.com/csikit/csikit/internal/backoff"
-	"github.com/csikit/csikit/internal/clock"
+	"github.com/csikit/csikit/csi/backoff"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/state"
 )
 

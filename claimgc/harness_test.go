@@ -27,9 +27,9 @@ import (
 
 	"github.com/csikit/csikit/claimgc"
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/csitest"
-	"github.com/csikit/csikit/internal/clock"
 	"github.com/csikit/csikit/mounter"
 	"github.com/csikit/csikit/state"
 )

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/csikit/csikit/csi"
-	"github.com/csikit/csikit/internal/clock"
+	"github.com/csikit/csikit/csi/clock"
 )
 
 // volKey identifies a volume: releases are serialized per key.

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/csikit/csikit/csi"
-	"github.com/csikit/csikit/internal/clock"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/state"
 )
 

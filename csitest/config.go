@@ -8,7 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/csikit/csikit/csi"
-	"github.com/csikit/csikit/internal/clock"
+	"github.com/csikit/csikit/csi/clock"
 )
 
 // Defaults filled in by New.

@@ -11,8 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/csitest"
-	"github.com/csikit/csikit/internal/clock"
 )
 
 func probeCodes(t *testing.T, c clients, n int) []codes.Code {

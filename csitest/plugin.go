@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/csikit/csikit/csi"
-	"github.com/csikit/csikit/internal/clock"
+	"github.com/csikit/csikit/csi/clock"
 )
 
 // Plugin is a fake CSI plugin serving the Identity, Controller and Node

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/csi/plugin"
-	"github.com/csikit/csikit/internal/clock"
 )
 
 // DefaultStaticRefresh is how long a Fingerprinter trusts its cached

@@ -7,10 +7,10 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/fingerprint"
-	"github.com/csikit/csikit/internal/clock"
 )
 
 // newFingerprinter returns a Fingerprinter for p over a real client.

@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/fingerprint"
-	"github.com/csikit/csikit/internal/clock"
 )
 
 // wait is the safety timeout for anything a test waits on; reaching it

@@ -9,9 +9,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/backoff"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/csi/plugin"
-	"github.com/csikit/csikit/internal/backoff"
-	"github.com/csikit/csikit/internal/clock"
 )
 
 // Defaults used when the corresponding Config field is zero.

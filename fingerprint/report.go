@@ -8,7 +8,7 @@ import (
 	"slices"
 
 	"github.com/csikit/csikit/csi"
-	"github.com/csikit/csikit/internal/clock"
+	"github.com/csikit/csikit/csi/clock"
 )
 
 // reportLoop is the one goroutine that calls Config.Report while Run

@@ -17,8 +17,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/csitest"
-	"github.com/csikit/csikit/internal/clock"
 	"github.com/csikit/csikit/mounter"
 )
 

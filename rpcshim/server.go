@@ -10,8 +10,8 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/csi/plugin"
-	"github.com/csikit/csikit/internal/clock"
 	"github.com/csikit/csikit/state"
 )
 

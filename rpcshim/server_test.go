@@ -10,9 +10,9 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/csitest"
-	"github.com/csikit/csikit/internal/clock"
 	"github.com/csikit/csikit/rpcshim"
 	"github.com/csikit/csikit/state"
 )

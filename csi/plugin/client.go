@@ -16,8 +16,8 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/csikit/csikit/csi"
-	"github.com/csikit/csikit/internal/backoff"
-	"github.com/csikit/csikit/internal/clock"
+	"github.com/csikit/csikit/csi/backoff"
+	"github.com/csikit/csikit/csi/clock"
 )
 
 // Defaults used when the corresponding Config field is zero.

@@ -19,10 +19,10 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/backoff"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/csitest"
-	"github.com/csikit/csikit/internal/backoff"
-	"github.com/csikit/csikit/internal/clock"
 )
 
 func TestMain(m *testing.M) {

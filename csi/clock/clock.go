@@ -5,6 +5,10 @@
 // Real is the wall clock. Fake is a manual clock for tests: timers fire
 // only when Advance moves time past their deadline, and BlockUntil lets a
 // test wait until the code under test is parked on a timer.
+//
+// It is public so a host can pass its own Clock (or a Fake in its tests)
+// to every csikit Config that takes one: csi/plugin, csitest, fingerprint,
+// claimgc.
 package clock
 
 import (

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/csikit/csikit/internal/backoff"
+	"github.com/csikit/csikit/csi/backoff"
 )
 
 func TestPolicy_Delay(t *testing.T) {

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/csikit/csikit/internal/clock"
+	"github.com/csikit/csikit/csi/clock"
 )
 
 var epoch = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
