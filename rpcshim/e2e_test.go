@@ -158,12 +158,13 @@ func TestE2E_ClaimMountDetach(t *testing.T) {
 
 	// Register: the capabilities are validated by the controller on n1.
 	c.ctl.AddVolume("ext-1", 1<<30, map[string]string{"zone": "a"})
-	_, err = c.server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+	reg, err := c.server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
 		ID: "data", Namespace: "default", PluginID: rtPlugin, ExternalID: "ext-1",
 		Capabilities: []csi.Capability{capab}, Secrets: csi.Secrets{"token": "s3cr3t"},
 		Context: map[string]string{"zone": "a"},
 	}})
 	must(t, err)
+	expectEqual(t, reg.ControllerNodeID, "n1")
 
 	// First claim on n2: one ControllerPublish, to n2's CSI node ID.
 	claim := func(alloc string) *rpcshim.VolumeClaimResponse {
@@ -178,6 +179,7 @@ func TestE2E_ClaimMountDetach(t *testing.T) {
 	devicePath := map[string]string{"devicePath": "/dev/fake-ext-1"}
 	expectEqual(t, r1.Claim.ExternalNodeID, "csi-n2")
 	expectEqual(t, r1.Claim.PublishContext, devicePath)
+	expectEqual(t, r1.ControllerNodeID, "n1")
 	expectEqual(t, publishedTo(c.ctl), []string{"csi-n2"})
 	expectEqual(t, n2.plugin.CallCount(csitest.MethodNodeStageVolume), 0) // nothing on the node yet
 
@@ -201,6 +203,7 @@ func TestE2E_ClaimMountDetach(t *testing.T) {
 	// Second claim on n2: no second ControllerPublish, same context.
 	r2 := claim("web-2")
 	expectEqual(t, r2.Claim.PublishContext, devicePath)
+	expectEqual(t, r2.ControllerNodeID, "") // nothing published this time
 	expectEqual(t, publishedTo(c.ctl), []string{"csi-n2"})
 	mount(r2)
 

@@ -106,6 +106,11 @@ type VolumeCreateRequest struct {
 type VolumeResponse struct {
 	Volume *csi.Volume
 	Index  uint64
+	// ControllerNodeID is the host node whose controller instance served
+	// the write's controller call: CreateVolume for CreateVolume,
+	// ValidateVolumeCapabilities for RegisterVolume. It is empty when no
+	// controller call was made (a plugin without a controller).
+	ControllerNodeID string `json:",omitempty"`
 }
 
 // VolumeDeregisterRequest removes a volume from csikit without any
@@ -125,6 +130,12 @@ type VolumeDeleteRequest struct {
 // WriteResponse is the log index of a write (0 when nothing changed).
 type WriteResponse struct {
 	Index uint64
+	// ControllerNodeID is the host node whose controller instance served
+	// the write's controller call (DeleteVolume's DeleteVolume). It is
+	// empty when no controller call was made (DeregisterVolume), and when
+	// the plugin answered NotFound, which DeleteVolume counts as deleted:
+	// the Router returns that answer as an error, without the node.
+	ControllerNodeID string `json:",omitempty"`
 }
 
 // VolumeClaimRequest claims a volume for an allocation.
@@ -147,6 +158,12 @@ type VolumeClaimResponse struct {
 	Volume *csi.Volume
 	// Index is the log index of the last write the claim made.
 	Index uint64
+	// ControllerNodeID is the host node whose controller instance
+	// attached the volume for this claim (ControllerPublishVolume). It is
+	// empty when this call published nothing: the plugin needs no
+	// ControllerPublishVolume, the claim's publish context was already
+	// stored, or another claim's attachment on the node was reused.
+	ControllerNodeID string `json:",omitempty"`
 }
 
 // VolumeUnpublishRequest is a node's report that it has unmounted a
@@ -208,8 +225,9 @@ func (s *Server) RegisterVolume(ctx context.Context, req *VolumeRegisterRequest)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
+	var ctrlNode string
 	if hasController {
-		if err := s.validateCapabilities(ctx, op, v); err != nil {
+		if ctrlNode, err = s.validateCapabilities(ctx, op, v); err != nil {
 			return nil, err
 		}
 	}
@@ -217,7 +235,7 @@ func (s *Server) RegisterVolume(ctx context.Context, req *VolumeRegisterRequest)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	return s.volumeResponse(op, v.Namespace, v.ID, res.Index)
+	return s.volumeResponse(op, v.Namespace, v.ID, res.Index, ctrlNode)
 }
 
 // hasController reports whether the plugin has a controller: a healthy
@@ -238,7 +256,9 @@ func (s *Server) hasController(pluginID string) (bool, error) {
 	return p.ControllerRequired, nil
 }
 
-func (s *Server) validateCapabilities(ctx context.Context, op string, v *csi.Volume) error {
+// validateCapabilities confirms v's capabilities with a controller of
+// its plugin and returns the node whose controller answered.
+func (s *Server) validateCapabilities(ctx context.Context, op string, v *csi.Volume) (string, error) {
 	r, err := s.router.ValidateVolumeCapabilities(ctx, &ValidateCapabilitiesRequest{
 		CSIControllerQuery: CSIControllerQuery{PluginID: v.PluginID},
 		ValidateCapabilitiesRequest: plugin.ValidateCapabilitiesRequest{
@@ -251,17 +271,17 @@ func (s *Server) validateCapabilities(ctx context.Context, op string, v *csi.Vol
 		},
 	})
 	if err != nil {
-		return fmt.Errorf("%s: validate its capabilities with the controller: %w", op, err)
+		return "", fmt.Errorf("%s: validate its capabilities with the controller: %w", op, err)
 	}
 	if !r.Confirmed {
 		why := r.Message
 		if why == "" {
 			why = "no reason given"
 		}
-		return fmt.Errorf("%w: %s: plugin %s does not confirm the capabilities %s for external volume %q (%s); register the volume with capabilities the plugin supports",
+		return "", fmt.Errorf("%w: %s: plugin %s does not confirm the capabilities %s for external volume %q (%s); register the volume with capabilities the plugin supports",
 			csi.ErrAccessModeNotAllowed, op, v.PluginID, capsList(v.Capabilities), v.ExternalID, why)
 	}
-	return nil
+	return r.ControllerNodeID, nil
 }
 
 // DeregisterVolume removes a volume without any plugin call. A volume
@@ -350,7 +370,7 @@ func (s *Server) CreateVolume(ctx context.Context, req *VolumeCreateRequest) (*V
 		}
 		return nil, fmt.Errorf("%s: registering the created volume failed, so external volume %q was deleted again: %w", op, v.ExternalID, err)
 	}
-	return s.volumeResponse(op, v.Namespace, v.ID, res.Index)
+	return s.volumeResponse(op, v.Namespace, v.ID, res.Index, cr.ControllerNodeID)
 }
 
 // DeleteVolume deletes a volume in its plugin (DeleteVolume through a
@@ -375,18 +395,22 @@ func (s *Server) DeleteVolume(ctx context.Context, req *VolumeDeleteRequest) (*W
 		return nil, fmt.Errorf("%w: %s: allocations %s still claim it; delete it once their claims are released",
 			csi.ErrVolumeInUse, op, claimHolders(v))
 	}
-	_, err = s.router.DeleteVolume(ctx, &DeleteVolumeRequest{
+	dr, err := s.router.DeleteVolume(ctx, &DeleteVolumeRequest{
 		CSIControllerQuery:  CSIControllerQuery{PluginID: v.PluginID},
 		DeleteVolumeRequest: plugin.DeleteVolumeRequest{ExternalID: v.ExternalID, Secrets: v.Secrets},
 	})
 	if !csi.TeardownDone(err) {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
+	var ctrlNode string
+	if dr != nil { // nil when the plugin no longer had the volume
+		ctrlNode = dr.ControllerNodeID
+	}
 	res, err := s.applier.Apply(ctx, state.DeregisterVolume{Namespace: req.Namespace, VolumeID: req.VolumeID})
 	if err != nil {
 		return nil, fmt.Errorf("%s: deleted in the plugin but not deregistered: %w", op, err)
 	}
-	return &WriteResponse{Index: res.Index}, nil
+	return &WriteResponse{Index: res.Index, ControllerNodeID: ctrlNode}, nil
 }
 
 // Volume returns one volume, secrets removed.
@@ -433,12 +457,12 @@ func (s *Server) Plugins(ctx context.Context) ([]*csi.Plugin, error) {
 	return s.store.Plugins()
 }
 
-func (s *Server) volumeResponse(op, namespace, id string, index uint64) (*VolumeResponse, error) {
+func (s *Server) volumeResponse(op, namespace, id string, index uint64, ctrlNode string) (*VolumeResponse, error) {
 	v, err := s.store.Volume(namespace, id)
 	if err != nil {
 		return nil, fmt.Errorf("%s: written at index %d, but reading it back failed: %w", op, index, err)
 	}
-	return &VolumeResponse{Volume: withoutSecrets(v), Index: index}, nil
+	return &VolumeResponse{Volume: withoutSecrets(v), Index: index, ControllerNodeID: ctrlNode}, nil
 }
 
 func withoutSecrets(v *csi.Volume) *csi.Volume {

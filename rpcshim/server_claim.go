@@ -79,9 +79,10 @@ func (s *Server) Claim(ctx context.Context, req *VolumeClaimRequest) (*VolumeCla
 		return &VolumeClaimResponse{Claim: claim, Volume: vol, Index: index}, nil
 	}
 
+	var ctrlNode string
 	pc := attachedContext(vol, claim)
 	if pc == nil {
-		pc, err = s.publish(ctx, op, vol, claim)
+		pc, ctrlNode, err = s.publish(ctx, op, vol, claim)
 		if err != nil {
 			return nil, err
 		}
@@ -99,7 +100,7 @@ func (s *Server) Claim(ctx context.Context, req *VolumeClaimRequest) (*VolumeCla
 	if vol, err = s.store.Volume(req.Namespace, req.VolumeID); err != nil {
 		return nil, fmt.Errorf("%s: the claim is written but reading the volume back failed (retry the claim): %w", op, err)
 	}
-	return &VolumeClaimResponse{Claim: claim, Volume: vol, Index: index}, nil
+	return &VolumeClaimResponse{Claim: claim, Volume: vol, Index: index, ControllerNodeID: ctrlNode}, nil
 }
 
 // needsPublish decides whether claims of vol go through
@@ -122,8 +123,9 @@ func (s *Server) needsPublish(op string, vol *csi.Volume) (bool, error) {
 }
 
 // publish calls ControllerPublishVolume for claim and removes the claim
-// again when that fails for good.
-func (s *Server) publish(ctx context.Context, op string, vol *csi.Volume, claim *csi.Claim) (map[string]string, error) {
+// again when that fails for good. It returns the publish context and the
+// node whose controller served the call.
+func (s *Server) publish(ctx context.Context, op string, vol *csi.Volume, claim *csi.Claim) (map[string]string, string, error) {
 	r := &ControllerPublishRequest{
 		CSIControllerQuery: CSIControllerQuery{PluginID: vol.PluginID},
 		ControllerPublishRequest: plugin.ControllerPublishRequest{
@@ -140,21 +142,21 @@ func (s *Server) publish(ctx context.Context, op string, vol *csi.Volume, claim 
 	}
 	resp, err := s.router.ControllerPublish(ctx, r)
 	if err == nil {
-		return resp.PublishContext, nil
+		return resp.PublishContext, resp.ControllerNodeID, nil
 	}
 	class := csi.Classify(err)
 	s.logger.Warn("ControllerPublishVolume failed for a claim", "namespace", vol.Namespace, "volume_id", vol.ID,
 		"allocation_id", claim.AllocationID, "node_id", claim.NodeID, "class", class, "error", err)
 	if class != csi.ClassFinal {
-		return nil, fmt.Errorf("%s: the claim is kept, but attaching the volume to node %s did not complete; retry the claim: %w",
+		return nil, "", fmt.Errorf("%s: the claim is kept, but attaching the volume to node %s did not complete; retry the claim: %w",
 			op, claim.NodeID, err)
 	}
 	_, rerr := s.applier.Apply(ctx, state.RemoveClaim{Namespace: vol.Namespace, VolumeID: vol.ID, AllocationID: claim.AllocationID})
 	if rerr != nil && !errors.Is(rerr, csi.ErrClaimNotFound) {
-		return nil, fmt.Errorf("%s: attaching the volume to node %s failed: %w; removing the claim failed too (%v), so release the allocation's claim",
+		return nil, "", fmt.Errorf("%s: attaching the volume to node %s failed: %w; removing the claim failed too (%v), so release the allocation's claim",
 			op, claim.NodeID, err, rerr)
 	}
-	return nil, fmt.Errorf("%s: attaching the volume to node %s failed, so the claim was removed: %w", op, claim.NodeID, err)
+	return nil, "", fmt.Errorf("%s: attaching the volume to node %s failed, so the claim was removed: %w", op, claim.NodeID, err)
 }
 
 // attachedContext returns the publish context of another claim of vol on

@@ -44,7 +44,14 @@ func TestServer_RegisterVolume(t *testing.T) {
 	ctx := context.Background()
 	t.Run("capabilities validated with the controller", func(t *testing.T) {
 		e := newSrvEnv(t, allControllerCaps)
-		v := e.register("vol-a", "ext-a", snwFS)
+		e.ctl.AddVolume("ext-a", 1<<30, nil)
+		resp, err := e.server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+			ID: "vol-a", Namespace: "default", PluginID: rtPlugin, ExternalID: "ext-a", Capabilities: []csi.Capability{snwFS},
+			Secrets: csi.Secrets{"token": "s3cr3t"},
+		}})
+		must(t, err)
+		v := resp.Volume
+		expectEqual(t, resp.ControllerNodeID, "n1")
 		expectEqual(t, v.ExternalID, "ext-a")
 		expectEqual(t, v.Secrets, csi.Secrets(nil)) // not in a response
 		expectEqual(t, e.volume("vol-a").Secrets, csi.Secrets{"token": "s3cr3t"})
@@ -104,6 +111,7 @@ func TestServer_RegisterVolume(t *testing.T) {
 		}})
 		must(t, err)
 		expectEqual(t, resp.Volume.PluginID, "p2")
+		expectEqual(t, resp.ControllerNodeID, "") // no controller call
 		expectEqual(t, len(e.ctl.Calls()), 0)
 	})
 	t.Run("bad input", func(t *testing.T) {
@@ -160,6 +168,7 @@ func TestServer_CreateVolume(t *testing.T) {
 		expectEqual(t, got.Name, "default/vol-a")
 		expectEqual(t, v.Capacity, got.Capacity)
 		expectEqual(t, v.Secrets, csi.Secrets(nil))
+		expectEqual(t, resp.ControllerNodeID, "n1")
 		if resp.Index == 0 {
 			t.Error("no index in the response")
 		}
@@ -201,14 +210,19 @@ func TestServer_CreateVolume(t *testing.T) {
 
 func TestServer_DeleteVolume(t *testing.T) {
 	ctx := context.Background()
+	delResp := func(e *srvEnv, id string) (*rpcshim.WriteResponse, error) {
+		return e.server.DeleteVolume(ctx, &rpcshim.VolumeDeleteRequest{Namespace: "default", VolumeID: id})
+	}
 	del := func(e *srvEnv, id string) error {
-		_, err := e.server.DeleteVolume(ctx, &rpcshim.VolumeDeleteRequest{Namespace: "default", VolumeID: id})
+		_, err := delResp(e, id)
 		return err
 	}
 	t.Run("deleted and deregistered", func(t *testing.T) {
 		e := newSrvEnv(t, allControllerCaps)
 		e.register("vol-a", "ext-a", snwFS)
-		must(t, del(e, "vol-a"))
+		resp, err := delResp(e, "vol-a")
+		must(t, err)
+		expectEqual(t, resp.ControllerNodeID, "n1")
 		expectNoVolume(t, e, "vol-a")
 		expectEqual(t, len(e.ctl.Volumes()), 0)
 		calls := e.ctl.CallsTo(csitest.MethodDeleteVolume)
@@ -229,7 +243,20 @@ func TestServer_DeleteVolume(t *testing.T) {
 		e := newSrvEnv(t, allControllerCaps)
 		e.register("vol-a", "ext-a", snwFS)
 		e.ctl.RemoveVolume("ext-a")
-		must(t, del(e, "vol-a"))
+		resp, err := delResp(e, "vol-a")
+		must(t, err)
+		expectEqual(t, resp.ControllerNodeID, "n1") // the plugin answered OK, as CSI asks
+		expectNoVolume(t, e, "vol-a")
+	})
+	t.Run("plugin answers NotFound", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		e.register("vol-a", "ext-a", snwFS)
+		e.ctl.FailNext(csitest.MethodDeleteVolume, codes.NotFound, 1)
+		resp, err := delResp(e, "vol-a")
+		must(t, err)
+		// NotFound comes back from the Router as an error, without the
+		// node that answered it.
+		expectEqual(t, resp.ControllerNodeID, "")
 		expectNoVolume(t, e, "vol-a")
 	})
 	t.Run("plugin fails", func(t *testing.T) {
@@ -260,6 +287,7 @@ func TestServer_DeregisterVolume(t *testing.T) {
 	if resp.Index == 0 {
 		t.Error("no index")
 	}
+	expectEqual(t, resp.ControllerNodeID, "") // no controller call
 	expectNoVolume(t, e, "vol-a")
 	expectEqual(t, e.ctl.CallCount(csitest.MethodDeleteVolume), 0)
 }
@@ -276,6 +304,7 @@ func TestServer_Claim_Attachments(t *testing.T) {
 	r1, err := e.claim("vol-a", "a1", "n2", csi.ClaimWrite, mnmwFS)
 	must(t, err)
 	expectEqual(t, r1.Claim.ExternalNodeID, "csi-n2")
+	expectEqual(t, r1.ControllerNodeID, "n1") // the controller that attached it
 	expectEqual(t, r1.Claim.PublishContext, devicePath)
 	expectEqual(t, r1.Volume.WriteClaims["a1"].PublishContext, devicePath)
 	expectEqual(t, r1.Volume.Secrets, csi.Secrets{"token": "s3cr3t"}) // the node needs them to mount
@@ -289,18 +318,21 @@ func TestServer_Claim_Attachments(t *testing.T) {
 	again, err := e.claim("vol-a", "a1", "n2", csi.ClaimWrite, mnmwFS)
 	must(t, err)
 	expectEqual(t, again.Claim.PublishContext, devicePath)
+	expectEqual(t, again.ControllerNodeID, "")
 	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2"})
 
 	// A second claim on n2: the attachment's context is copied.
 	r2, err := e.claim("vol-a", "a2", "n2", csi.ClaimRead, mnmwFS)
 	must(t, err)
 	expectEqual(t, r2.Claim.PublishContext, devicePath)
+	expectEqual(t, r2.ControllerNodeID, "")
 	expectEqual(t, e.volume("vol-a").ReadClaims["a2"].PublishContext, devicePath)
 	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2"})
 
 	// Another node: a new attachment.
-	_, err = e.claim("vol-a", "a3", "n3", csi.ClaimRead, mnmwFS)
+	r3, err := e.claim("vol-a", "a3", "n3", csi.ClaimRead, mnmwFS)
 	must(t, err)
+	expectEqual(t, r3.ControllerNodeID, "n1")
 	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2", "csi-n3"})
 
 	// a1 and a2 stop: their claims are past but still attached, so a
@@ -312,6 +344,7 @@ func TestServer_Claim_Attachments(t *testing.T) {
 	r4, err := e.claim("vol-a", "a4", "n2", csi.ClaimWrite, mnmwFS)
 	must(t, err)
 	expectEqual(t, r4.Claim.PublishContext, devicePath)
+	expectEqual(t, r4.ControllerNodeID, "")
 	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2", "csi-n3"})
 
 	// Once every past claim on n2 is detached and a4 is gone too, a new
@@ -324,8 +357,9 @@ func TestServer_Claim_Attachments(t *testing.T) {
 			e.apply(state.CheckpointClaim{Namespace: "default", VolumeID: "vol-a", AllocationID: a, State: st})
 		}
 	}
-	_, err = e.claim("vol-a", "a5", "n2", csi.ClaimWrite, mnmwFS)
+	r5, err := e.claim("vol-a", "a5", "n2", csi.ClaimWrite, mnmwFS)
 	must(t, err)
+	expectEqual(t, r5.ControllerNodeID, "n1")
 	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2", "csi-n3", "csi-n2"})
 	e.ctl.RequireNoViolations(t)
 }
@@ -370,6 +404,7 @@ func TestServer_Claim_PublishFails(t *testing.T) {
 		r, err := e.claim("vol-a", "a1", "n2", csi.ClaimWrite, snwFS)
 		must(t, err)
 		expectEqual(t, r.Claim.PublishContext, map[string]string{"devicePath": "/dev/fake-ext-a"})
+		expectEqual(t, r.ControllerNodeID, "n1")
 		expectEqual(t, publishedTo(e.ctl), []string{"csi-n2", "csi-n2"})
 		expectEqual(t, e.volume("vol-a").WriteClaims["a1"].PublishContext, r.Claim.PublishContext)
 	})
@@ -405,6 +440,7 @@ func TestServer_Claim_NoPublish(t *testing.T) {
 		r, err := e.claim("vol-a", "a1", "n2", csi.ClaimWrite, snwFS)
 		must(t, err)
 		expectEqual(t, r.Claim.PublishContext, map[string]string(nil))
+		expectEqual(t, r.ControllerNodeID, "")
 		expectEqual(t, e.ctl.CallCount(csitest.MethodControllerPublishVolume), 0)
 	})
 	t.Run("plugin without controller", func(t *testing.T) {
@@ -418,6 +454,7 @@ func TestServer_Claim_NoPublish(t *testing.T) {
 		r, err := e.claim("vol-b", "a1", "n2", csi.ClaimWrite, snwFS)
 		must(t, err)
 		expectEqual(t, r.Claim.ExternalNodeID, "plain-n2")
+		expectEqual(t, r.ControllerNodeID, "")
 		expectEqual(t, len(e.ctl.Calls()), 0)
 	})
 	t.Run("refused claims call nothing", func(t *testing.T) {
