@@ -23,27 +23,23 @@ func fits(capacity, requiredBytes, limitBytes int64) bool {
 	return capacity >= requiredBytes && (limitBytes == 0 || capacity <= limitBytes)
 }
 
-func checkRange(method string, r *csipb.CapacityRange) error {
-	req, lim := r.GetRequiredBytes(), r.GetLimitBytes()
-	if req < 0 || lim < 0 || lim > 0 && req > lim {
-		return errorf(codes.OutOfRange, method, "capacity range [%d, %d] is not satisfiable", req, lim)
+// volumeLocked finds the volume a call names, or answers NotFound; p.mu
+// is held.
+func (p *Plugin) volumeLocked(method, id string) (*volume, error) {
+	if v := p.volumes[id]; v != nil {
+		return v, nil
 	}
-	return nil
+	return nil, errorf(codes.NotFound, method, "volume %q does not exist", id)
 }
 
 func (s controllerServer) CreateVolume(_ context.Context, req *csipb.CreateVolumeRequest) (*csipb.CreateVolumeResponse, error) {
 	const m = MethodCreateVolume
 	name := req.GetName()
-	if name == "" {
-		return nil, required(m, "name")
+	if err := requireFields(m, "name", name); err != nil {
+		return nil, err
 	}
-	if len(req.GetVolumeCapabilities()) == 0 {
-		return nil, required(m, "volume_capabilities")
-	}
-	for i, vc := range req.GetVolumeCapabilities() {
-		if err := checkCapability(m, fmt.Sprintf("volume_capabilities[%d]", i), vc); err != nil {
-			return nil, err
-		}
+	if err := checkCapabilities(m, req.GetVolumeCapabilities(), true); err != nil {
+		return nil, err
 	}
 	if err := checkRange(m, req.GetCapacityRange()); err != nil {
 		return nil, err
@@ -122,8 +118,8 @@ func (p *Plugin) chooseTopologyLocked(r *csipb.TopologyRequirement) []*csipb.Top
 func (s controllerServer) DeleteVolume(_ context.Context, req *csipb.DeleteVolumeRequest) (*csipb.DeleteVolumeResponse, error) {
 	const m = MethodDeleteVolume
 	id := req.GetVolumeId()
-	if id == "" {
-		return nil, required(m, "volume_id")
+	if err := requireFields(m, "volume_id", id); err != nil {
+		return nil, err
 	}
 	p := s.p
 	p.mu.Lock()
@@ -142,24 +138,20 @@ func (s controllerServer) DeleteVolume(_ context.Context, req *csipb.DeleteVolum
 
 func (s controllerServer) ControllerPublishVolume(_ context.Context, req *csipb.ControllerPublishVolumeRequest) (*csipb.ControllerPublishVolumeResponse, error) {
 	const m = MethodControllerPublishVolume
-	id, node := req.GetVolumeId(), req.GetNodeId()
-	switch {
-	case id == "":
-		return nil, required(m, "volume_id")
-	case node == "":
-		return nil, required(m, "node_id")
+	id, node, vc := req.GetVolumeId(), req.GetNodeId(), req.GetVolumeCapability()
+	if err := requireFields(m, "volume_id", id, "node_id", node); err != nil {
+		return nil, err
 	}
-	if err := checkCapability(m, "volume_capability", req.GetVolumeCapability()); err != nil {
+	if err := checkCapability(m, "volume_capability", vc); err != nil {
 		return nil, err
 	}
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	v := p.volumes[id]
-	if v == nil {
-		return nil, errorf(codes.NotFound, m, "volume %q does not exist", id)
+	v, err := p.volumeLocked(m, id)
+	if err != nil {
+		return nil, err
 	}
-	vc := req.GetVolumeCapability()
 	if a := v.attachments[node]; a != nil {
 		if a.readonly != req.GetReadonly() || !proto.Equal(a.capability, vc) {
 			return nil, errorf(codes.AlreadyExists, m, "volume %q is already published to node %q with another capability or readonly flag; unpublish it first", id, node)
@@ -187,8 +179,8 @@ func (s controllerServer) ControllerPublishVolume(_ context.Context, req *csipb.
 func (s controllerServer) ControllerUnpublishVolume(_ context.Context, req *csipb.ControllerUnpublishVolumeRequest) (*csipb.ControllerUnpublishVolumeResponse, error) {
 	const m = MethodControllerUnpublishVolume
 	id, node := req.GetVolumeId(), req.GetNodeId()
-	if id == "" {
-		return nil, required(m, "volume_id")
+	if err := requireFields(m, "volume_id", id); err != nil {
+		return nil, err
 	}
 	p := s.p
 	p.mu.Lock()
@@ -213,23 +205,18 @@ func (s controllerServer) ControllerUnpublishVolume(_ context.Context, req *csip
 func (s controllerServer) ValidateVolumeCapabilities(_ context.Context, req *csipb.ValidateVolumeCapabilitiesRequest) (*csipb.ValidateVolumeCapabilitiesResponse, error) {
 	const m = MethodValidateVolumeCapabilities
 	id := req.GetVolumeId()
-	if id == "" {
-		return nil, required(m, "volume_id")
+	if err := requireFields(m, "volume_id", id); err != nil {
+		return nil, err
 	}
-	if len(req.GetVolumeCapabilities()) == 0 {
-		return nil, required(m, "volume_capabilities")
-	}
-	for i, vc := range req.GetVolumeCapabilities() {
-		if err := checkCapability(m, fmt.Sprintf("volume_capabilities[%d]", i), vc); err != nil {
-			return nil, err
-		}
+	if err := checkCapabilities(m, req.GetVolumeCapabilities(), true); err != nil {
+		return nil, err
 	}
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	v := p.volumes[id]
-	if v == nil {
-		return nil, errorf(codes.NotFound, m, "volume %q does not exist", id)
+	v, err := p.volumeLocked(m, id)
+	if err != nil {
+		return nil, err
 	}
 	// A created volume supports the access modes and types it was
 	// created with; a pre-provisioned one supports anything.
@@ -275,11 +262,8 @@ func (s controllerServer) ListVolumes(_ context.Context, req *csipb.ListVolumesR
 }
 
 func (s controllerServer) GetCapacity(_ context.Context, req *csipb.GetCapacityRequest) (*csipb.GetCapacityResponse, error) {
-	const m = MethodGetCapacity
-	for i, vc := range req.GetVolumeCapabilities() {
-		if err := checkCapability(m, fmt.Sprintf("volume_capabilities[%d]", i), vc); err != nil {
-			return nil, err
-		}
+	if err := checkCapabilities(MethodGetCapacity, req.GetVolumeCapabilities(), false); err != nil {
+		return nil, err
 	}
 	p := s.p
 	p.mu.Lock()
@@ -323,11 +307,8 @@ func (s controllerServer) ControllerGetCapabilities(context.Context, *csipb.Cont
 func (s controllerServer) CreateSnapshot(_ context.Context, req *csipb.CreateSnapshotRequest) (*csipb.CreateSnapshotResponse, error) {
 	const m = MethodCreateSnapshot
 	src, name := req.GetSourceVolumeId(), req.GetName()
-	switch {
-	case src == "":
-		return nil, required(m, "source_volume_id")
-	case name == "":
-		return nil, required(m, "name")
+	if err := requireFields(m, "source_volume_id", src, "name", name); err != nil {
+		return nil, err
 	}
 	p := s.p
 	p.mu.Lock()
@@ -353,8 +334,8 @@ func (s controllerServer) CreateSnapshot(_ context.Context, req *csipb.CreateSna
 
 func (s controllerServer) DeleteSnapshot(_ context.Context, req *csipb.DeleteSnapshotRequest) (*csipb.DeleteSnapshotResponse, error) {
 	id := req.GetSnapshotId()
-	if id == "" {
-		return nil, required(MethodDeleteSnapshot, "snapshot_id")
+	if err := requireFields(MethodDeleteSnapshot, "snapshot_id", id); err != nil {
+		return nil, err
 	}
 	p := s.p
 	p.mu.Lock()
@@ -389,8 +370,8 @@ func (s controllerServer) ListSnapshots(_ context.Context, req *csipb.ListSnapsh
 func (s controllerServer) GetSnapshot(_ context.Context, req *csipb.GetSnapshotRequest) (*csipb.GetSnapshotResponse, error) {
 	const m = MethodGetSnapshot
 	id := req.GetSnapshotId()
-	if id == "" {
-		return nil, required(m, "snapshot_id")
+	if err := requireFields(m, "snapshot_id", id); err != nil {
+		return nil, err
 	}
 	p := s.p
 	p.mu.Lock()
@@ -405,26 +386,21 @@ func (s controllerServer) GetSnapshot(_ context.Context, req *csipb.GetSnapshotR
 func (s controllerServer) ControllerExpandVolume(_ context.Context, req *csipb.ControllerExpandVolumeRequest) (*csipb.ControllerExpandVolumeResponse, error) {
 	const m = MethodControllerExpandVolume
 	id := req.GetVolumeId()
-	switch {
-	case id == "":
-		return nil, required(m, "volume_id")
-	case req.GetCapacityRange() == nil:
+	if err := requireFields(m, "volume_id", id); err != nil {
+		return nil, err
+	}
+	if req.GetCapacityRange() == nil {
 		return nil, required(m, "capacity_range")
 	}
-	if vc := req.GetVolumeCapability(); vc != nil {
-		if err := checkCapability(m, "volume_capability", vc); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkRange(m, req.GetCapacityRange()); err != nil {
+	if err := checkExpand(m, req.GetVolumeCapability(), req.GetCapacityRange()); err != nil {
 		return nil, err
 	}
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	v := p.volumes[id]
-	if v == nil {
-		return nil, errorf(codes.NotFound, m, "volume %q does not exist", id)
+	v, err := p.volumeLocked(m, id)
+	if err != nil {
+		return nil, err
 	}
 	if err := p.growLocked(m, v, req.GetCapacityRange()); err != nil {
 		return nil, err
@@ -448,15 +424,15 @@ func (p *Plugin) growLocked(method string, v *volume, r *csipb.CapacityRange) er
 func (s controllerServer) ControllerGetVolume(_ context.Context, req *csipb.ControllerGetVolumeRequest) (*csipb.ControllerGetVolumeResponse, error) {
 	const m = MethodControllerGetVolume
 	id := req.GetVolumeId()
-	if id == "" {
-		return nil, required(m, "volume_id")
+	if err := requireFields(m, "volume_id", id); err != nil {
+		return nil, err
 	}
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	v := p.volumes[id]
-	if v == nil {
-		return nil, errorf(codes.NotFound, m, "volume %q does not exist", id)
+	v, err := p.volumeLocked(m, id)
+	if err != nil {
+		return nil, err
 	}
 	return &csipb.ControllerGetVolumeResponse{
 		Volume: v.toProto(),
@@ -467,18 +443,18 @@ func (s controllerServer) ControllerGetVolume(_ context.Context, req *csipb.Cont
 func (s controllerServer) ControllerModifyVolume(_ context.Context, req *csipb.ControllerModifyVolumeRequest) (*csipb.ControllerModifyVolumeResponse, error) {
 	const m = MethodControllerModifyVolume
 	id := req.GetVolumeId()
-	switch {
-	case id == "":
-		return nil, required(m, "volume_id")
-	case len(req.GetMutableParameters()) == 0:
+	if err := requireFields(m, "volume_id", id); err != nil {
+		return nil, err
+	}
+	if len(req.GetMutableParameters()) == 0 {
 		return nil, required(m, "mutable_parameters")
 	}
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	v := p.volumes[id]
-	if v == nil {
-		return nil, errorf(codes.NotFound, m, "volume %q does not exist", id)
+	v, err := p.volumeLocked(m, id)
+	if err != nil {
+		return nil, err
 	}
 	if v.mutableParameters == nil {
 		v.mutableParameters = make(map[string]string)

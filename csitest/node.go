@@ -38,6 +38,22 @@ func (p *Plugin) nodeVolumeLocked(method, id string, volumeContext map[string]st
 	return v, nil
 }
 
+// nodeVolumeAtLocked does what NodeStageVolume and NodePublishVolume do
+// first: it refuses a relative path (paths alternates field names and
+// values; an empty value is an optional path not given) and then finds or
+// admits the volume; p.mu is held.
+func (p *Plugin) nodeVolumeAtLocked(method, id string, volumeContext map[string]string, paths ...string) (*volume, error) {
+	for i := 0; i+1 < len(paths); i += 2 {
+		if paths[i+1] == "" {
+			continue
+		}
+		if err := p.checkAbsLocked(method, id, paths[i], paths[i+1]); err != nil {
+			return nil, err
+		}
+	}
+	return p.nodeVolumeLocked(method, id, volumeContext)
+}
+
 // checkAbsLocked records a violation and refuses a path that is not
 // absolute; the spec requires absolute paths and a relative one would
 // land in the test's working directory.
@@ -73,11 +89,8 @@ func writeMarker(dir, id string) error {
 func (s nodeServer) NodeStageVolume(_ context.Context, req *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
 	const m = MethodNodeStageVolume
 	id, path, vc := req.GetVolumeId(), req.GetStagingTargetPath(), req.GetVolumeCapability()
-	switch {
-	case id == "":
-		return nil, required(m, "volume_id")
-	case path == "":
-		return nil, required(m, "staging_target_path")
+	if err := requireFields(m, "volume_id", id, "staging_target_path", path); err != nil {
+		return nil, err
 	}
 	if err := checkCapability(m, "volume_capability", vc); err != nil {
 		return nil, err
@@ -85,10 +98,7 @@ func (s nodeServer) NodeStageVolume(_ context.Context, req *csipb.NodeStageVolum
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.checkAbsLocked(m, id, "staging_target_path", path); err != nil {
-		return nil, err
-	}
-	v, err := p.nodeVolumeLocked(m, id, req.GetVolumeContext())
+	v, err := p.nodeVolumeAtLocked(m, id, req.GetVolumeContext(), "staging_target_path", path)
 	if err != nil {
 		return nil, err
 	}
@@ -117,11 +127,8 @@ func (s nodeServer) NodeStageVolume(_ context.Context, req *csipb.NodeStageVolum
 func (s nodeServer) NodeUnstageVolume(_ context.Context, req *csipb.NodeUnstageVolumeRequest) (*csipb.NodeUnstageVolumeResponse, error) {
 	const m = MethodNodeUnstageVolume
 	id, path := req.GetVolumeId(), req.GetStagingTargetPath()
-	switch {
-	case id == "":
-		return nil, required(m, "volume_id")
-	case path == "":
-		return nil, required(m, "staging_target_path")
+	if err := requireFields(m, "volume_id", id, "staging_target_path", path); err != nil {
+		return nil, err
 	}
 	p := s.p
 	p.mu.Lock()
@@ -143,11 +150,8 @@ func (s nodeServer) NodeUnstageVolume(_ context.Context, req *csipb.NodeUnstageV
 func (s nodeServer) NodePublishVolume(_ context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
 	const m = MethodNodePublishVolume
 	id, target, staging, vc := req.GetVolumeId(), req.GetTargetPath(), req.GetStagingTargetPath(), req.GetVolumeCapability()
-	switch {
-	case id == "":
-		return nil, required(m, "volume_id")
-	case target == "":
-		return nil, required(m, "target_path")
+	if err := requireFields(m, "volume_id", id, "target_path", target); err != nil {
+		return nil, err
 	}
 	if err := checkCapability(m, "volume_capability", vc); err != nil {
 		return nil, err
@@ -155,15 +159,7 @@ func (s nodeServer) NodePublishVolume(_ context.Context, req *csipb.NodePublishV
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if err := p.checkAbsLocked(m, id, "target_path", target); err != nil {
-		return nil, err
-	}
-	if staging != "" {
-		if err := p.checkAbsLocked(m, id, "staging_target_path", staging); err != nil {
-			return nil, err
-		}
-	}
-	v, err := p.nodeVolumeLocked(m, id, req.GetVolumeContext())
+	v, err := p.nodeVolumeAtLocked(m, id, req.GetVolumeContext(), "target_path", target, "staging_target_path", staging)
 	if err != nil {
 		return nil, err
 	}
@@ -265,11 +261,8 @@ func makeBlockTarget(target string) error {
 func (s nodeServer) NodeUnpublishVolume(_ context.Context, req *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
 	const m = MethodNodeUnpublishVolume
 	id, target := req.GetVolumeId(), req.GetTargetPath()
-	switch {
-	case id == "":
-		return nil, required(m, "volume_id")
-	case target == "":
-		return nil, required(m, "target_path")
+	if err := requireFields(m, "volume_id", id, "target_path", target); err != nil {
+		return nil, err
 	}
 	p := s.p
 	p.mu.Lock()
@@ -300,11 +293,8 @@ func (s nodeServer) NodeUnpublishVolume(_ context.Context, req *csipb.NodeUnpubl
 func (s nodeServer) NodeGetVolumeStats(_ context.Context, req *csipb.NodeGetVolumeStatsRequest) (*csipb.NodeGetVolumeStatsResponse, error) {
 	const m = MethodNodeGetVolumeStats
 	id, path := req.GetVolumeId(), req.GetVolumePath()
-	switch {
-	case id == "":
-		return nil, required(m, "volume_id")
-	case path == "":
-		return nil, required(m, "volume_path")
+	if err := requireFields(m, "volume_id", id, "volume_path", path); err != nil {
+		return nil, err
 	}
 	p := s.p
 	p.mu.Lock()
@@ -323,9 +313,9 @@ func (s nodeServer) NodeGetVolumeStats(_ context.Context, req *csipb.NodeGetVolu
 // nodePathLocked finds a volume staged or published at path; p.mu is
 // held.
 func (p *Plugin) nodePathLocked(method, id, path string) (*volume, error) {
-	v := p.volumes[id]
-	if v == nil {
-		return nil, errorf(codes.NotFound, method, "volume %q does not exist", id)
+	v, err := p.volumeLocked(method, id)
+	if err != nil {
+		return nil, err
 	}
 	if v.staged[path] == nil && v.published[path] == nil {
 		return nil, errorf(codes.NotFound, method, "volume %q is neither staged nor published at %q", id, path)
@@ -336,18 +326,10 @@ func (p *Plugin) nodePathLocked(method, id, path string) (*volume, error) {
 func (s nodeServer) NodeExpandVolume(_ context.Context, req *csipb.NodeExpandVolumeRequest) (*csipb.NodeExpandVolumeResponse, error) {
 	const m = MethodNodeExpandVolume
 	id, path := req.GetVolumeId(), req.GetVolumePath()
-	switch {
-	case id == "":
-		return nil, required(m, "volume_id")
-	case path == "":
-		return nil, required(m, "volume_path")
+	if err := requireFields(m, "volume_id", id, "volume_path", path); err != nil {
+		return nil, err
 	}
-	if vc := req.GetVolumeCapability(); vc != nil {
-		if err := checkCapability(m, "volume_capability", vc); err != nil {
-			return nil, err
-		}
-	}
-	if err := checkRange(m, req.GetCapacityRange()); err != nil {
+	if err := checkExpand(m, req.GetVolumeCapability(), req.GetCapacityRange()); err != nil {
 		return nil, err
 	}
 	p := s.p

@@ -25,6 +25,51 @@ func required(method, field string) error {
 	return errorf(codes.InvalidArgument, method, "%s is required", field)
 }
 
+// requireFields answers InvalidArgument "<field> is required" for the
+// first empty value; fields alternates field names and values.
+func requireFields(method string, fields ...string) error {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if fields[i+1] == "" {
+			return required(method, fields[i])
+		}
+	}
+	return nil
+}
+
+// checkCapabilities validates a repeated volume_capabilities field;
+// atLeastOne makes an empty one an error.
+func checkCapabilities(method string, vcs []*csipb.VolumeCapability, atLeastOne bool) error {
+	if atLeastOne && len(vcs) == 0 {
+		return required(method, "volume_capabilities")
+	}
+	for i, vc := range vcs {
+		if err := checkCapability(method, fmt.Sprintf("volume_capabilities[%d]", i), vc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// checkExpand validates what both expansion RPCs carry: an optional
+// volume_capability and the capacity range.
+func checkExpand(method string, vc *csipb.VolumeCapability, r *csipb.CapacityRange) error {
+	if vc != nil {
+		if err := checkCapability(method, "volume_capability", vc); err != nil {
+			return err
+		}
+	}
+	return checkRange(method, r)
+}
+
+// checkRange refuses a capacity range no volume can satisfy.
+func checkRange(method string, r *csipb.CapacityRange) error {
+	req, lim := r.GetRequiredBytes(), r.GetLimitBytes()
+	if req < 0 || lim < 0 || lim > 0 && req > lim {
+		return errorf(codes.OutOfRange, method, "capacity range [%d, %d] is not satisfiable", req, lim)
+	}
+	return nil
+}
+
 // checkCapability validates one volume capability the way the spec asks.
 func checkCapability(method, field string, vc *csipb.VolumeCapability) error {
 	if vc == nil {
