@@ -170,6 +170,9 @@ func TestCLI_RegisterClaimStatusRelease(t *testing.T) {
 	if !strings.HasPrefix(ext, "vol-") || created.Volume.Capacity != hostpath.DefaultCapacity {
 		t.Fatalf("created volume %+v", created.Volume)
 	}
+	if created.ControllerNodeID != "node-1" {
+		t.Errorf("volume created by the controller on %q, want node-1", created.ControllerNodeID)
+	}
 	c.ok(t, "volume", "delete", "-deregister", "scratch")
 
 	out := c.ok(t, "volume", "register", "-plugin", "hostpath", "-external-id", ext,
@@ -246,6 +249,9 @@ func TestCLI_RegisterClaimStatusRelease(t *testing.T) {
 		t.Errorf("the file written through the mount: %q, %v", b, err)
 	}
 	c.ok(t, "volume", "delete", "data")
+	if want := "[server] volume default/data deleted by the controller on node-1 and deregistered"; !strings.Contains(c.events.String(), want) {
+		t.Errorf("no lifecycle line %q:\n%s", want, c.events.String())
+	}
 	if _, errOut, code := c.run(t, "volume", "status", "data"); code != cli.ExitError || !strings.Contains(errOut, "volume not found") {
 		t.Errorf("status of a deleted volume: exit %d, %s", code, errOut)
 	}

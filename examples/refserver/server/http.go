@@ -208,15 +208,14 @@ func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	req.Volume.Namespace, req.Volume.ID = ns, id
-	ctx, rec := withRecorder(r.Context())
-	resp, err := s.api.CreateVolume(ctx, &req)
+	resp, err := s.api.CreateVolume(r.Context(), &req)
 	if err != nil {
 		writeError(w, err)
 		return
 	}
 	v := resp.Volume
 	s.cfg.Events.Printf("server", "volume %s created by plugin %s on %s (controller), external ID %s",
-		id, providerOr(v), rec.node(rpcshim.MethodControllerCreateVolume), v.ExternalID)
+		id, providerOr(v), resp.ControllerNodeID, v.ExternalID)
 	writeJSON(w, http.StatusOK, resp.Index, resp)
 }
 
@@ -242,10 +241,9 @@ func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) {
 			s.cfg.Events.Printf("server", "volume %s/%s deregistered (force %t)", ns, id, force)
 		}
 	} else {
-		ctx, rec := withRecorder(r.Context())
-		resp, err = s.api.DeleteVolume(ctx, &rpcshim.VolumeDeleteRequest{Namespace: ns, VolumeID: id})
-		if node := rec.node(rpcshim.MethodControllerDeleteVolume); err == nil && node != "" {
-			s.cfg.Events.Printf("server", "volume %s/%s deleted by the controller on %s and deregistered", ns, id, node)
+		resp, err = s.api.DeleteVolume(r.Context(), &rpcshim.VolumeDeleteRequest{Namespace: ns, VolumeID: id})
+		if err == nil && resp.ControllerNodeID != "" {
+			s.cfg.Events.Printf("server", "volume %s/%s deleted by the controller on %s and deregistered", ns, id, resp.ControllerNodeID)
 		} else if err == nil {
 			s.cfg.Events.Printf("server", "volume %s/%s deregistered (its plugin no longer had it)", ns, id)
 		}
@@ -293,8 +291,7 @@ func (s *Server) claimVolume(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	rctx, rec := withRecorder(ctx)
-	resp, err := s.api.Claim(rctx, &rpcshim.VolumeClaimRequest{Namespace: ns, VolumeID: id, Claim: csi.Claim{
+	resp, err := s.api.Claim(ctx, &rpcshim.VolumeClaimRequest{Namespace: ns, VolumeID: id, Claim: csi.Claim{
 		AllocationID: req.AllocationID, NodeID: req.NodeID, Mode: req.Mode,
 		AccessMode: req.AccessMode, AttachmentMode: req.AttachmentMode, MountOptions: req.MountOptions,
 	}})
@@ -304,7 +301,7 @@ func (s *Server) claimVolume(w http.ResponseWriter, r *http.Request) {
 	}
 	out := api.ClaimResponse{
 		Namespace: ns, VolumeID: id, Claim: resp.Claim, Index: resp.Index,
-		ControllerNodeID: rec.node(rpcshim.MethodControllerPublish),
+		ControllerNodeID: resp.ControllerNodeID,
 	}
 	attached := ""
 	if out.ControllerNodeID != "" {

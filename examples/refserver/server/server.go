@@ -58,7 +58,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.router, err = rpcshim.NewRouter(rpcshim.RouterConfig{
-		Store: cfg.Store, Transport: recordingTransport{next: s.transport}, NodeStatuses: s, Logger: cfg.Logger.Named("router"),
+		Store: cfg.Store, Transport: s.transport, NodeStatuses: s, Logger: cfg.Logger.Named("router"),
 	})
 	if err != nil {
 		return nil, err
