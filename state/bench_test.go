@@ -230,3 +230,50 @@ func BenchmarkVolumesByNode(b *testing.B) {
 	b.ReportMetric(ns[2]/ns[1], "bynode-10k-vs-1k")
 	b.ReportMetric(ns[2]/ns[0], "bynode-10k-vs-100")
 }
+
+// BenchmarkPastClaimScan reads the release worker's queue in a store of
+// 10,000 volumes that each hold a past claim, both ways, alternating:
+// VolumesWithPastClaims copies every volume (ns/pastclaims-volumes-10k),
+// PastClaimVolumeIDs walks the index only (ns/pastclaims-ids-10k).
+// pastclaims-ids-vs-volumes is the ratio of the medians.
+func BenchmarkPastClaimScan(b *testing.B) {
+	const (
+		nodes   = 100
+		volumes = 10_000
+	)
+	s := newBenchStore(b)
+	s.cluster(nodes, 0)
+	s.volumes(volumes)
+	claims := make([]state.Command, volumes)
+	for i := range volumes {
+		node := i % nodes
+		claims[i] = state.ClaimVolume{Namespace: "default", VolumeID: fmt.Sprintf("vol-%06d", i), Claim: csi.Claim{
+			AllocationID: fmt.Sprintf("w%d", node), NodeID: fmt.Sprintf("n%d", node), Mode: csi.ClaimRead,
+			AccessMode: benchCap().AccessMode, AttachmentMode: benchCap().AttachmentMode,
+		}}
+	}
+	s.batched(claims)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	for i := range nodes {
+		s.apply(state.ReleaseClaims{AllocationID: fmt.Sprintf("w%d", i), ReleasedAt: at})
+	}
+	runtime.GC()
+	var full, keys []time.Duration
+	for b.Loop() {
+		start := time.Now()
+		vols, err := s.s.VolumesWithPastClaims()
+		full = append(full, time.Since(start))
+		if err != nil || len(vols) != volumes {
+			b.Fatalf("VolumesWithPastClaims = %d volumes, %v; want %d", len(vols), err, volumes)
+		}
+		start = time.Now()
+		stamps, err := s.s.PastClaimVolumeIDs()
+		keys = append(keys, time.Since(start))
+		if err != nil || len(stamps) != volumes {
+			b.Fatalf("PastClaimVolumeIDs = %d volumes, %v; want %d", len(stamps), err, volumes)
+		}
+	}
+	b.ReportMetric(median(full), "ns/pastclaims-volumes-10k")
+	b.ReportMetric(median(keys), "ns/pastclaims-ids-10k")
+	b.ReportMetric(median(keys)/median(full), "pastclaims-ids-vs-volumes")
+}

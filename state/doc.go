@@ -60,9 +60,9 @@
 //     ControllerPublish results with SetPublishContext, or RemoveClaim
 //     when ControllerPublish failed for good.
 //  6. Run the claim release worker (package claimgc) on the Reader: it
-//     waits for VolumesWithPastClaims to change and applies
-//     CheckpointClaim, RecordClaimError and FreeClaim through the
-//     Applier.
+//     waits for the volumes with past claims (PastClaimVolumeIDs) to
+//     change and applies CheckpointClaim, RecordClaimError and
+//     FreeClaim through the Applier.
 //  7. Serve reads (volume and plugin status) from the Reader; use Wait
 //     for blocking queries instead of polling.
 package state

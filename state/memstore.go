@@ -134,6 +134,22 @@ func (s *MemStore) VolumesWithPastClaims() ([]*csi.Volume, error) {
 	return listVolumes(s.read(), iPast, nil, "past")
 }
 
+// PastClaimVolumeIDs implements VolumeReader.
+func (s *MemStore) PastClaimVolumeIDs() ([]VolumeStamp, error) {
+	it, err := s.read().Get(tVolumes, iPast, "past")
+	if err != nil {
+		return nil, dbErr("list volumes with past claims", err)
+	}
+	var out []VolumeStamp
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		// Stored volumes are never changed in place, and strings are
+		// immutable: the stamp can share the stored ID strings.
+		v := raw.(*csi.Volume)
+		out = append(out, VolumeStamp{VolumeKey: VolumeKey{Namespace: v.Namespace, ID: v.ID}, ModifyIndex: v.ModifyIndex})
+	}
+	return out, nil
+}
+
 // Plugin implements PluginReader.
 func (s *MemStore) Plugin(id string) (*csi.Plugin, error) {
 	if err := csi.ValidatePluginID(id); err != nil {

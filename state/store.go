@@ -51,6 +51,26 @@ type VolumeReader interface {
 	// VolumesWithPastClaims returns the volumes that hold at least one
 	// past claim: the claim release worker's queue.
 	VolumesWithPastClaims() ([]*csi.Volume, error)
+	// PastClaimVolumeIDs returns the key and ModifyIndex of each volume
+	// VolumesWithPastClaims would return, in the same order, without
+	// copying the volumes: its cost is a walk of the index, not a copy
+	// of every volume and its claims. The release worker scans with it
+	// and reads a volume only when it releases its claims.
+	PastClaimVolumeIDs() ([]VolumeStamp, error)
+}
+
+// VolumeKey identifies a volume.
+type VolumeKey struct {
+	Namespace, ID string
+}
+
+// VolumeStamp is a volume's key and the log index of its last change
+// (csi.Volume.ModifyIndex) as of one read. A reader that remembers the
+// ModifyIndex it last acted on can tell from a stamp whether the volume
+// changed since, without reading the volume.
+type VolumeStamp struct {
+	VolumeKey
+	ModifyIndex uint64
 }
 
 // PluginReader reads plugins. The contract of VolumeReader applies; a

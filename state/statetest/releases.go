@@ -2,6 +2,8 @@ package statetest
 
 import (
 	"errors"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -133,6 +135,47 @@ func (s suite) releases(t *testing.T) {
 		}
 		// The freed volume can be claimed from another node now.
 		w.must(t, claimCmd(nsDefault, "data", claim("web-2", "n2", csi.ClaimWrite, fsSNW)))
+	})
+
+	t.Run("PastClaimVolumeIDs", func(t *testing.T) {
+		w := claimed(t)
+		check := func(t *testing.T, want ...string) {
+			t.Helper()
+			if got := stampStrings(w.pastStamps(t)); !slices.Equal(got, want) {
+				t.Errorf("PastClaimVolumeIDs = %v, want %v", got, want)
+			}
+		}
+		at := func(ns, id string, idx uint64) string { return fmt.Sprintf("%s/%s@%d", ns, id, idx) }
+		check(t)
+		w.must(t, state.ReleaseClaims{AllocationID: "web-1", ReleasedAt: t0})
+		released := w.idx
+		check(t, at(nsDefault, "data", released), at(nsDefault, "shared", released))
+
+		// A checkpoint moves the index of its own volume only.
+		w.must(t, state.CheckpointClaim{Namespace: nsDefault, VolumeID: "shared", AllocationID: "web-1", State: csi.ClaimReadyToFree})
+		checkpointed := w.idx
+		check(t, at(nsDefault, "data", released), at(nsDefault, "shared", checkpointed))
+
+		// Another namespace sorts after default.
+		w.must(t, claimCmd(nsOther, "data", claim("batch-1", "n1", csi.ClaimWrite, fsSNW)))
+		w.must(t, state.ReleaseClaims{AllocationID: "batch-1", ReleasedAt: t0})
+		other := w.idx
+		check(t, at(nsDefault, "data", released), at(nsDefault, "shared", checkpointed), at(nsOther, "data", other))
+
+		// Freed: default/shared keeps web-2's live claim but leaves the list.
+		w.must(t, state.FreeClaim{Namespace: nsDefault, VolumeID: "shared", AllocationID: "web-1"})
+		check(t, at(nsDefault, "data", released), at(nsOther, "data", other))
+		for _, v := range []struct{ ns, id, alloc string }{{nsDefault, "data", "web-1"}, {nsOther, "data", "batch-1"}} {
+			w.must(t, state.CheckpointClaim{Namespace: v.ns, VolumeID: v.id, AllocationID: v.alloc, State: csi.ClaimReadyToFree})
+			w.must(t, state.FreeClaim{Namespace: v.ns, VolumeID: v.id, AllocationID: v.alloc})
+		}
+		check(t)
+
+		// A refused command leaves the list as it was.
+		w.must(t, state.ReleaseClaims{AllocationID: "web-2", ReleasedAt: t0})
+		check(t, at(nsDefault, "shared", w.idx))
+		w.refuse(t, state.CheckpointClaim{Namespace: nsDefault, VolumeID: "shared", AllocationID: "web-2", State: csi.ClaimTaken}, csi.ErrInvalidRequest)
+		check(t, at(nsDefault, "shared", w.idx-1))
 	})
 
 	t.Run("PastClaimBlocksSingleNodeElsewhere", func(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/csikit/csikit/csi"
@@ -53,6 +54,11 @@ func (s suite) snapshots(t *testing.T) {
 		r.nodes, r.allocs, r.idx = maps.Clone(w.nodes), maps.Clone(w.allocs), w.idx
 		if a, b := w.dump(t), r.dump(t); a != b {
 			t.Errorf("restored store differs:\noriginal: %s\nrestored: %s", a, b)
+		}
+		// The past-claims index is rebuilt by the restore, not only the
+		// volumes.
+		if got, want := stampStrings(r.pastStamps(t)), stampStrings(w.pastStamps(t)); len(want) == 0 || !slices.Equal(got, want) {
+			t.Errorf("PastClaimVolumeIDs after restore = %v, want %v (not empty)", got, want)
 		}
 		if again := snapshot(t, rs); !bytes.Equal(again, snap) {
 			t.Errorf("snapshot of the restored store differs from the one restored")

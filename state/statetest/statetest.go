@@ -189,6 +189,8 @@ type view struct {
 	Plugins     []*csi.Plugin
 	Nodes       map[string]*state.Node
 	Allocations map[string]*csi.Allocation
+	// PastClaimVolumes is PastClaimVolumeIDs, checked against Volumes.
+	PastClaimVolumes []state.VolumeStamp
 }
 
 func (w *world) view(t reporter) view {
@@ -204,6 +206,16 @@ func (w *world) view(t reporter) view {
 	var err error
 	if v.Volumes, err = w.s.Volumes("", ""); err != nil {
 		t.Fatalf("Volumes: %v", err)
+	}
+	v.PastClaimVolumes = w.pastStamps(t)
+	var want []state.VolumeStamp
+	for _, vol := range v.Volumes {
+		if len(vol.PastClaims) > 0 {
+			want = append(want, stampOf(vol))
+		}
+	}
+	if !slices.Equal(v.PastClaimVolumes, want) {
+		t.Errorf("PastClaimVolumeIDs = %v, the volumes with past claims are %v", stampStrings(v.PastClaimVolumes), stampStrings(want))
 	}
 	if v.Plugins, err = w.s.Plugins(); err != nil {
 		t.Fatalf("Plugins: %v", err)
@@ -257,6 +269,43 @@ func (w *world) volume(t reporter, ns, id string) *csi.Volume {
 		t.Fatalf("Volume(%s, %s): %v", ns, id, err)
 	}
 	return v
+}
+
+// pastStamps returns PastClaimVolumeIDs after checking that it names
+// the volumes VolumesWithPastClaims returns, in the same order and at
+// the same ModifyIndex.
+func (w *world) pastStamps(t reporter) []state.VolumeStamp {
+	t.Helper()
+	stamps, err := w.s.PastClaimVolumeIDs()
+	if err != nil {
+		t.Fatalf("PastClaimVolumeIDs: %v", err)
+	}
+	vols, err := w.s.VolumesWithPastClaims()
+	if err != nil {
+		t.Fatalf("VolumesWithPastClaims: %v", err)
+	}
+	want := make([]state.VolumeStamp, len(vols))
+	for i, v := range vols {
+		want[i] = stampOf(v)
+	}
+	if !slices.Equal(stamps, want) {
+		t.Errorf("PastClaimVolumeIDs = %v, VolumesWithPastClaims = %v; want the same volumes, order and indexes",
+			stampStrings(stamps), stampStrings(want))
+	}
+	return stamps
+}
+
+func stampOf(v *csi.Volume) state.VolumeStamp {
+	return state.VolumeStamp{VolumeKey: state.VolumeKey{Namespace: v.Namespace, ID: v.ID}, ModifyIndex: v.ModifyIndex}
+}
+
+// stampStrings formats stamps as namespace/id@index.
+func stampStrings(stamps []state.VolumeStamp) []string {
+	out := make([]string, len(stamps))
+	for i, s := range stamps {
+		out[i] = fmt.Sprintf("%s/%s@%d", s.Namespace, s.ID, s.ModifyIndex)
+	}
+	return out
 }
 
 func (w *world) plugin(t reporter, id string) *csi.Plugin {
