@@ -24,20 +24,20 @@ const maxBody = 1 << 20
 
 func (s *Server) routes() http.Handler {
 	m := http.NewServeMux()
-	m.HandleFunc("GET /v1/volumes", s.listVolumes)
-	m.HandleFunc("GET /v1/volumes/{namespace}/{id}", s.getVolume)
-	m.HandleFunc("PUT /v1/volumes/{namespace}/{id}", s.registerVolume)
-	m.HandleFunc("POST /v1/volumes/{namespace}/{id}/create", s.createVolume)
-	m.HandleFunc("DELETE /v1/volumes/{namespace}/{id}", s.deleteVolume)
-	m.HandleFunc("POST /v1/volumes/{namespace}/{id}/claim", s.claimVolume)
-	m.HandleFunc("GET /v1/plugins", s.listPlugins)
-	m.HandleFunc("GET /v1/plugins/{id}", s.getPlugin)
-	m.HandleFunc("POST /v1/allocations/{id}/release", s.release)
-	m.HandleFunc("GET /v1/allocations/{id}/claims", s.allocationClaims)
-	m.HandleFunc("GET /v1/nodes", s.listNodes)
-	m.HandleFunc("PUT /v1/nodes/{id}", s.registerNode)
-	m.HandleFunc("PUT /v1/nodes/{id}/heartbeat", s.heartbeat)
-	m.HandleFunc("PUT /v1/nodes/{id}/plugins", s.reportPlugins)
+	m.HandleFunc("GET /v1/volumes", handle(s.listVolumes))
+	m.HandleFunc("GET /v1/volumes/{namespace}/{id}", handle(s.getVolume))
+	m.HandleFunc("PUT /v1/volumes/{namespace}/{id}", handle(s.registerVolume))
+	m.HandleFunc("POST /v1/volumes/{namespace}/{id}/create", handle(s.createVolume))
+	m.HandleFunc("DELETE /v1/volumes/{namespace}/{id}", handle(s.deleteVolume))
+	m.HandleFunc("POST /v1/volumes/{namespace}/{id}/claim", handle(s.claimVolume))
+	m.HandleFunc("GET /v1/plugins", handle(s.listPlugins))
+	m.HandleFunc("GET /v1/plugins/{id}", handle(s.getPlugin))
+	m.HandleFunc("POST /v1/allocations/{id}/release", handle(s.release))
+	m.HandleFunc("GET /v1/allocations/{id}/claims", handle(s.allocationClaims))
+	m.HandleFunc("GET /v1/nodes", handle(s.listNodes))
+	m.HandleFunc("PUT /v1/nodes/{id}", handle(s.registerNode))
+	m.HandleFunc("PUT /v1/nodes/{id}/heartbeat", handle(s.heartbeat))
+	m.HandleFunc("PUT /v1/nodes/{id}/plugins", handle(s.reportPlugins))
 	if s.cfg.Internal != nil {
 		m.Handle(api.InternalPrefix, s.cfg.Internal)
 	}
@@ -45,6 +45,22 @@ func (s *Server) routes() http.Handler {
 		writeError(w, fmt.Errorf("%w: no endpoint %s %s; see the api package doc for the endpoints", csi.ErrInvalidRequest, r.Method, r.URL.Path))
 	})
 	return m
+}
+
+// handle turns fn, the part of a handler specific to its endpoint, into
+// an http.HandlerFunc: an error from fn is written with its status
+// (api.StatusOf), anything else as 200 with fn's body and, when above 0,
+// its index in the index header. fn gets w only to bound the body it
+// decodes (see decode).
+func handle[Resp any](fn func(w http.ResponseWriter, r *http.Request) (Resp, uint64, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		resp, index, err := fn(w, r)
+		if err != nil {
+			writeError(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, index, resp)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, index uint64, v any) {
@@ -124,99 +140,97 @@ func sameOrEmpty(field, body, path string) error {
 	return nil
 }
 
-func (s *Server) listVolumes(w http.ResponseWriter, r *http.Request) {
+// volumeRequest reads a request on one volume: the path's namespace and ID,
+// validated, then the JSON body as a Req.
+func volumeRequest[Req any](w http.ResponseWriter, r *http.Request) (ns, id string, req *Req, err error) {
+	if ns, id, err = pathIDs(r); err != nil {
+		return "", "", nil, err
+	}
+	req = new(Req)
+	if err := decode(r, w, req); err != nil {
+		return "", "", nil, err
+	}
+	return ns, id, req, nil
+}
+
+// volumeAtPath checks that the namespace and ID of a volume in a body,
+// where given, agree with the path, and fills them in from it.
+func volumeAtPath(v *csi.Volume, ns, id string) error {
+	if err := errors.Join(sameOrEmpty("namespace", v.Namespace, ns), sameOrEmpty("ID", v.ID, id)); err != nil {
+		return err
+	}
+	v.Namespace, v.ID = ns, id
+	return nil
+}
+
+// orEmpty makes a nil list encode as [] rather than null.
+func orEmpty[T any](list []T) []T {
+	if list == nil {
+		return []T{}
+	}
+	return list
+}
+
+func (s *Server) listVolumes(_ http.ResponseWriter, r *http.Request) ([]*csi.Volume, uint64, error) {
 	ns := r.URL.Query().Get("namespace")
 	if ns != "" {
 		if err := csi.ValidateNamespace(ns); err != nil {
-			writeError(w, err)
-			return
+			return nil, 0, err
 		}
 	}
 	idx, err := s.waitIndex(r, state.TableVolumes)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	vols, err := s.api.Volumes(r.Context(), ns, r.URL.Query().Get("prefix"))
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if vols == nil {
-		vols = []*csi.Volume{}
-	}
-	writeJSON(w, http.StatusOK, idx, vols)
+	return orEmpty(vols), idx, err
 }
 
-func (s *Server) getVolume(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getVolume(_ http.ResponseWriter, r *http.Request) (*csi.Volume, uint64, error) {
 	ns, id, err := pathIDs(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	idx, err := s.waitIndex(r, state.TableVolumes)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	v, err := s.api.Volume(r.Context(), ns, id)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, idx, v)
+	return v, idx, err
 }
 
-func (s *Server) registerVolume(w http.ResponseWriter, r *http.Request) {
-	ns, id, err := pathIDs(r)
+func (s *Server) registerVolume(w http.ResponseWriter, r *http.Request) (*rpcshim.VolumeResponse, uint64, error) {
+	ns, id, req, err := volumeRequest[rpcshim.VolumeRegisterRequest](w, r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
-	var req rpcshim.VolumeRegisterRequest
-	if err := decode(r, w, &req); err != nil {
-		writeError(w, err)
-		return
+	if err := volumeAtPath(&req.Volume, ns, id); err != nil {
+		return nil, 0, err
 	}
-	if err := errors.Join(sameOrEmpty("namespace", req.Volume.Namespace, ns), sameOrEmpty("ID", req.Volume.ID, id)); err != nil {
-		writeError(w, err)
-		return
-	}
-	req.Volume.Namespace, req.Volume.ID = ns, id
-	resp, err := s.api.RegisterVolume(r.Context(), &req)
+	resp, err := s.api.RegisterVolume(r.Context(), req)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	s.cfg.Events.Printf("server", "volume %s/%s registered: plugin %s, external ID %s", ns, id, resp.Volume.PluginID, resp.Volume.ExternalID)
-	writeJSON(w, http.StatusOK, resp.Index, resp)
+	return resp, resp.Index, nil
 }
 
-func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) {
-	ns, id, err := pathIDs(r)
+func (s *Server) createVolume(w http.ResponseWriter, r *http.Request) (*rpcshim.VolumeResponse, uint64, error) {
+	ns, id, req, err := volumeRequest[rpcshim.VolumeCreateRequest](w, r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
-	var req rpcshim.VolumeCreateRequest
-	if err := decode(r, w, &req); err != nil {
-		writeError(w, err)
-		return
+	if err := volumeAtPath(&req.Volume, ns, id); err != nil {
+		return nil, 0, err
 	}
-	if err := errors.Join(sameOrEmpty("namespace", req.Volume.Namespace, ns), sameOrEmpty("ID", req.Volume.ID, id)); err != nil {
-		writeError(w, err)
-		return
-	}
-	req.Volume.Namespace, req.Volume.ID = ns, id
-	resp, err := s.api.CreateVolume(r.Context(), &req)
+	resp, err := s.api.CreateVolume(r.Context(), req)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	v := resp.Volume
 	s.cfg.Events.Printf("server", "volume %s created by plugin %s on %s (controller), external ID %s",
 		id, providerOr(v), resp.ControllerNodeID, v.ExternalID)
-	writeJSON(w, http.StatusOK, resp.Index, resp)
+	return resp, resp.Index, nil
 }
 
 func providerOr(v *csi.Volume) string {
@@ -226,11 +240,10 @@ func providerOr(v *csi.Volume) string {
 	return v.PluginID
 }
 
-func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) {
+func (s *Server) deleteVolume(_ http.ResponseWriter, r *http.Request) (api.WriteResponse, uint64, error) {
 	ns, id, err := pathIDs(r)
 	if err != nil {
-		writeError(w, err)
-		return
+		return api.WriteResponse{}, 0, err
 	}
 	q := r.URL.Query()
 	var resp *rpcshim.WriteResponse
@@ -249,57 +262,45 @@ func (s *Server) deleteVolume(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if err != nil {
-		writeError(w, err)
-		return
+		return api.WriteResponse{}, 0, err
 	}
-	writeJSON(w, http.StatusOK, resp.Index, api.WriteResponse{Index: resp.Index})
+	return api.WriteResponse{Index: resp.Index}, resp.Index, nil
 }
 
 // claimVolume records the allocation, claims the volume through
 // rpcshim.Server.Claim (claim first, then ControllerPublish for a new
 // attachment) and, if asked, has the claim's node agent mount it.
-func (s *Server) claimVolume(w http.ResponseWriter, r *http.Request) {
-	ns, id, err := pathIDs(r)
+func (s *Server) claimVolume(w http.ResponseWriter, r *http.Request) (*api.ClaimResponse, uint64, error) {
+	ns, id, req, err := volumeRequest[api.ClaimRequest](w, r)
 	if err != nil {
-		writeError(w, err)
-		return
-	}
-	var req api.ClaimRequest
-	if err := decode(r, w, &req); err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	if err := errors.Join(csi.ValidateAllocationID(req.AllocationID), csi.ValidateNodeID(req.NodeID)); err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	ctx := r.Context()
 	vol, err := s.api.Volume(ctx, ns, id)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	if req.AccessMode == csi.AccessModeUnknown && req.AttachmentMode == csi.AttachmentModeUnknown {
 		if len(vol.Capabilities) != 1 {
-			writeError(w, fmt.Errorf("%w: volume %s/%s allows %d capabilities (%v): name the access and attachment modes of the claim",
-				csi.ErrInvalidRequest, ns, id, len(vol.Capabilities), vol.Capabilities))
-			return
+			return nil, 0, fmt.Errorf("%w: volume %s/%s allows %d capabilities (%v): name the access and attachment modes of the claim",
+				csi.ErrInvalidRequest, ns, id, len(vol.Capabilities), vol.Capabilities)
 		}
 		req.AccessMode, req.AttachmentMode = vol.Capabilities[0].AccessMode, vol.Capabilities[0].AttachmentMode
 	}
 	if err := s.placeAllocation(ctx, req.AllocationID, ns, req.NodeID); err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	resp, err := s.api.Claim(ctx, &rpcshim.VolumeClaimRequest{Namespace: ns, VolumeID: id, Claim: csi.Claim{
 		AllocationID: req.AllocationID, NodeID: req.NodeID, Mode: req.Mode,
 		AccessMode: req.AccessMode, AttachmentMode: req.AttachmentMode, MountOptions: req.MountOptions,
 	}})
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
-	out := api.ClaimResponse{
+	out := &api.ClaimResponse{
 		Namespace: ns, VolumeID: id, Claim: resp.Claim, Index: resp.Index,
 		ControllerNodeID: resp.ControllerNodeID,
 	}
@@ -316,13 +317,12 @@ func (s *Server) claimVolume(w http.ResponseWriter, r *http.Request) {
 		// the claim's node only.
 		err := s.transport.Call(ctx, req.NodeID, api.MethodMountVolume, &api.NodeMountRequest{Volume: resp.Volume, Claim: resp.Claim}, &mr)
 		if err != nil {
-			writeError(w, fmt.Errorf("volume %s is claimed by %s but node %s could not mount it (retry the claim, or release the allocation to undo it): %w",
-				id, req.AllocationID, req.NodeID, err))
-			return
+			return nil, 0, fmt.Errorf("volume %s is claimed by %s but node %s could not mount it (retry the claim, or release the allocation to undo it): %w",
+				id, req.AllocationID, req.NodeID, err)
 		}
 		out.Mount = &api.MountInfo{NodeID: req.NodeID, Path: mr.Path, Usage: mr.Usage}
 	}
-	writeJSON(w, http.StatusOK, out.Index, out)
+	return out, out.Index, nil
 }
 
 // placeAllocation records a running allocation on node, unless it is
@@ -344,73 +344,54 @@ func (s *Server) placeAllocation(ctx context.Context, allocID, ns, node string) 
 	return nil
 }
 
-func (s *Server) listPlugins(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listPlugins(_ http.ResponseWriter, r *http.Request) ([]*csi.Plugin, uint64, error) {
 	idx, err := s.waitIndex(r, state.TablePlugins)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	ps, err := s.api.Plugins(r.Context())
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	if ps == nil {
-		ps = []*csi.Plugin{}
-	}
-	writeJSON(w, http.StatusOK, idx, ps)
+	return orEmpty(ps), idx, err
 }
 
-func (s *Server) getPlugin(w http.ResponseWriter, r *http.Request) {
+func (s *Server) getPlugin(_ http.ResponseWriter, r *http.Request) (*csi.Plugin, uint64, error) {
 	id := r.PathValue("id")
 	if err := csi.ValidatePluginID(id); err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	idx, err := s.waitIndex(r, state.TablePlugins)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	p, err := s.api.Plugin(r.Context(), id)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, idx, p)
+	return p, idx, err
 }
 
 // release marks an allocation terminal: in the same store transaction
 // its claims become past claims, and the claim release worker wakes.
-func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+func (s *Server) release(_ http.ResponseWriter, r *http.Request) (*api.ReleaseResponse, uint64, error) {
 	id := r.PathValue("id")
 	if err := csi.ValidateAllocationID(id); err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	a, err := s.store().Allocation(id)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	idx := uint64(0)
 	if !a.Terminal {
 		a.Terminal = true
 		res, err := s.applier().Apply(r.Context(), state.UpsertAllocations{Allocations: []csi.Allocation{*a}, ReleasedAt: s.now()})
 		if err != nil {
-			writeError(w, err)
-			return
+			return nil, 0, err
 		}
 		idx = res.Index
 	}
 	claims, err := s.claimsOf(id)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	if a, err = s.store().Allocation(id); err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	names := make([]string, 0, len(claims))
 	for _, c := range claims {
@@ -421,7 +402,7 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 		what = "releasing its claims on " + strings.Join(names, ", ")
 	}
 	s.cfg.Events.Printf("server", "allocation %s stopped: %s", id, what)
-	writeJSON(w, http.StatusOK, idx, api.ReleaseResponse{Allocation: a, Claims: claims, Index: idx})
+	return &api.ReleaseResponse{Allocation: a, Claims: claims, Index: idx}, idx, nil
 }
 
 // claimsOf lists an allocation's claims, live and past, from the volumes
@@ -444,26 +425,20 @@ func (s *Server) claimsOf(allocID string) ([]api.AllocationClaim, error) {
 	return out, nil
 }
 
-func (s *Server) allocationClaims(w http.ResponseWriter, r *http.Request) {
+func (s *Server) allocationClaims(_ http.ResponseWriter, r *http.Request) ([]api.AllocationClaim, uint64, error) {
 	id := r.PathValue("id")
 	if err := csi.ValidateAllocationID(id); err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	idx, err := s.waitIndex(r, state.TableVolumes)
 	if err != nil {
-		writeError(w, err)
-		return
+		return nil, 0, err
 	}
 	claims, err := s.claimsOf(id)
-	if err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, idx, claims)
+	return claims, idx, err
 }
 
-func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
+func (s *Server) listNodes(http.ResponseWriter, *http.Request) ([]*api.Node, uint64, error) {
 	out := []*api.Node{}
 	for _, n := range s.live.Nodes(s.now()) {
 		node := &api.Node{ID: n.ID, Address: n.Address, Status: n.Status, LastHeartbeat: n.LastHeartbeat}
@@ -472,30 +447,27 @@ func (s *Server) listNodes(w http.ResponseWriter, r *http.Request) {
 		}
 		out = append(out, node)
 	}
-	writeJSON(w, http.StatusOK, 0, out)
+	return out, 0, nil
 }
 
-func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) {
+func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) (api.WriteResponse, uint64, error) {
 	id := r.PathValue("id")
 	var req api.RegisterNodeRequest
 	if err := decode(r, w, &req); err != nil {
-		writeError(w, err)
-		return
+		return api.WriteResponse{}, 0, err
 	}
 	changed, err := s.live.Register(id, req.Address, s.now())
 	if err != nil {
-		writeError(w, err)
-		return
+		return api.WriteResponse{}, 0, err
 	}
 	if changed {
 		s.cfg.Events.Printf("server", "node %s registered, node service at %s", id, req.Address)
 	}
 	idx, err := s.placePluginAllocations(r.Context(), id, req.Plugins)
 	if err != nil {
-		writeError(w, err)
-		return
+		return api.WriteResponse{}, 0, err
 	}
-	writeJSON(w, http.StatusOK, idx, api.WriteResponse{Index: idx})
+	return api.WriteResponse{Index: idx}, idx, nil
 }
 
 // placePluginAllocations records the plugin instances a node runs as
@@ -592,36 +564,28 @@ func samePlugins(a, b []csi.AllocPlugin) bool {
 
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
-func (s *Server) heartbeat(w http.ResponseWriter, r *http.Request) {
-	if err := s.live.Heartbeat(r.PathValue("id"), s.now()); err != nil {
-		writeError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, 0, api.WriteResponse{})
+func (s *Server) heartbeat(_ http.ResponseWriter, r *http.Request) (api.WriteResponse, uint64, error) {
+	return api.WriteResponse{}, 0, s.live.Heartbeat(r.PathValue("id"), s.now())
 }
 
 // reportPlugins takes a node's fingerprints (fingerprint.Manager's
 // Report on the agent) and applies them as state.UpsertNodePlugins.
-func (s *Server) reportPlugins(w http.ResponseWriter, r *http.Request) {
+func (s *Server) reportPlugins(w http.ResponseWriter, r *http.Request) (api.WriteResponse, uint64, error) {
 	id := r.PathValue("id")
 	if err := csi.ValidateNodeID(id); err != nil {
-		writeError(w, err)
-		return
+		return api.WriteResponse{}, 0, err
 	}
 	var req api.ReportPluginsRequest
 	if err := decode(r, w, &req); err != nil {
-		writeError(w, err)
-		return
+		return api.WriteResponse{}, 0, err
 	}
 	if _, err := s.live.Address(id); err != nil {
-		writeError(w, fmt.Errorf("%w: node %s reported plugins before registering; register it first", csi.ErrNodeNotFound, id))
-		return
+		return api.WriteResponse{}, 0, fmt.Errorf("%w: node %s reported plugins before registering; register it first", csi.ErrNodeNotFound, id)
 	}
 	cmd := state.UpsertNodePlugins{NodeID: id}
 	for i, p := range req.Plugins {
 		if p == nil {
-			writeError(w, fmt.Errorf("%w: node %s: plugin report %d is null", csi.ErrInvalidRequest, id, i))
-			return
+			return api.WriteResponse{}, 0, fmt.Errorf("%w: node %s: plugin report %d is null", csi.ErrInvalidRequest, id, i)
 		}
 		cmd.Plugins = append(cmd.Plugins, *p)
 	}
@@ -631,11 +595,10 @@ func (s *Server) reportPlugins(w http.ResponseWriter, r *http.Request) {
 	}
 	res, err := s.applier().Apply(r.Context(), cmd)
 	if err != nil {
-		writeError(w, err)
-		return
+		return api.WriteResponse{}, 0, err
 	}
 	s.printPluginChanges(id, before, req.Plugins)
-	writeJSON(w, http.StatusOK, res.Index, api.WriteResponse{Index: res.Index})
+	return api.WriteResponse{Index: res.Index}, res.Index, nil
 }
 
 // printPluginChanges prints a line per plugin instance that appeared,
