@@ -30,8 +30,8 @@ const (
 	// the plugin, the volume), and retrying every few minutes notices
 	// when they have without loading a plugin that keeps refusing.
 	DefaultFinalRetryInterval = 10 * time.Minute
-	// DefaultScanInterval is the backstop: how often the Worker reads
-	// every volume with past claims even though the store signalled no
+	// DefaultScanInterval is the backstop: how often the Worker lists
+	// the volumes with past claims even though the store signalled no
 	// change. Blocking queries catch every change; the backstop covers
 	// a store or host that misses one.
 	DefaultScanInterval = 5 * time.Minute

@@ -61,10 +61,12 @@
 // per volume, at most Config.Parallelism volumes at once. A volume runs
 // in passes that each read it once and move every past claim forward by
 // a step, until a pass makes no progress. The queue is first in, first
-// out. The store is scanned (VolumesWithPastClaims) when it changed and
-// no volume is waiting for a worker slot, when the Worker is enabled,
-// and every Config.ScanInterval as a backstop. Retries and the backstop
-// are timed on Config.Clock.
+// out. The store is scanned when it changed and no volume is waiting for
+// a worker slot, when the Worker is enabled, and every
+// Config.ScanInterval as a backstop. A scan lists the keys and
+// ModifyIndex of the volumes with past claims (PastClaimVolumeIDs); a
+// volume itself is read only by the worker that releases it, once per
+// pass. Retries and the backstop are timed on Config.Clock.
 //
 // Writes from all volumes go through one committer: the commands that
 // arrive while a write is in flight are applied together as one

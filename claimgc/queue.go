@@ -6,8 +6,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/clock"
+	"github.com/csikit/csikit/state"
 )
 
 // volKey identifies a volume: releases are serialized per key.
@@ -120,9 +120,9 @@ func (q *queue) wakeTimer() {
 	}
 }
 
-// offer takes the result of a scan: the volumes with past claims, read
+// offer takes the result of a scan: the volumes with past claims, listed
 // after the volume table was at index.
-func (q *queue) offer(vols []*csi.Volume, index uint64) {
+func (q *queue) offer(vols []state.VolumeStamp, index uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	inScan := make(map[volKey]struct{}, len(vols))
@@ -182,7 +182,7 @@ func (q *queue) storeChanged() {
 // waitScan blocks until a scan should run: the store changed (or a scan
 // is forced) and no volume is waiting for a worker slot. Scanning while
 // the ready queue is non-empty would only find work that waits behind
-// it, at the cost of reading every volume with past claims, so the
+// it, at the cost of listing every volume with past claims, so the
 // scanner lets the workers drain the queue first. It returns false when
 // ctx ends.
 func (q *queue) waitScan(ctx context.Context) bool {

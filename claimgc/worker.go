@@ -227,15 +227,18 @@ func (w *Worker) watchStore(ctx context.Context, q *queue, idx uint64) {
 	}
 }
 
-// scanLoop reads every volume with past claims when the store changed,
-// a scan is forced, and the ready queue has drained.
+// scanLoop lists the volumes with past claims when the store changed,
+// a scan is forced, and the ready queue has drained. The list holds
+// keys and indexes only (state.VolumeReader.PastClaimVolumeIDs): a
+// volume is read when a worker releases it, so a scan of a large queue
+// does not copy every volume before the first release can start.
 func (w *Worker) scanLoop(ctx context.Context, q *queue) {
 	failures := 0
 	for q.waitScan(ctx) {
 		idx, err := w.cfg.Store.Index(state.TableVolumes)
-		var vols []*csi.Volume
+		var vols []state.VolumeStamp
 		if err == nil {
-			vols, err = w.cfg.Store.VolumesWithPastClaims()
+			vols, err = w.cfg.Store.PastClaimVolumeIDs()
 		}
 		if err != nil {
 			failures++
@@ -367,7 +370,7 @@ type Stats struct {
 	ControllerDetached uint64
 	// FailedAttempts counts failed attempts at a step.
 	FailedAttempts uint64
-	// Scans counts reads of every volume with past claims.
+	// Scans counts listings of the volumes with past claims.
 	Scans uint64
 	// Writes counts commands written (checkpoints, frees, errors);
 	// Applies counts calls to the Applier: commands written while
