@@ -45,12 +45,25 @@ func (c Call) String() string {
 	return s
 }
 
-// record logs a call as it arrives, so the log is in arrival order.
+// record logs a call as it arrives, so the log is in arrival order. With
+// Config.MaxCalls set, the oldest call is dropped once the log is full;
+// the per-method count keeps it.
 func (p *Plugin) record(method string, req any) *Call {
 	c := &Call{Method: method, Request: stripSecrets(req), Time: p.clock.Now(), Pending: true}
 	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.callCounts[method]++
+	if p.maxCalls > 0 && len(p.calls) >= p.maxCalls {
+		// Drop from the front: append reallocates once the backing array
+		// runs out, copying only the retained calls, so each call costs
+		// O(1) amortized and the array stays within a small multiple of
+		// MaxCalls. Clearing the slot lets the dropped call be collected.
+		n := len(p.calls) - p.maxCalls + 1
+		clear(p.calls[:n])
+		p.calls = p.calls[n:]
+		p.dropped += n
+	}
 	p.calls = append(p.calls, c)
-	p.mu.Unlock()
 	return c
 }
 
@@ -63,18 +76,27 @@ func (p *Plugin) finish(c *Call, err error) {
 	p.log.Debug("csitest: call", "method", c.Method, "code", st.Code(), "request", c.Request)
 }
 
-// Calls returns a copy of the call log in arrival order.
+// Calls returns a copy of the call log in arrival order: every call, or
+// with Config.MaxCalls set the most recent ones.
 func (p *Plugin) Calls() []Call {
+	calls, _ := p.callLog()
+	return calls
+}
+
+// callLog returns a copy of the call log and how many calls MaxCalls
+// dropped before its first entry.
+func (p *Plugin) callLog() ([]Call, int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	out := make([]Call, len(p.calls))
 	for i, c := range p.calls {
 		out[i] = c.copy()
 	}
-	return out
+	return out, p.dropped
 }
 
-// CallsTo returns a copy of the logged calls of one method, in order.
+// CallsTo returns a copy of the logged calls of one method, in order;
+// with Config.MaxCalls set, only those still in the log.
 func (p *Plugin) CallsTo(method string) []Call {
 	method = methodName(method)
 	p.mu.Lock()
@@ -96,22 +118,17 @@ func (c *Call) copy() Call {
 	return d
 }
 
-// CallCount returns how many calls of method were logged, failed ones
-// included.
+// CallCount returns how many calls of method arrived since New or the
+// last ResetCalls, failed ones included. It counts calls that
+// Config.MaxCalls has already dropped from the log too.
 func (p *Plugin) CallCount(method string) int {
 	method = methodName(method)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	n := 0
-	for _, c := range p.calls {
-		if c.Method == method {
-			n++
-		}
-	}
-	return n
+	return p.callCounts[method]
 }
 
-// Methods returns the method names of the call log in order.
+// Methods returns the method names of the call log (as Calls) in order.
 func (p *Plugin) Methods() []string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -122,20 +139,23 @@ func (p *Plugin) Methods() []string {
 	return out
 }
 
-// ResetCalls empties the call log. Calls in flight finish without being
-// logged again.
+// ResetCalls empties the call log and sets every CallCount to zero. Calls
+// in flight finish without being logged or counted again.
 func (p *Plugin) ResetCalls() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.calls = nil
+	p.dropped = 0
+	clear(p.callCounts)
 }
 
 // RequireSequence fails the test unless methods appear in the call log in
 // this relative order (other calls may come between them). The failure
-// message shows the whole log.
+// message shows the whole log, and how many calls Config.MaxCalls dropped
+// from its front.
 func (p *Plugin) RequireSequence(t testing.TB, methods ...string) {
 	t.Helper()
-	calls := p.Calls()
+	calls, dropped := p.callLog()
 	next := 0
 	for _, c := range calls {
 		if next < len(methods) && c.Method == methods[next] {
@@ -148,6 +168,9 @@ func (p *Plugin) RequireSequence(t testing.TB, methods ...string) {
 	var b strings.Builder
 	fmt.Fprintf(&b, "csitest: call log lacks the sequence %s\n", strings.Join(methods, " → "))
 	fmt.Fprintf(&b, "  matched %d of %d; first missing: %s\n", next, len(methods), methods[next])
+	if dropped > 0 {
+		fmt.Fprintf(&b, "  %d earlier calls were dropped (Config.MaxCalls); raise it if the sequence began before them\n", dropped)
+	}
 	b.WriteString(formatCalls(calls))
 	t.Fatal(b.String())
 }

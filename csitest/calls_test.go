@@ -174,3 +174,136 @@ func TestPlugin_Calls_Pending(t *testing.T) {
 		t.Errorf("finished call %v", calls[0])
 	}
 }
+
+func TestPlugin_MaxCalls(t *testing.T) {
+	const (
+		probe = csitest.MethodProbe
+		info  = csitest.MethodGetPluginInfo
+		node  = csitest.MethodNodeGetInfo
+	)
+	// Each case makes 2 Probe, 3 GetPluginInfo and 2 NodeGetInfo calls,
+	// in that order.
+	tests := []struct {
+		name        string
+		maxCalls    int
+		wantMethods []string
+	}{
+		{"unlimited", 0, []string{probe, probe, info, info, info, node, node}},
+		{"larger than the log", 10, []string{probe, probe, info, info, info, node, node}},
+		{"exactly the log", 7, []string{probe, probe, info, info, info, node, node}},
+		{"keeps the most recent", 3, []string{info, node, node}},
+		{"one", 1, []string{node}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, c := start(t, csitest.Config{MaxCalls: tt.maxCalls})
+			ctx := ctxT(t)
+			for range 2 {
+				_, err := c.id.Probe(ctx, &csipb.ProbeRequest{})
+				noErr(t, err)
+			}
+			for range 3 {
+				_, err := c.id.GetPluginInfo(ctx, &csipb.GetPluginInfoRequest{})
+				noErr(t, err)
+			}
+			for range 2 {
+				_, err := c.node.NodeGetInfo(ctx, &csipb.NodeGetInfoRequest{})
+				noErr(t, err)
+			}
+			if got := p.Methods(); !slices.Equal(got, tt.wantMethods) {
+				t.Errorf("Methods() = %v, want %v", got, tt.wantMethods)
+			}
+			calls := p.Calls()
+			if len(calls) != len(tt.wantMethods) {
+				t.Fatalf("Calls() has %d entries, want %d", len(calls), len(tt.wantMethods))
+			}
+			for i, c := range calls {
+				if c.Method != tt.wantMethods[i] || c.Pending || c.Code != codes.OK || c.Request == nil {
+					t.Errorf("call %d = %v, want a finished %s with its request", i, c, tt.wantMethods[i])
+				}
+			}
+			// The counters see every call, dropped ones included.
+			for method, want := range map[string]int{probe: 2, info: 3, node: 2, csitest.MethodNodeStageVolume: 0} {
+				if n := p.CallCount(method); n != want {
+					t.Errorf("CallCount(%s) = %d, want %d", method, n, want)
+				}
+			}
+			if got, want := len(p.CallsTo(probe)), countOf(tt.wantMethods, probe); got != want {
+				t.Errorf("CallsTo(Probe) has %d entries, want the %d still in the log", got, want)
+			}
+			p.ResetCalls()
+			if n := p.CallCount(info); n != 0 || len(p.Calls()) != 0 {
+				t.Errorf("after ResetCalls CallCount = %d and Calls() = %v, want both empty", n, p.Calls())
+			}
+			_, err := c.id.Probe(ctx, &csipb.ProbeRequest{})
+			noErr(t, err)
+			if n := p.CallCount(probe); n != 1 || len(p.Calls()) != 1 {
+				t.Errorf("after ResetCalls and one Probe: CallCount = %d, %d calls logged; want 1 and 1", n, len(p.Calls()))
+			}
+		})
+	}
+}
+
+func countOf(methods []string, m string) int {
+	n := 0
+	for _, x := range methods {
+		if x == m {
+			n++
+		}
+	}
+	return n
+}
+
+// TestPlugin_MaxCalls_Long checks the log stays bounded and in order over
+// many more calls than MaxCalls, so the dropping wraps many times.
+func TestPlugin_MaxCalls_Long(t *testing.T) {
+	const maxCalls, total = 5, 203
+	cfg := fullConfig
+	cfg.MaxCalls = maxCalls
+	p, c := start(t, cfg)
+	ctx := ctxT(t)
+	for i := range total {
+		_, err := c.ctrl.ListVolumes(ctx, &csipb.ListVolumesRequest{StartingToken: fmt.Sprint(i)})
+		// Tokens past the end answer Aborted; both outcomes are logged.
+		if err != nil {
+			wantCode(t, err, codes.Aborted)
+		}
+	}
+	calls := p.Calls()
+	if len(calls) != maxCalls {
+		t.Fatalf("Calls() has %d entries, want %d", len(calls), maxCalls)
+	}
+	for i, call := range calls {
+		want := fmt.Sprint(total - maxCalls + i)
+		if got := call.Request.(*csipb.ListVolumesRequest).GetStartingToken(); got != want {
+			t.Errorf("call %d has token %q, want %q (the most recent calls, oldest first)", i, got, want)
+		}
+	}
+	if n := p.CallCount(csitest.MethodListVolumes); n != total {
+		t.Errorf("CallCount(ListVolumes) = %d, want %d", n, total)
+	}
+}
+
+func TestPlugin_RequireSequence_MaxCallsDropped(t *testing.T) {
+	p, c := start(t, csitest.Config{MaxCalls: 2})
+	ctx := ctxT(t)
+	_, err := c.node.NodeGetInfo(ctx, &csipb.NodeGetInfoRequest{})
+	noErr(t, err)
+	for range 2 {
+		_, err := c.id.Probe(ctx, &csipb.ProbeRequest{})
+		noErr(t, err)
+	}
+	r := &fatalRecorder{TB: t}
+	p.RequireSequence(r, csitest.MethodNodeGetInfo, csitest.MethodProbe)
+	if !r.failed {
+		t.Fatal("RequireSequence passed on a call the log no longer holds")
+	}
+	if !strings.Contains(r.msg, "1 earlier calls were dropped (Config.MaxCalls)") || !strings.Contains(r.msg, "call log (2 calls)") {
+		t.Errorf("failure message does not say the log was cut:\n%s", r.msg)
+	}
+	r = &fatalRecorder{TB: t}
+	p.RequireSequence(r, csitest.MethodProbe, csitest.MethodProbe)
+	if r.failed {
+		t.Errorf("RequireSequence failed on the retained calls: %s", r.msg)
+	}
+}

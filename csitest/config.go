@@ -79,6 +79,13 @@ type Config struct {
 	// bytes).
 	Endpoint string
 
+	// MaxCalls bounds the call log: when it is set, Calls, CallsTo,
+	// Methods and RequireSequence see only the most recent MaxCalls calls,
+	// so a long benchmark or soak test holds a fixed amount of memory.
+	// CallCount counts every call regardless. 0 keeps every call; a
+	// negative value is an error.
+	MaxCalls int
+
 	// Logger receives one debug line per call (requests with secrets
 	// stripped); nil means no logging.
 	Logger hclog.Logger
@@ -113,6 +120,9 @@ func (c Config) withDefaults() (cfg Config, ownDir string, err error) {
 	}
 	if c.AvailableCapacity < 0 {
 		return c, "", fmt.Errorf("%w: csitest: AvailableCapacity is %d; use 0 for the default", csi.ErrInvalidRequest, c.AvailableCapacity)
+	}
+	if c.MaxCalls < 0 {
+		return c, "", fmt.Errorf("%w: csitest: MaxCalls is %d; use 0 to keep every call", csi.ErrInvalidRequest, c.MaxCalls)
 	}
 	if c.AvailableCapacity == 0 {
 		c.AvailableCapacity = DefaultAvailableCapacity

@@ -55,7 +55,9 @@
 //
 // Every call is logged in arrival order, failed ones too, with a copy of
 // its request in which every field the spec marks csi_secret is cleared:
-// the log, like the Logger, never holds a secret.
+// the log, like the Logger, never holds a secret. By default the log keeps
+// every call; Config.MaxCalls keeps only the most recent ones, for long
+// benchmarks and soak tests, while CallCount still counts every call.
 //
 // # Lifecycle checker
 //

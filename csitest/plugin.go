@@ -30,6 +30,7 @@ type Plugin struct {
 	requiresTopologies bool
 	availableCapacity  int64
 	admitUnknown       bool
+	maxCalls           int
 	log                hclog.Logger
 	clock              clock.Clock
 
@@ -52,7 +53,9 @@ type Plugin struct {
 	snapshots   map[string]*snapshot
 	volumeSeq   int
 	snapshotSeq int
-	calls       []*Call
+	calls       []*Call        // the retained log, oldest first; at most maxCalls when that is set
+	callCounts  map[string]int // calls per method since New or ResetCalls, dropped ones included
+	dropped     int            // calls MaxCalls dropped from the log since New or ResetCalls
 	violations  []Violation
 }
 
@@ -72,6 +75,7 @@ func New(cfg Config) (*Plugin, error) {
 		requiresTopologies: c.RequiresTopologies,
 		availableCapacity:  c.AvailableCapacity,
 		admitUnknown:       c.AdmitUnknownVolumes,
+		maxCalls:           c.MaxCalls,
 		log:                c.Logger,
 		clock:              c.Clock,
 		ctrlCaps:           c.Controller,
@@ -83,6 +87,7 @@ func New(cfg Config) (*Plugin, error) {
 		faults:             make(map[string]*fault),
 		volumes:            make(map[string]*volume),
 		snapshots:          make(map[string]*snapshot),
+		callCounts:         make(map[string]int),
 	}, nil
 }
 

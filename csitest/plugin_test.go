@@ -27,6 +27,7 @@ func TestNew_InvalidConfig(t *testing.T) {
 		{"bad type", csitest.Config{Type: "sidecar"}, "plugin type"},
 		{"negative max volumes", csitest.Config{MaxVolumes: -1}, "MaxVolumes"},
 		{"negative capacity", csitest.Config{AvailableCapacity: -1}, "AvailableCapacity"},
+		{"negative max calls", csitest.Config{MaxCalls: -1}, "MaxCalls"},
 		{"long node ID", csitest.Config{NodeID: strings.Repeat("n", csi.MaxIDLength+1)}, "node ID"},
 		{"long socket path", csitest.Config{Endpoint: "/tmp/" + strings.Repeat("s", 120) + "/csi.sock"}, "socket path"},
 	}
