@@ -182,56 +182,105 @@ func contentSourceFromPB(s *csipb.VolumeContentSource) *ContentSource {
 	return nil
 }
 
+// capBit pairs one capability flag of a csikit struct with the spec
+// value that advertises it.
+type capBit[T comparable] struct {
+	value T
+	on    *bool
+}
+
+// setBit turns on the flag advertised by v; a value no bit names (an
+// unknown or newer capability) is ignored.
+func setBit[T comparable](bits []capBit[T], v T) {
+	for _, b := range bits {
+		if b.value == v {
+			*b.on = true
+			return
+		}
+	}
+}
+
+// bitsToPB wraps the value of every flag that is on, in the table's
+// order.
+func bitsToPB[T comparable, M any](bits []capBit[T], wrap func(T) M) []M {
+	var out []M
+	for _, b := range bits {
+		if *b.on {
+			out = append(out, wrap(b.value))
+		}
+	}
+	return out
+}
+
+// The …Bits functions return arrays, not slices, so that a conversion
+// allocates no table.
+
+// pluginServiceBits and pluginExpansionBits are the table behind
+// pluginCapsFromPB and pluginCapsToPB, over the flags of c.
+func pluginServiceBits(c *Capabilities) [5]capBit[csipb.PluginCapability_Service_Type] {
+	return [...]capBit[csipb.PluginCapability_Service_Type]{
+		{csipb.PluginCapability_Service_CONTROLLER_SERVICE, &c.ControllerService},
+		{csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS, &c.VolumeAccessibilityConstraints},
+		{csipb.PluginCapability_Service_GROUP_CONTROLLER_SERVICE, &c.GroupControllerService},
+		{csipb.PluginCapability_Service_SNAPSHOT_METADATA_SERVICE, &c.SnapshotMetadataService},
+		{csipb.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS, &c.SnapshotAccessibilityConstraints},
+	}
+}
+
+func pluginExpansionBits(c *Capabilities) [2]capBit[csipb.PluginCapability_VolumeExpansion_Type] {
+	return [...]capBit[csipb.PluginCapability_VolumeExpansion_Type]{
+		{csipb.PluginCapability_VolumeExpansion_ONLINE, &c.OnlineExpansion},
+		{csipb.PluginCapability_VolumeExpansion_OFFLINE, &c.OfflineExpansion},
+	}
+}
+
 // pluginCapsFromPB folds GetPluginCapabilities' list into a struct;
 // unknown capabilities are ignored.
 func pluginCapsFromPB(list []*csipb.PluginCapability) Capabilities {
 	var c Capabilities
+	svc, exp := pluginServiceBits(&c), pluginExpansionBits(&c)
 	for _, x := range list {
-		switch x.GetService().GetType() {
-		case csipb.PluginCapability_Service_CONTROLLER_SERVICE:
-			c.ControllerService = true
-		case csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS:
-			c.VolumeAccessibilityConstraints = true
-		case csipb.PluginCapability_Service_GROUP_CONTROLLER_SERVICE:
-			c.GroupControllerService = true
-		case csipb.PluginCapability_Service_SNAPSHOT_METADATA_SERVICE:
-			c.SnapshotMetadataService = true
-		case csipb.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS:
-			c.SnapshotAccessibilityConstraints = true
-		}
-		switch x.GetVolumeExpansion().GetType() {
-		case csipb.PluginCapability_VolumeExpansion_ONLINE:
-			c.OnlineExpansion = true
-		case csipb.PluginCapability_VolumeExpansion_OFFLINE:
-			c.OfflineExpansion = true
-		}
+		setBit(svc[:], x.GetService().GetType())
+		setBit(exp[:], x.GetVolumeExpansion().GetType())
 	}
 	return c
 }
 
 // pluginCapsToPB is the inverse of pluginCapsFromPB.
 func pluginCapsToPB(c Capabilities) []*csipb.PluginCapability {
-	var out []*csipb.PluginCapability
-	svc := func(on bool, t csipb.PluginCapability_Service_Type) {
-		if on {
-			out = append(out, &csipb.PluginCapability{Type: &csipb.PluginCapability_Service_{
-				Service: &csipb.PluginCapability_Service{Type: t}}})
-		}
+	svcBits, expBits := pluginServiceBits(&c), pluginExpansionBits(&c)
+	svc := bitsToPB(svcBits[:], func(t csipb.PluginCapability_Service_Type) *csipb.PluginCapability {
+		return &csipb.PluginCapability{Type: &csipb.PluginCapability_Service_{
+			Service: &csipb.PluginCapability_Service{Type: t}}}
+	})
+	exp := bitsToPB(expBits[:], func(t csipb.PluginCapability_VolumeExpansion_Type) *csipb.PluginCapability {
+		return &csipb.PluginCapability{Type: &csipb.PluginCapability_VolumeExpansion_{
+			VolumeExpansion: &csipb.PluginCapability_VolumeExpansion{Type: t}}}
+	})
+	return append(svc, exp...)
+}
+
+// controllerBits is the table behind controllerCapsFromPB and
+// controllerCapsToPB, over the flags of c, in the spec's enum order.
+func controllerBits(c *csi.ControllerCapabilities) [16]capBit[csipb.ControllerServiceCapability_RPC_Type] {
+	return [...]capBit[csipb.ControllerServiceCapability_RPC_Type]{
+		{csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME, &c.CreateDeleteVolume},
+		{csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME, &c.PublishUnpublishVolume},
+		{csipb.ControllerServiceCapability_RPC_LIST_VOLUMES, &c.ListVolumes},
+		{csipb.ControllerServiceCapability_RPC_GET_CAPACITY, &c.GetCapacity},
+		{csipb.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT, &c.CreateDeleteSnapshot},
+		{csipb.ControllerServiceCapability_RPC_LIST_SNAPSHOTS, &c.ListSnapshots},
+		{csipb.ControllerServiceCapability_RPC_CLONE_VOLUME, &c.CloneVolume},
+		{csipb.ControllerServiceCapability_RPC_PUBLISH_READONLY, &c.PublishReadonly},
+		{csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME, &c.ExpandVolume},
+		{csipb.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES, &c.ListVolumesPublishedNodes},
+		{csipb.ControllerServiceCapability_RPC_GET_VOLUME, &c.GetVolume},
+		{csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER, &c.SingleNodeMultiWriter},
+		{csipb.ControllerServiceCapability_RPC_MODIFY_VOLUME, &c.ModifyVolume},
+		{csipb.ControllerServiceCapability_RPC_GET_SNAPSHOT, &c.GetSnapshot},
+		{csipb.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH, &c.GetVolumeHealth},
+		{csipb.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH, &c.ListVolumeHealth},
 	}
-	exp := func(on bool, t csipb.PluginCapability_VolumeExpansion_Type) {
-		if on {
-			out = append(out, &csipb.PluginCapability{Type: &csipb.PluginCapability_VolumeExpansion_{
-				VolumeExpansion: &csipb.PluginCapability_VolumeExpansion{Type: t}}})
-		}
-	}
-	svc(c.ControllerService, csipb.PluginCapability_Service_CONTROLLER_SERVICE)
-	svc(c.VolumeAccessibilityConstraints, csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS)
-	svc(c.GroupControllerService, csipb.PluginCapability_Service_GROUP_CONTROLLER_SERVICE)
-	svc(c.SnapshotMetadataService, csipb.PluginCapability_Service_SNAPSHOT_METADATA_SERVICE)
-	svc(c.SnapshotAccessibilityConstraints, csipb.PluginCapability_Service_SNAPSHOT_ACCESSIBILITY_CONSTRAINTS)
-	exp(c.OnlineExpansion, csipb.PluginCapability_VolumeExpansion_ONLINE)
-	exp(c.OfflineExpansion, csipb.PluginCapability_VolumeExpansion_OFFLINE)
-	return out
 }
 
 // controllerCapsFromPB folds ControllerGetCapabilities' list into a
@@ -240,41 +289,13 @@ func pluginCapsToPB(c Capabilities) []*csipb.PluginCapability {
 // send.
 func controllerCapsFromPB(list []*csipb.ControllerServiceCapability) csi.ControllerCapabilities {
 	var c csi.ControllerCapabilities
+	bits := controllerBits(&c)
 	for _, x := range list {
-		switch x.GetRpc().GetType() {
-		case csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME:
-			c.CreateDeleteVolume = true
-		case csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME:
-			c.PublishUnpublishVolume = true
-		case csipb.ControllerServiceCapability_RPC_LIST_VOLUMES:
-			c.ListVolumes = true
-		case csipb.ControllerServiceCapability_RPC_GET_CAPACITY:
-			c.GetCapacity = true
-		case csipb.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT:
-			c.CreateDeleteSnapshot = true
-		case csipb.ControllerServiceCapability_RPC_LIST_SNAPSHOTS:
-			c.ListSnapshots = true
-		case csipb.ControllerServiceCapability_RPC_CLONE_VOLUME:
-			c.CloneVolume = true
-		case csipb.ControllerServiceCapability_RPC_PUBLISH_READONLY:
-			c.PublishReadonly = true
-		case csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME:
-			c.ExpandVolume = true
-		case csipb.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES:
-			c.ListVolumesPublishedNodes = true
-		case csipb.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH, legacyControllerVolumeCondition:
-			c.GetVolumeHealth = true
-		case csipb.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH:
-			c.ListVolumeHealth = true
-		case csipb.ControllerServiceCapability_RPC_GET_VOLUME:
-			c.GetVolume = true
-		case csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER:
-			c.SingleNodeMultiWriter = true
-		case csipb.ControllerServiceCapability_RPC_MODIFY_VOLUME:
-			c.ModifyVolume = true
-		case csipb.ControllerServiceCapability_RPC_GET_SNAPSHOT:
-			c.GetSnapshot = true
+		t := x.GetRpc().GetType()
+		if t == legacyControllerVolumeCondition {
+			t = csipb.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH
 		}
+		setBit(bits[:], t)
 	}
 	return c
 }
@@ -282,74 +303,49 @@ func controllerCapsFromPB(list []*csipb.ControllerServiceCapability) csi.Control
 // controllerCapsToPB is the inverse of controllerCapsFromPB, in the
 // spec's enum order.
 func controllerCapsToPB(c csi.ControllerCapabilities) []*csipb.ControllerServiceCapability {
-	var out []*csipb.ControllerServiceCapability
-	add := func(on bool, t csipb.ControllerServiceCapability_RPC_Type) {
-		if on {
-			out = append(out, &csipb.ControllerServiceCapability{Type: &csipb.ControllerServiceCapability_Rpc{
-				Rpc: &csipb.ControllerServiceCapability_RPC{Type: t}}})
-		}
+	bits := controllerBits(&c)
+	return bitsToPB(bits[:], func(t csipb.ControllerServiceCapability_RPC_Type) *csipb.ControllerServiceCapability {
+		return &csipb.ControllerServiceCapability{Type: &csipb.ControllerServiceCapability_Rpc{
+			Rpc: &csipb.ControllerServiceCapability_RPC{Type: t}}}
+	})
+}
+
+// nodeBits is the table behind nodeCapsFromPB and nodeCapsToPB, over
+// the flags of c.
+func nodeBits(c *csi.NodeCapabilities) [7]capBit[csipb.NodeServiceCapability_RPC_Type] {
+	return [...]capBit[csipb.NodeServiceCapability_RPC_Type]{
+		{csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME, &c.StageUnstageVolume},
+		{csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS, &c.GetVolumeStats},
+		{csipb.NodeServiceCapability_RPC_EXPAND_VOLUME, &c.ExpandVolume},
+		{csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER, &c.SingleNodeMultiWriter},
+		{csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP, &c.VolumeMountGroup},
+		{csipb.NodeServiceCapability_RPC_GET_VOLUME_HEALTH, &c.GetVolumeHealth},
+		{csipb.NodeServiceCapability_RPC_GET_STORAGE_HEALTH, &c.GetStorageHealth},
 	}
-	add(c.CreateDeleteVolume, csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME)
-	add(c.PublishUnpublishVolume, csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME)
-	add(c.ListVolumes, csipb.ControllerServiceCapability_RPC_LIST_VOLUMES)
-	add(c.GetCapacity, csipb.ControllerServiceCapability_RPC_GET_CAPACITY)
-	add(c.CreateDeleteSnapshot, csipb.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT)
-	add(c.ListSnapshots, csipb.ControllerServiceCapability_RPC_LIST_SNAPSHOTS)
-	add(c.CloneVolume, csipb.ControllerServiceCapability_RPC_CLONE_VOLUME)
-	add(c.PublishReadonly, csipb.ControllerServiceCapability_RPC_PUBLISH_READONLY)
-	add(c.ExpandVolume, csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME)
-	add(c.ListVolumesPublishedNodes, csipb.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES)
-	add(c.GetVolume, csipb.ControllerServiceCapability_RPC_GET_VOLUME)
-	add(c.SingleNodeMultiWriter, csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
-	add(c.ModifyVolume, csipb.ControllerServiceCapability_RPC_MODIFY_VOLUME)
-	add(c.GetSnapshot, csipb.ControllerServiceCapability_RPC_GET_SNAPSHOT)
-	add(c.GetVolumeHealth, csipb.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH)
-	add(c.ListVolumeHealth, csipb.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH)
-	return out
 }
 
 // nodeCapsFromPB folds NodeGetCapabilities' list into a struct; unknown
 // capabilities are ignored. GetVolumeHealth is read as for controllers.
 func nodeCapsFromPB(list []*csipb.NodeServiceCapability) csi.NodeCapabilities {
 	var c csi.NodeCapabilities
+	bits := nodeBits(&c)
 	for _, x := range list {
-		switch x.GetRpc().GetType() {
-		case csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME:
-			c.StageUnstageVolume = true
-		case csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS:
-			c.GetVolumeStats = true
-		case csipb.NodeServiceCapability_RPC_EXPAND_VOLUME:
-			c.ExpandVolume = true
-		case csipb.NodeServiceCapability_RPC_GET_VOLUME_HEALTH, legacyNodeVolumeCondition:
-			c.GetVolumeHealth = true
-		case csipb.NodeServiceCapability_RPC_GET_STORAGE_HEALTH:
-			c.GetStorageHealth = true
-		case csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER:
-			c.SingleNodeMultiWriter = true
-		case csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP:
-			c.VolumeMountGroup = true
+		t := x.GetRpc().GetType()
+		if t == legacyNodeVolumeCondition {
+			t = csipb.NodeServiceCapability_RPC_GET_VOLUME_HEALTH
 		}
+		setBit(bits[:], t)
 	}
 	return c
 }
 
 // nodeCapsToPB is the inverse of nodeCapsFromPB.
 func nodeCapsToPB(c csi.NodeCapabilities) []*csipb.NodeServiceCapability {
-	var out []*csipb.NodeServiceCapability
-	add := func(on bool, t csipb.NodeServiceCapability_RPC_Type) {
-		if on {
-			out = append(out, &csipb.NodeServiceCapability{Type: &csipb.NodeServiceCapability_Rpc{
-				Rpc: &csipb.NodeServiceCapability_RPC{Type: t}}})
-		}
-	}
-	add(c.StageUnstageVolume, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
-	add(c.GetVolumeStats, csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS)
-	add(c.ExpandVolume, csipb.NodeServiceCapability_RPC_EXPAND_VOLUME)
-	add(c.SingleNodeMultiWriter, csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
-	add(c.VolumeMountGroup, csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP)
-	add(c.GetVolumeHealth, csipb.NodeServiceCapability_RPC_GET_VOLUME_HEALTH)
-	add(c.GetStorageHealth, csipb.NodeServiceCapability_RPC_GET_STORAGE_HEALTH)
-	return out
+	bits := nodeBits(&c)
+	return bitsToPB(bits[:], func(t csipb.NodeServiceCapability_RPC_Type) *csipb.NodeServiceCapability {
+		return &csipb.NodeServiceCapability{Type: &csipb.NodeServiceCapability_Rpc{
+			Rpc: &csipb.NodeServiceCapability_RPC{Type: t}}}
+	})
 }
 
 func infoFromPB(r *csipb.GetPluginInfoResponse) *Info {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/csikit/csikit/csi"
@@ -51,6 +52,17 @@ func (c *check) result() error {
 // nilRequest reports a nil request pointer.
 func nilRequest(method string) error {
 	return &RequestError{Method: method, Field: "request", Reason: "is nil; pass a request struct"}
+}
+
+// validate refuses a nil request and otherwise runs checks on it,
+// returning the first problem they find.
+func validate[R any](method string, r *R, checks func(c *check, r *R)) error {
+	if r == nil {
+		return nilRequest(method)
+	}
+	c := check{method: method}
+	checks(&c, r)
+	return c.result()
 }
 
 // id checks a plugin-chosen identifier (volume, node or snapshot ID).
@@ -149,57 +161,70 @@ func (c *check) source(s *ContentSource) {
 }
 
 func (c *check) topology(field string, t *csi.TopologyRequest) {
-	if c.err != nil || t == nil {
+	if t != nil {
+		c.noNilTopology(field, "Required", t.Required)
+		c.noNilTopology(field, "Preferred", t.Preferred)
+	}
+}
+
+func (c *check) noNilTopology(field, list string, ts []*csi.Topology) {
+	if c.err != nil {
 		return
 	}
-	for i, x := range t.Required {
-		if x == nil {
-			c.fail(field, "has a nil topology at Required[%d]", i)
-			return
-		}
+	if i := slices.Index(ts, nil); i >= 0 {
+		c.fail(field, "has a nil topology at %s[%d]", list, i)
 	}
-	for i, x := range t.Preferred {
-		if x == nil {
-			c.fail(field, "has a nil topology at Preferred[%d]", i)
-			return
-		}
+}
+
+// name checks the name that makes a create call idempotent; what is
+// "volume" or "snapshot".
+func (c *check) name(name, what string) {
+	switch {
+	case c.err != nil:
+	case name == "":
+		c.fail("Name", "is empty; pass a name that identifies the %s across retries", what)
+	case len(name) > csi.MaxIDLength:
+		c.fail("Name", "is %d bytes long, the CSI limit is %d", len(name), csi.MaxIDLength)
 	}
+}
+
+// optionalCapability checks a capability that a request may leave out.
+func (c *check) optionalCapability(capab *csi.Capability, mo *csi.MountOptions) {
+	if capab != nil {
+		c.capability("Capability", *capab, mo)
+	}
+}
+
+// maxEntries checks a list call's page size.
+func maxEntries(method string, n int32) error {
+	if n < 0 {
+		return &RequestError{Method: method, Field: "MaxEntries", Reason: fmt.Sprintf("is %d; pass 0 (plugin's choice) or a positive count", n)}
+	}
+	return nil
 }
 
 func (r *ControllerPublishRequest) validate() error {
-	const m = "ControllerPublishVolume"
-	if r == nil {
-		return nilRequest(m)
-	}
-	c := check{method: m}
-	c.id("ExternalID", r.ExternalID)
-	c.id("ExternalNodeID", r.ExternalNodeID)
-	c.capability("Capability", r.Capability, r.MountOptions)
-	return c.result()
+	return validate("ControllerPublishVolume", r, func(c *check, r *ControllerPublishRequest) {
+		c.id("ExternalID", r.ExternalID)
+		c.id("ExternalNodeID", r.ExternalNodeID)
+		c.capability("Capability", r.Capability, r.MountOptions)
+	})
 }
 
 func (r *ControllerUnpublishRequest) validate() error {
-	const m = "ControllerUnpublishVolume"
-	if r == nil {
-		return nilRequest(m)
-	}
-	c := check{method: m}
-	c.id("ExternalID", r.ExternalID)
-	if r.ExternalNodeID != "" {
-		c.id("ExternalNodeID", r.ExternalNodeID)
-	}
-	return c.result()
+	return validate("ControllerUnpublishVolume", r, func(c *check, r *ControllerUnpublishRequest) {
+		c.id("ExternalID", r.ExternalID)
+		if r.ExternalNodeID != "" {
+			c.id("ExternalNodeID", r.ExternalNodeID)
+		}
+	})
 }
 
 func (r *ValidateCapabilitiesRequest) validate() error {
-	const m = "ValidateVolumeCapabilities"
-	if r == nil {
-		return nilRequest(m)
-	}
-	c := check{method: m}
-	c.id("ExternalID", r.ExternalID)
-	c.capabilities(r.Capabilities, r.MountOptions)
-	return c.result()
+	return validate("ValidateVolumeCapabilities", r, func(c *check, r *ValidateCapabilitiesRequest) {
+		c.id("ExternalID", r.ExternalID)
+		c.capabilities(r.Capabilities, r.MountOptions)
+	})
 }
 
 func (c *check) capabilities(cs []csi.Capability, mo *csi.MountOptions) {
@@ -218,157 +243,103 @@ func (c *check) capabilities(cs []csi.Capability, mo *csi.MountOptions) {
 }
 
 func (r *CreateVolumeRequest) validate() error {
-	const m = "CreateVolume"
-	if r == nil {
-		return nilRequest(m)
-	}
-	c := check{method: m}
-	if r.Name == "" {
-		c.fail("Name", "is empty; pass a name that identifies the volume across retries")
-	} else if len(r.Name) > csi.MaxIDLength {
-		c.fail("Name", "is %d bytes long, the CSI limit is %d", len(r.Name), csi.MaxIDLength)
-	}
-	c.capacity(r.CapacityMin, r.CapacityMax, false)
-	c.capabilities(r.Capabilities, r.MountOptions)
-	c.source(r.Source)
-	c.topology("Topology", r.Topology)
-	return c.result()
+	return validate("CreateVolume", r, func(c *check, r *CreateVolumeRequest) {
+		c.name(r.Name, "volume")
+		c.capacity(r.CapacityMin, r.CapacityMax, false)
+		c.capabilities(r.Capabilities, r.MountOptions)
+		c.source(r.Source)
+		c.topology("Topology", r.Topology)
+	})
 }
 
 func (r *DeleteVolumeRequest) validate() error {
-	const m = "DeleteVolume"
-	if r == nil {
-		return nilRequest(m)
-	}
-	c := check{method: m}
-	c.id("ExternalID", r.ExternalID)
-	return c.result()
+	return validate("DeleteVolume", r, func(c *check, r *DeleteVolumeRequest) {
+		c.id("ExternalID", r.ExternalID)
+	})
 }
 
+// ListVolumesRequest and ListSnapshotsRequest may be nil: list
+// everything.
 func (r *ListVolumesRequest) validate() error {
-	if r != nil && r.MaxEntries < 0 {
-		return &RequestError{Method: "ListVolumes", Field: "MaxEntries", Reason: fmt.Sprintf("is %d; pass 0 (plugin's choice) or a positive count", r.MaxEntries)}
+	if r == nil {
+		return nil
 	}
-	return nil
+	return maxEntries("ListVolumes", r.MaxEntries)
 }
 
 func (r *ControllerExpandRequest) validate() error {
-	const m = "ControllerExpandVolume"
-	if r == nil {
-		return nilRequest(m)
-	}
-	c := check{method: m}
-	c.id("ExternalID", r.ExternalID)
-	c.capacity(r.CapacityMin, r.CapacityMax, true)
-	if r.Capability != nil {
-		c.capability("Capability", *r.Capability, r.MountOptions)
-	}
-	return c.result()
+	return validate("ControllerExpandVolume", r, func(c *check, r *ControllerExpandRequest) {
+		c.id("ExternalID", r.ExternalID)
+		c.capacity(r.CapacityMin, r.CapacityMax, true)
+		c.optionalCapability(r.Capability, r.MountOptions)
+	})
 }
 
 func (r *CreateSnapshotRequest) validate() error {
-	const m = "CreateSnapshot"
-	if r == nil {
-		return nilRequest(m)
-	}
-	c := check{method: m}
-	c.id("SourceID", r.SourceID)
-	if r.Name == "" {
-		c.fail("Name", "is empty; pass a name that identifies the snapshot across retries")
-	} else if len(r.Name) > csi.MaxIDLength {
-		c.fail("Name", "is %d bytes long, the CSI limit is %d", len(r.Name), csi.MaxIDLength)
-	}
-	return c.result()
+	return validate("CreateSnapshot", r, func(c *check, r *CreateSnapshotRequest) {
+		c.id("SourceID", r.SourceID)
+		c.name(r.Name, "snapshot")
+	})
 }
 
 func (r *DeleteSnapshotRequest) validate() error {
-	const m = "DeleteSnapshot"
-	if r == nil {
-		return nilRequest(m)
-	}
-	c := check{method: m}
-	c.id("ID", r.ID)
-	return c.result()
+	return validate("DeleteSnapshot", r, func(c *check, r *DeleteSnapshotRequest) {
+		c.id("ID", r.ID)
+	})
 }
 
 func (r *ListSnapshotsRequest) validate() error {
-	if r != nil && r.MaxEntries < 0 {
-		return &RequestError{Method: "ListSnapshots", Field: "MaxEntries", Reason: fmt.Sprintf("is %d; pass 0 (plugin's choice) or a positive count", r.MaxEntries)}
+	if r == nil {
+		return nil
 	}
-	return nil
+	return maxEntries("ListSnapshots", r.MaxEntries)
 }
 
 func (r *NodeStageRequest) validate() error {
-	const m = "NodeStageVolume"
-	if r == nil {
-		return nilRequest(m)
-	}
-	c := check{method: m}
-	c.id("ExternalID", r.ExternalID)
-	c.path("StagingPath", r.StagingPath, true)
-	c.capability("Capability", r.Capability, r.MountOptions)
-	return c.result()
+	return validate("NodeStageVolume", r, func(c *check, r *NodeStageRequest) {
+		c.id("ExternalID", r.ExternalID)
+		c.path("StagingPath", r.StagingPath, true)
+		c.capability("Capability", r.Capability, r.MountOptions)
+	})
 }
 
 func (r *NodeUnstageRequest) validate() error {
-	const m = "NodeUnstageVolume"
-	if r == nil {
-		return nilRequest(m)
-	}
-	c := check{method: m}
-	c.id("ExternalID", r.ExternalID)
-	c.path("StagingPath", r.StagingPath, true)
-	return c.result()
+	return validate("NodeUnstageVolume", r, func(c *check, r *NodeUnstageRequest) {
+		c.id("ExternalID", r.ExternalID)
+		c.path("StagingPath", r.StagingPath, true)
+	})
 }
 
 func (r *NodePublishRequest) validate() error {
-	const m = "NodePublishVolume"
-	if r == nil {
-		return nilRequest(m)
-	}
-	c := check{method: m}
-	c.id("ExternalID", r.ExternalID)
-	c.path("StagingPath", r.StagingPath, false)
-	c.path("TargetPath", r.TargetPath, true)
-	c.capability("Capability", r.Capability, r.MountOptions)
-	return c.result()
+	return validate("NodePublishVolume", r, func(c *check, r *NodePublishRequest) {
+		c.id("ExternalID", r.ExternalID)
+		c.path("StagingPath", r.StagingPath, false)
+		c.path("TargetPath", r.TargetPath, true)
+		c.capability("Capability", r.Capability, r.MountOptions)
+	})
 }
 
 func (r *NodeUnpublishRequest) validate() error {
-	const m = "NodeUnpublishVolume"
-	if r == nil {
-		return nilRequest(m)
-	}
-	c := check{method: m}
-	c.id("ExternalID", r.ExternalID)
-	c.path("TargetPath", r.TargetPath, true)
-	return c.result()
+	return validate("NodeUnpublishVolume", r, func(c *check, r *NodeUnpublishRequest) {
+		c.id("ExternalID", r.ExternalID)
+		c.path("TargetPath", r.TargetPath, true)
+	})
 }
 
 func (r *NodeExpandRequest) validate() error {
-	const m = "NodeExpandVolume"
-	if r == nil {
-		return nilRequest(m)
-	}
-	c := check{method: m}
-	c.id("ExternalID", r.ExternalID)
-	c.path("VolumePath", r.VolumePath, true)
-	c.path("StagingPath", r.StagingPath, false)
-	c.capacity(r.CapacityMin, r.CapacityMax, false)
-	if r.Capability != nil {
-		c.capability("Capability", *r.Capability, r.MountOptions)
-	}
-	return c.result()
+	return validate("NodeExpandVolume", r, func(c *check, r *NodeExpandRequest) {
+		c.id("ExternalID", r.ExternalID)
+		c.path("VolumePath", r.VolumePath, true)
+		c.path("StagingPath", r.StagingPath, false)
+		c.capacity(r.CapacityMin, r.CapacityMax, false)
+		c.optionalCapability(r.Capability, r.MountOptions)
+	})
 }
 
 func (r *NodeVolumeStatsRequest) validate() error {
-	const m = "NodeGetVolumeStats"
-	if r == nil {
-		return nilRequest(m)
-	}
-	c := check{method: m}
-	c.id("ExternalID", r.ExternalID)
-	c.path("VolumePath", r.VolumePath, true)
-	c.path("StagingPath", r.StagingPath, false)
-	return c.result()
+	return validate("NodeGetVolumeStats", r, func(c *check, r *NodeVolumeStatsRequest) {
+		c.id("ExternalID", r.ExternalID)
+		c.path("VolumePath", r.VolumePath, true)
+		c.path("StagingPath", r.StagingPath, false)
+	})
 }
