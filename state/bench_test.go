@@ -277,3 +277,58 @@ func BenchmarkPastClaimScan(b *testing.B) {
 	b.ReportMetric(median(keys), "ns/pastclaims-ids-10k")
 	b.ReportMetric(median(keys)/median(full), "pastclaims-ids-vs-volumes")
 }
+
+// BenchmarkAllocationsByNode lists one node's allocations in stores of
+// 100, 1,000 and 10,000 nodes with 10 allocations each, alternating
+// between them. ns/allocsbynode-10k-nodes is the median time in the
+// largest store; allocsbynode-10k-vs-100 and -vs-1k its ratios to the
+// others. The read is an index seek and copies the node's 10
+// allocations in every store; a copy of an allocation is small, so the
+// cache misses of a larger heap weigh more here than in VolumesByNode,
+// and the ratio to the smallest store sits above VolumesByNode's.
+func BenchmarkAllocationsByNode(b *testing.B) {
+	const perNode = 10
+	build := func(nodes int) *benchStore {
+		s := newBenchStore(b)
+		s.cluster(nodes, 0) // two allocations per node
+		var cmds []state.Command
+		for i := range nodes {
+			node := fmt.Sprintf("n%d", i)
+			allocs := make([]csi.Allocation, 0, perNode-2)
+			for j := range perNode - 2 {
+				allocs = append(allocs, csi.Allocation{ID: fmt.Sprintf("job-%s-%d", node, j), Namespace: "default", NodeID: node, JobID: "job"})
+			}
+			cmds = append(cmds, state.UpsertAllocations{Allocations: allocs})
+		}
+		s.batched(cmds)
+		return s
+	}
+	sizes := []int{100, 1_000, 10_000}
+	stores := make([]*benchStore, len(sizes))
+	for i, n := range sizes {
+		stores[i] = build(n)
+	}
+	runtime.GC()
+	rng := rand.New(rand.NewPCG(7, 8))
+	times := make([][]time.Duration, len(sizes))
+	for b.Loop() {
+		for i, s := range stores {
+			node := fmt.Sprintf("n%d", rng.IntN(sizes[i]))
+			start := time.Now()
+			allocs, err := s.s.AllocationsByNode(node)
+			times[i] = append(times[i], time.Since(start))
+			if err != nil || len(allocs) != perNode {
+				b.Fatalf("AllocationsByNode(%s) = %d allocations, %v; want %d", node, len(allocs), err, perNode)
+			}
+		}
+	}
+	ns := make([]float64, len(sizes))
+	for i := range sizes {
+		ns[i] = median(times[i])
+	}
+	b.ReportMetric(ns[0], "ns/allocsbynode-100-nodes")
+	b.ReportMetric(ns[1], "ns/allocsbynode-1k-nodes")
+	b.ReportMetric(ns[2], "ns/allocsbynode-10k-nodes")
+	b.ReportMetric(ns[2]/ns[1], "allocsbynode-10k-vs-1k")
+	b.ReportMetric(ns[2]/ns[0], "allocsbynode-10k-vs-100")
+}

@@ -237,6 +237,22 @@ func (s *MemStore) Allocation(id string) (*csi.Allocation, error) {
 	return a.Copy(), nil
 }
 
+// AllocationsByNode implements AllocationReader.
+func (s *MemStore) AllocationsByNode(nodeID string) ([]*csi.Allocation, error) {
+	if err := csi.ValidateNodeID(nodeID); err != nil {
+		return nil, err
+	}
+	it, err := s.read().Get(tAllocations, iNode, nodeID)
+	if err != nil {
+		return nil, dbErr("list allocations of node "+nodeID, err)
+	}
+	var out []*csi.Allocation
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*csi.Allocation).Copy())
+	}
+	return out, nil
+}
+
 // --- lookups shared by reads and writes ---
 
 func dbErr(what string, err error) error {

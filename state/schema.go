@@ -29,6 +29,7 @@ const (
 	iClaimAlloc = "claim_alloc"
 	iPast       = "past"
 	iAlloc      = "alloc"
+	iNode       = "node"
 )
 
 // tableOf maps a memdb table to the public Table whose index a write to
@@ -119,6 +120,9 @@ func schema() *memdb.DBSchema {
 		}},
 		tAllocations: {Name: tAllocations, Indexes: map[string]*memdb.IndexSchema{
 			iID: {Name: iID, Unique: true, Indexer: single(1, func(a *csi.Allocation) []string { return []string{a.ID} })},
+			// Every allocation, terminal ones too; memdb orders a node's
+			// entries by allocation ID.
+			iNode: {Name: iNode, Indexer: single(1, func(a *csi.Allocation) []string { return []string{a.NodeID} })},
 			// Only running allocations: they are the plugins' expected
 			// instances.
 			iPlugin: {Name: iPlugin, AllowMissing: true, Indexer: multi(1, func(a *csi.Allocation) [][]string {

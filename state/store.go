@@ -101,6 +101,12 @@ type NodeReader interface {
 type AllocationReader interface {
 	// Allocation returns one allocation.
 	Allocation(id string) (*csi.Allocation, error)
+	// AllocationsByNode returns the allocations placed on a node,
+	// terminal ones included (until DeleteAllocations removes them),
+	// sorted by ID; none is an empty list, not an error. It reads an
+	// index: its cost does not grow with the number of nodes or
+	// allocations in the store.
+	AllocationsByNode(nodeID string) ([]*csi.Allocation, error)
 }
 
 // Watcher lets a reader block until something changed instead of

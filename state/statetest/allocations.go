@@ -2,6 +2,7 @@ package statetest
 
 import (
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/csikit/csikit/csi"
@@ -65,6 +66,74 @@ func (s suite) allocations(t *testing.T) {
 			{"DeleteBadID", state.DeleteAllocations{AllocationIDs: []string{""}}, csi.ErrInvalidID, nil},
 		} {
 			t.Run(tc.name, func(t *testing.T) { w.refuse(t, tc.cmd, tc.want, tc.mention...) })
+		}
+	})
+
+	t.Run("ByNode", func(t *testing.T) {
+		w := s.standard(t)
+		ids := func(t *testing.T, node string) []string {
+			t.Helper()
+			allocs, err := w.s.AllocationsByNode(node)
+			if err != nil {
+				t.Fatalf("AllocationsByNode(%s): %v", node, err)
+			}
+			out := []string{}
+			for _, a := range allocs {
+				if a.NodeID != node {
+					t.Errorf("AllocationsByNode(%s) lists %s, which is on %s", node, a.ID, a.NodeID)
+				}
+				out = append(out, a.ID)
+			}
+			return out
+		}
+		for _, tc := range []struct {
+			node string
+			want []string
+		}{
+			// Terminal allocations (dead-1) and other namespaces (batch-1)
+			// included.
+			{"n1", []string{"batch-1", "dead-1", "ebs-ctl-1", "ebs-node-1", "web-1", "web-3"}},
+			{"n2", []string{"ebs-node-2", "web-2"}},
+			{"n3", []string{"web-4"}},
+			{"n9", []string{}},
+		} {
+			t.Run(tc.node, func(t *testing.T) {
+				if got := ids(t, tc.node); !slices.Equal(got, tc.want) {
+					t.Errorf("AllocationsByNode(%s) = %v, want %v", tc.node, got, tc.want)
+				}
+			})
+		}
+
+		// Updates show, a new allocation joins its node, deletes leave.
+		w.must(t, state.UpsertAllocations{Allocations: []csi.Allocation{terminal(allocWeb(2, "n2")), allocWeb(0, "n2")}, ReleasedAt: t0})
+		allocs, err := w.s.AllocationsByNode("n2")
+		if err != nil || len(allocs) != 3 || allocs[0].ID != "ebs-node-2" || allocs[1].ID != "web-0" || allocs[2].ID != "web-2" ||
+			!allocs[2].Terminal || allocs[2].ModifyIndex != w.idx {
+			t.Errorf("AllocationsByNode(n2) after upsert = %s, %v; want ebs-node-2, web-0, web-2 (terminal, at %d)", toJSON(allocs), err, w.idx)
+		}
+		w.must(t, state.DeleteAllocations{AllocationIDs: []string{"web-2", "dead-1"}})
+		if got, want := ids(t, "n2"), []string{"ebs-node-2", "web-0"}; !slices.Equal(got, want) {
+			t.Errorf("AllocationsByNode(n2) after delete = %v, want %v", got, want)
+		}
+		if got, want := ids(t, "n1"), []string{"batch-1", "ebs-ctl-1", "ebs-node-1", "web-1", "web-3"}; !slices.Equal(got, want) {
+			t.Errorf("AllocationsByNode(n1) after delete = %v, want %v", got, want)
+		}
+
+		// The caller owns what it gets.
+		before := w.dump(t)
+		allocs, _ = w.s.AllocationsByNode("n1")
+		for _, a := range allocs {
+			a.NodeID, a.Terminal = "n9", true
+			if len(a.Plugins) > 0 {
+				a.Plugins[0].PluginID = "changed"
+			}
+		}
+		if after := w.dump(t); after != before {
+			t.Errorf("changing returned allocations changed the store:\nbefore: %s\nafter:  %s", before, after)
+		}
+
+		if _, err := w.s.AllocationsByNode("n/1"); !errors.Is(err, csi.ErrInvalidID) {
+			t.Errorf("AllocationsByNode(n/1): %v, want an error matching csi.ErrInvalidID", err)
 		}
 	})
 

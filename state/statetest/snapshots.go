@@ -60,6 +60,9 @@ func (s suite) snapshots(t *testing.T) {
 		if got, want := stampStrings(r.pastStamps(t)), stampStrings(w.pastStamps(t)); len(want) == 0 || !slices.Equal(got, want) {
 			t.Errorf("PastClaimVolumeIDs after restore = %v, want %v (not empty)", got, want)
 		}
+		if a, b := toJSON(allocationsOn(t, w, "n1")), toJSON(allocationsOn(t, r, "n1")); a != b || a == "null" {
+			t.Errorf("AllocationsByNode(n1) after restore = %s, want %s (not empty)", b, a)
+		}
 		if again := snapshot(t, rs); !bytes.Equal(again, snap) {
 			t.Errorf("snapshot of the restored store differs from the one restored")
 		}
@@ -150,4 +153,13 @@ func (s suite) snapshots(t *testing.T) {
 			}
 		}
 	})
+}
+
+func allocationsOn(t *testing.T, w *world, node string) []*csi.Allocation {
+	t.Helper()
+	allocs, err := w.s.AllocationsByNode(node)
+	if err != nil {
+		t.Fatalf("AllocationsByNode(%s): %v", node, err)
+	}
+	return allocs
 }

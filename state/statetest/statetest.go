@@ -240,7 +240,38 @@ func (w *world) view(t reporter) view {
 			v.Allocations[id] = a
 		}
 	}
+	w.checkAllocationsByNode(t, v)
 	return v
+}
+
+// checkAllocationsByNode checks AllocationsByNode against the
+// allocations of the view for every node the world has named.
+func (w *world) checkAllocationsByNode(t reporter, v view) {
+	t.Helper()
+	byNode := map[string][]string{}
+	for id := range w.nodes {
+		byNode[id] = nil
+	}
+	for _, id := range slices.Sorted(maps.Keys(v.Allocations)) {
+		a := v.Allocations[id]
+		byNode[a.NodeID] = append(byNode[a.NodeID], id)
+	}
+	for _, node := range slices.Sorted(maps.Keys(byNode)) {
+		allocs, err := w.s.AllocationsByNode(node)
+		if err != nil {
+			t.Fatalf("AllocationsByNode(%s): %v", node, err)
+		}
+		var got []string
+		for _, a := range allocs {
+			got = append(got, a.ID)
+			if want := v.Allocations[a.ID]; toJSON(a) != toJSON(want) {
+				t.Errorf("AllocationsByNode(%s) lists %s, Allocation(%s) = %s", node, toJSON(a), a.ID, toJSON(want))
+			}
+		}
+		if !slices.Equal(got, byNode[node]) {
+			t.Errorf("AllocationsByNode(%s) = %v, the allocations on it are %v", node, got, byNode[node])
+		}
+	}
 }
 
 // dump is the view as JSON: empty and nil collections compare equal.

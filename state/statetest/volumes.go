@@ -231,6 +231,7 @@ func (s suite) volumes(t *testing.T) {
 			{"NodeBadID", func() error { _, err := w.s.Node(""); return err }, csi.ErrInvalidID},
 			{"AllocationMissing", func() error { _, err := w.s.Allocation("nobody"); return err }, csi.ErrAllocationNotFound},
 			{"AllocationBadID", func() error { _, err := w.s.Allocation("a\x00"); return err }, csi.ErrInvalidID},
+			{"AllocationsByNodeBadID", func() error { _, err := w.s.AllocationsByNode(""); return err }, csi.ErrInvalidID},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
 				if err := tc.read(); !errors.Is(err, tc.want) {
