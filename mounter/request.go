@@ -2,6 +2,7 @@ package mounter
 
 import (
 	"fmt"
+	"maps"
 
 	"github.com/csikit/csikit/csi"
 )
@@ -55,8 +56,8 @@ func NewMountRequest(v *csi.Volume, c *csi.Claim) (*MountRequest, error) {
 		Capability:     c.Capability(),
 		ClaimMode:      c.Mode,
 		Secrets:        v.Secrets.Copy(),
-		VolumeContext:  copyMap(v.Context),
-		PublishContext: copyMap(c.PublishContext),
+		VolumeContext:  maps.Clone(v.Context),
+		PublishContext: maps.Clone(c.PublishContext),
 	}
 	if c.AttachmentMode != csi.AttachmentModeBlockDevice {
 		r.MountOptions = v.MountOptions.Merge(c.MountOptions)
@@ -156,15 +157,4 @@ func validateTriple(namespace, volumeID, allocID string) error {
 		return err
 	}
 	return csi.ValidateAllocationID(allocID)
-}
-
-func copyMap(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	c := make(map[string]string, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }
