@@ -116,7 +116,8 @@ func multiReader() csi.Capability {
 	return csi.Capability{AccessMode: csi.AccessModeMultiNodeReaderOnly, AttachmentMode: csi.AttachmentModeFileSystem}
 }
 
-// mountReq is a write claim on a single-node-writer file system.
+// mountReq is a write claim on a single-node-multi-writer file system,
+// so that several allocations on the node may share the volume.
 func mountReq(vol, alloc string) *mounter.MountRequest {
 	return &mounter.MountRequest{
 		Namespace:    testNS,
@@ -231,5 +232,17 @@ func copyDir(t testing.TB, src, dst string) {
 	})
 	if err != nil {
 		t.Fatalf("copy %s to %s: %v", src, dst, err)
+	}
+}
+
+// writeState writes a state file, creating its directory; a setup
+// failure stops the test instead of leaving it to pass on a missing file.
+func writeState(t testing.TB, p, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -557,7 +557,7 @@ func TestMounter_MountVolume_Failures(t *testing.T) {
 
 func TestMounter_UnmountVolume_TeardownFailure(t *testing.T) {
 	e := newEnv(t, stageCaps)
-	ext := e.volume("vol1")
+	e.volume("vol1")
 	m := e.mounter()
 	mustMount(t, m, mountReq("vol1", "a1"))
 	e.p.FailNext(csitest.MethodNodeUnstageVolume, codes.Internal, 1)
@@ -575,7 +575,6 @@ func TestMounter_UnmountVolume_TeardownFailure(t *testing.T) {
 	if has, _ := m.HasMount(context.Background(), testNS, "vol1", "a2"); has {
 		t.Error("HasMount true after a NotFound teardown")
 	}
-	_ = ext
 	e.p.RequireNoViolations(t)
 }
 

@@ -420,8 +420,7 @@ func TestNew_CorruptState(t *testing.T) {
 		t.Run("valid "+f.name+" file loads", func(t *testing.T) {
 			state := t.TempDir()
 			p := filepath.Join(state, "volumes", "default", "vol1.json")
-			_ = os.MkdirAll(filepath.Dir(p), 0o700)
-			_ = os.WriteFile(p, []byte(f.content), 0o600)
+			writeState(t, p, f.content)
 			m, err := mounter.New(mounter.Config{Root: filepath.Join(t.TempDir(), "mnt"), StateDir: state, Plugins: &registry{id: testPlugin}})
 			if err != nil {
 				t.Fatal(err)
@@ -435,10 +434,9 @@ func TestNew_CorruptState(t *testing.T) {
 	t.Run("leftover temporary file", func(t *testing.T) {
 		state := t.TempDir()
 		p := filepath.Join(state, "volumes", "default", "vol1.json")
-		_ = os.MkdirAll(filepath.Dir(p), 0o700)
-		_ = os.WriteFile(p, []byte(valid), 0o600)
+		writeState(t, p, valid)
 		// A leftover temporary file (a write cut short) is removed.
-		_ = os.WriteFile(p+".tmp", []byte("{"), 0o600)
+		writeState(t, p+".tmp", "{")
 		m, err := mounter.New(mounter.Config{Root: filepath.Join(t.TempDir(), "mnt"), StateDir: state, Plugins: &registry{id: testPlugin}})
 		if err != nil {
 			t.Fatal(err)
