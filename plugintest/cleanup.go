@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sync"
-	"time"
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/plugin"
@@ -91,17 +90,8 @@ func (l *run) undoClaims() {
 	const step = "cleanup: release claims"
 	l.rep.Step(step)
 	from := l.calls.len()
-	var live []csi.Allocation
-	for _, a := range l.allocs {
-		if a.claimed && !a.released {
-			live = append(live, csi.Allocation{ID: a.id, Namespace: namespace, NodeID: hostNode, Terminal: true})
-			a.released = true
-		}
-	}
-	if len(live) > 0 {
-		if _, err := l.st.applier.Apply(ctx, state.UpsertAllocations{Allocations: live, ReleasedAt: time.Now()}); err != nil {
-			l.rep.Fail(Failure{Step: step, Expect: "the store to take the stopped allocations", Detail: err.Error()})
-		}
+	if err := l.stopAllocs(ctx); err != nil {
+		l.rep.Fail(Failure{Step: step, Expect: "the store to take the stopped allocations", Detail: err.Error()})
 	}
 	if err := l.waitFreed(ctx); err == nil {
 		return

@@ -165,6 +165,12 @@ type alloc struct {
 	claimed, mounted, refused, released bool
 }
 
+// allocation is a's record in the store: running, or stopped when
+// terminal.
+func (a *alloc) allocation(terminal bool) csi.Allocation {
+	return csi.Allocation{ID: a.id, Namespace: namespace, NodeID: hostNode, JobID: "plugintest", Terminal: terminal}
+}
+
 // lifecycle builds the stack and runs every step, then the cleanups.
 // register, when set, also receives the cleanups (t.Cleanup).
 func lifecycle(ctx context.Context, cfg Config, r Reporter, register func(func())) (result, error) {

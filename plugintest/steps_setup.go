@@ -229,7 +229,7 @@ func (l *run) registerPlugin() {
 			a.mode = csi.ClaimWrite
 		}
 		l.allocs = append(l.allocs, a)
-		allocs = append(allocs, csi.Allocation{ID: a.id, Namespace: namespace, NodeID: hostNode, JobID: "plugintest"})
+		allocs = append(allocs, a.allocation(false))
 	}
 	if _, err := l.st.applier.Apply(ctx, state.UpsertAllocations{Allocations: allocs}); err != nil {
 		l.fail(Failure{Step: step, Expect: "the store to take the run's allocations", Detail: err.Error(), Fatal: true})

@@ -23,24 +23,15 @@ import (
 // (when the plugin needs it), free.
 func (l *run) release() {
 	const step = "release"
-	var stop []csi.Allocation
-	for _, a := range l.allocs {
-		if a.claimed && !a.released {
-			stop = append(stop, csi.Allocation{ID: a.id, Namespace: namespace, NodeID: hostNode, JobID: "plugintest", Terminal: true})
-		}
-	}
-	if len(stop) == 0 || !l.begin(step) {
+	if !l.hasUnreleased() || !l.begin(step) {
 		return
 	}
 	ctx, cancel := l.stepCtx()
 	defer cancel()
 	from := l.calls.len()
-	if _, err := l.st.applier.Apply(ctx, state.UpsertAllocations{Allocations: stop, ReleasedAt: time.Now()}); err != nil {
+	if err := l.stopAllocs(ctx); err != nil {
 		l.fail(Failure{Step: step, Expect: "the store to take the stopped allocations", Detail: err.Error(), Fatal: true})
 		return
-	}
-	for _, a := range l.allocs {
-		a.released = a.released || a.claimed
 	}
 	if err := l.waitFreed(ctx); err != nil {
 		f := l.releaseFailure(step, from, err)
@@ -59,6 +50,37 @@ func (l *run) release() {
 			l.fail(l.failure(step, err, expectTeardown+"; ControllerUnpublishVolume of a volume not attached to the node must reply OK"))
 		}
 	}
+}
+
+// hasUnreleased reports whether a claimed allocation is not released
+// yet.
+func (l *run) hasUnreleased() bool {
+	return slices.ContainsFunc(l.allocs, func(a *alloc) bool { return a.claimed && !a.released })
+}
+
+// stopAllocs reports the claimed allocations that are not released yet
+// as stopped (terminal), as a host does for stopped workloads, and once
+// the store took them marks them released. The claim release worker
+// then frees their claims.
+func (l *run) stopAllocs(ctx context.Context) error {
+	var stop []*alloc
+	var allocs []csi.Allocation
+	for _, a := range l.allocs {
+		if a.claimed && !a.released {
+			stop = append(stop, a)
+			allocs = append(allocs, a.allocation(true))
+		}
+	}
+	if len(stop) == 0 {
+		return nil
+	}
+	if _, err := l.st.applier.Apply(ctx, state.UpsertAllocations{Allocations: allocs, ReleasedAt: time.Now()}); err != nil {
+		return err
+	}
+	for _, a := range stop {
+		a.released = true
+	}
+	return nil
 }
 
 // errClaimStuck is waitFreed's error when the worker recorded a failed
