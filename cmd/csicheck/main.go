@@ -186,12 +186,18 @@ func parse(args []string, stderr io.Writer) (plugintest.Config, options, error) 
 	if len(volCtx) > 0 {
 		cfg.VolumeContext = volCtx
 	}
-	for _, d := range []*string{&cfg.MountRoot, &cfg.StateDir} {
-		if *d != "" {
-			if *d, err = filepath.Abs(*d); err != nil {
-				return cfg, opts, err
-			}
+	for _, d := range []struct {
+		flag string
+		path *string
+	}{{"--mount-root", &cfg.MountRoot}, {"--state-dir", &cfg.StateDir}} {
+		if *d.path == "" {
+			continue
 		}
+		abs, err := filepath.Abs(*d.path)
+		if err != nil {
+			return cfg, opts, fmt.Errorf("%s %q: %w; give an absolute path", d.flag, *d.path, err)
+		}
+		*d.path = abs
 	}
 	if cfg.DataCheck, err = plugintest.ParseDataCheck(data); err != nil {
 		return cfg, opts, fmt.Errorf("--data-check: %w", err)
