@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -257,12 +258,19 @@ func (c *cause) Error() string { return c.err.Error() }
 func (c *cause) Unwrap() []error { return []error{c.err, c.ctx} }
 
 // scrub replaces every secret value found in msg: a plugin may echo its
-// request in an error message.
+// request in an error message. The longest values go first, so a secret
+// that holds another one is redacted whole rather than left with its
+// remainder showing.
 func scrub(msg string, secrets csi.Secrets) string {
+	var found []string
 	for _, v := range secrets {
 		if v != "" && strings.Contains(msg, v) {
-			msg = strings.ReplaceAll(msg, v, "[redacted]")
+			found = append(found, v)
 		}
+	}
+	slices.SortFunc(found, func(a, b string) int { return len(b) - len(a) })
+	for _, v := range found {
+		msg = strings.ReplaceAll(msg, v, "[redacted]")
 	}
 	return msg
 }
