@@ -141,7 +141,7 @@ func (w *world) must(t reporter, cmd state.Command) state.Result {
 
 // refuse applies cmd, which must fail with an error matching want whose
 // text mentions every string in mention, and leave the store unchanged.
-func (w *world) refuse(t reporter, cmd state.Command, want error, mention ...string) error {
+func (w *world) refuse(t reporter, cmd state.Command, want error, mention ...string) {
 	t.Helper()
 	before := w.dump(t)
 	_, err := w.apply(t, cmd)
@@ -161,7 +161,6 @@ func (w *world) refuse(t reporter, cmd state.Command, want error, mention ...str
 	if after := w.dump(t); after != before {
 		t.Errorf("refused %s changed the store:\nbefore: %s\nafter:  %s", cmd.Kind(), before, after)
 	}
-	return err
 }
 
 // noop applies cmd, which must succeed without changing anything.
