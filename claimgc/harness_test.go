@@ -354,7 +354,12 @@ func (h *harness) startWorker(cfg claimgc.Config, enable bool) *runningWorker {
 	if enable {
 		w.SetEnabled(true)
 	}
-	h.t.Cleanup(rw.stop)
+	h.t.Cleanup(func() {
+		rw.stop()
+		if rw.err != nil {
+			h.t.Errorf("Run returned %v after its ctx ended, want nil", rw.err)
+		}
+	})
 	return rw
 }
 

@@ -312,7 +312,8 @@ func (q *queue) settled(target uint64) (bool, <-chan struct{}) {
 	return ok, q.changed
 }
 
-// depth returns the number of volumes ready, running and waiting.
+// depth returns the number of volumes ready, running, waiting for a
+// retry, and parked until their volume changes.
 func (q *queue) depth() (ready, running, waiting, parked int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
