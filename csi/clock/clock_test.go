@@ -2,6 +2,7 @@ package clock_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -73,5 +74,24 @@ func TestSleep_ContextEnds(t *testing.T) {
 	cancel()
 	if err := clock.Sleep(ctx, f, time.Hour); err != context.Canceled {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestFake_Advance_Concurrent: concurrent Advance calls add up; none is
+// lost between reading the time and moving it.
+func TestFake_Advance_Concurrent(t *testing.T) {
+	f := clock.NewFake(epoch)
+	const goroutines, steps = 8, 200
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Go(func() {
+			for range steps {
+				f.Advance(time.Second)
+			}
+		})
+	}
+	wg.Wait()
+	if got, want := f.Now(), epoch.Add(goroutines*steps*time.Second); !got.Equal(want) {
+		t.Fatalf("Now = %v, want %v", got, want)
 	}
 }

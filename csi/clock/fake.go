@@ -46,12 +46,22 @@ func (f *Fake) NewTimer(d time.Duration) Timer {
 }
 
 // Advance moves time forward by d and fires every timer now due.
-func (f *Fake) Advance(d time.Duration) { f.Set(f.Now().Add(d)) }
+func (f *Fake) Advance(d time.Duration) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.setLocked(f.now.Add(d))
+}
 
 // Set moves time to t (never backwards) and fires every timer now due.
 func (f *Fake) Set(t time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.setLocked(t)
+}
+
+// setLocked is Set with f.mu held, so that Advance and AdvanceToNext read
+// the time and move it in one step.
+func (f *Fake) setLocked(t time.Time) {
 	if t.After(f.now) {
 		f.now = t
 	}
@@ -83,6 +93,10 @@ func (f *Fake) Waiters() int {
 func (f *Fake) Next() (time.Time, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.nextLocked()
+}
+
+func (f *Fake) nextLocked() (time.Time, bool) {
 	if len(f.timers) == 0 {
 		return time.Time{}, false
 	}
@@ -98,12 +112,14 @@ func (f *Fake) Next() (time.Time, bool) {
 // AdvanceToNext moves time to the earliest pending timer's deadline, firing
 // it, and returns how far time moved; 0 when no timer is pending.
 func (f *Fake) AdvanceToNext() time.Duration {
-	next, ok := f.Next()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	next, ok := f.nextLocked()
 	if !ok {
 		return 0
 	}
-	d := next.Sub(f.Now())
-	f.Set(next)
+	d := next.Sub(f.now)
+	f.setLocked(next)
 	return d
 }
 
