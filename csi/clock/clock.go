@@ -8,7 +8,7 @@
 //
 // It is public so a host can pass its own Clock (or a Fake in its tests)
 // to every csikit Config that takes one: csi/plugin, csitest, fingerprint,
-// claimgc.
+// claimgc, rpcshim.
 package clock
 
 import (
