@@ -125,10 +125,10 @@ func validateVolume(v *csi.Volume) error {
 		return err
 	}
 	if err := csi.ValidatePluginID(v.PluginID); err != nil {
-		return err
+		return fmt.Errorf("volume %s: %w", volName(v.Namespace, v.ID), err)
 	}
 	if err := csi.ValidateExternalID("external volume ID", v.ExternalID); err != nil {
-		return err
+		return fmt.Errorf("volume %s: %w", volName(v.Namespace, v.ID), err)
 	}
 	if len(v.Capabilities) == 0 {
 		return fmt.Errorf("%w: volume %s has no capability; give at least one (access mode, attachment mode) pair",
