@@ -483,7 +483,9 @@ func TestManager_Run_SocketNeverAppears(t *testing.T) {
 	h := newHarness(t, func(c *fingerprint.Config) { c.SocketWait = 5 * time.Second })
 	must.NoError(t, h.m.Register(fingerprint.Instance{PluginID: "p", AllocationID: "a1", Type: csi.PluginTypeNode, Socket: sock}))
 	h.run()
-	for {
+	// SocketWait is a few backoff steps; the bound only turns a missing
+	// report into a failure instead of a hang.
+	for range 100 {
 		h.park(1)
 		h.clk.AdvanceToNext()
 		select {
@@ -495,6 +497,7 @@ func TestManager_Run_SocketNeverAppears(t *testing.T) {
 		default:
 		}
 	}
+	t.Fatalf("no report after 100 clock steps (now %s); SocketWait was 5s", h.clk.Now())
 }
 
 func TestManager_Run_Shutdown(t *testing.T) {
