@@ -80,8 +80,9 @@ func serviceOf(method string) service {
 
 // advertised reports whether the capabilities allow the method. Methods
 // every instance of a service must answer (ControllerGetCapabilities,
-// NodePublishVolume, …) are always allowed; the health RPCs have no
-// capability in csi's vocabulary, so the fake never serves them.
+// NodePublishVolume, …) are always allowed. The fake does not implement
+// the health RPCs, so it refuses them even when Config advertises their
+// capability (GetVolumeHealth, ListVolumeHealth, GetStorageHealth).
 func advertised(method string, c csi.ControllerCapabilities, n csi.NodeCapabilities) bool {
 	switch method {
 	case MethodCreateVolume, MethodDeleteVolume:
