@@ -80,7 +80,7 @@ func (p *Plugin) SetLatency(method string, d time.Duration) {
 
 // SetHook runs fn before every call of method (after latency and injected
 // failures); see Hook. A nil fn removes the hook.
-func (p *Plugin) SetHook(method string, fn func(ctx context.Context, method string, req any) error) {
+func (p *Plugin) SetHook(method string, fn Hook) {
 	method = methodName(method)
 	p.mu.Lock()
 	defer p.mu.Unlock()
