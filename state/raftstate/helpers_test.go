@@ -287,7 +287,7 @@ func (c *cluster) shutdownAll() {
 	}
 }
 
-// waitIndex blocks on store until every table's index is at least the
+// waitIndexes blocks on store until every table's index is at least the
 // one in want.
 func waitIndexes(t testing.TB, store state.Watcher, want map[state.Table]uint64) {
 	t.Helper()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -273,10 +274,7 @@ func (s *Server) Join(peers ...Peer) error {
 		s.cfg.Logger.Debug("cluster already formed; join changes nothing", "peers", peers)
 		return nil
 	}
-	next := make(map[string]string, len(s.known)+len(peers))
-	for id, addr := range s.known {
-		next[id] = addr
-	}
+	next := maps.Clone(s.known)
 	for _, p := range peers {
 		if addr, ok := next[p.ID]; ok && addr != p.Addr {
 			return fmt.Errorf("%w: raftstate: join: server %s is known at %s, and now given at %s; server IDs must be unique and stable",
