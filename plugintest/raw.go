@@ -7,8 +7,6 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
-
-	"github.com/csikit/csikit/csi"
 )
 
 // rawClients are plain gRPC clients of the plugin's sockets, for the
@@ -70,24 +68,6 @@ func socketPath(endpoint string) string {
 		return p
 	}
 	return endpoint
-}
-
-// capabilityPB is c as a CSI VolumeCapability, with the mount options
-// for a file-system attachment.
-func capabilityPB(c csi.Capability, mo *csi.MountOptions) *csipb.VolumeCapability {
-	vc := &csipb.VolumeCapability{
-		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_Mode(c.AccessMode)},
-	}
-	if c.AttachmentMode == csi.AttachmentModeBlockDevice {
-		vc.AccessType = &csipb.VolumeCapability_Block{Block: &csipb.VolumeCapability_BlockVolume{}}
-		return vc
-	}
-	m := &csipb.VolumeCapability_MountVolume{}
-	if mo != nil {
-		m.FsType, m.MountFlags, m.VolumeMountGroup = mo.FSType, mo.MountFlags, mo.VolumeMountGroup
-	}
-	vc.AccessType = &csipb.VolumeCapability_Mount{Mount: m}
-	return vc
 }
 
 // unknownID returns an ID shaped like id that the plugin does not know:

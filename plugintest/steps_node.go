@@ -118,7 +118,7 @@ func (l *run) nodeChecks(ctx context.Context, from int) {
 				VolumeId:          req.ExternalID,
 				PublishContext:    req.PublishContext,
 				StagingTargetPath: req.StagingPath,
-				VolumeCapability:  capabilityPB(req.Capability, req.MountOptions),
+				VolumeCapability:  plugin.CapabilityToPB(req.Capability, req.MountOptions),
 				Readonly:          req.ReadOnly,
 				VolumeContext:     req.VolumeContext,
 			})
@@ -131,7 +131,7 @@ func (l *run) nodeChecks(ctx context.Context, from int) {
 			_, err := nc.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{
 				VolumeId:         sr.ExternalID,
 				PublishContext:   sr.PublishContext,
-				VolumeCapability: capabilityPB(sr.Capability, sr.MountOptions),
+				VolumeCapability: plugin.CapabilityToPB(sr.Capability, sr.MountOptions),
 				VolumeContext:    sr.VolumeContext,
 			})
 			l.expectCode(step, methodNodeStage, err, csi.CodeInvalidArgument, expectMissingField+" (NodeStageVolumeRequest.staging_target_path)")

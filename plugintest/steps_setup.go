@@ -334,7 +334,7 @@ func (l *run) createWithoutName(ctx context.Context, step string) {
 		return
 	}
 	resp, err := cc.CreateVolume(ctx, &csipb.CreateVolumeRequest{
-		VolumeCapabilities: []*csipb.VolumeCapability{capabilityPB(l.cfg.Capability, l.cfg.MountOptions)},
+		VolumeCapabilities: []*csipb.VolumeCapability{plugin.CapabilityToPB(l.cfg.Capability, l.cfg.MountOptions)},
 		Parameters:         l.cfg.Parameters,
 	})
 	if err == nil && resp.GetVolume().GetVolumeId() != "" {
@@ -417,7 +417,7 @@ func (l *run) controllerPublishChecks(ctx context.Context, from int) {
 		}
 		_, err = cc.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{
 			VolumeId:         req.ExternalID,
-			VolumeCapability: capabilityPB(req.Capability, req.MountOptions),
+			VolumeCapability: plugin.CapabilityToPB(req.Capability, req.MountOptions),
 			Readonly:         req.ReadOnly,
 			VolumeContext:    req.VolumeContext,
 		})

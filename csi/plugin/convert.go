@@ -33,9 +33,12 @@ const (
 	legacyNodeVolumeCondition       csipb.NodeServiceCapability_RPC_Type       = 4
 )
 
-// capabilityToPB builds a VolumeCapability. Mount options go into the
-// mount access type; a block capability ignores them.
-func capabilityToPB(c csi.Capability, mo *csi.MountOptions) *csipb.VolumeCapability {
+// CapabilityToPB builds the CSI spec's VolumeCapability for c. Mount
+// options go into the mount access type; a block capability ignores them.
+// It is exported for code that speaks the spec directly (conformance
+// harnesses, fake plugins) so that csikit converts capabilities in one
+// place.
+func CapabilityToPB(c csi.Capability, mo *csi.MountOptions) *csipb.VolumeCapability {
 	vc := &csipb.VolumeCapability{
 		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_Mode(c.AccessMode)},
 	}
@@ -86,7 +89,7 @@ func capabilityFromPB(vc *csipb.VolumeCapability) (csi.Capability, *csi.MountOpt
 func capabilitiesToPB(cs []csi.Capability, mo *csi.MountOptions) []*csipb.VolumeCapability {
 	out := make([]*csipb.VolumeCapability, len(cs))
 	for i, c := range cs {
-		out[i] = capabilityToPB(c, mo)
+		out[i] = CapabilityToPB(c, mo)
 	}
 	return out
 }
@@ -97,7 +100,7 @@ func optionalCapabilityToPB(c *csi.Capability, mo *csi.MountOptions) *csipb.Volu
 	if c == nil {
 		return nil
 	}
-	return capabilityToPB(*c, mo)
+	return CapabilityToPB(*c, mo)
 }
 
 func topologyToPB(t *csi.Topology) *csipb.Topology {
@@ -466,7 +469,7 @@ func (r *ControllerPublishRequest) toPB() *csipb.ControllerPublishVolumeRequest 
 	return &csipb.ControllerPublishVolumeRequest{
 		VolumeId:         r.ExternalID,
 		NodeId:           r.ExternalNodeID,
-		VolumeCapability: capabilityToPB(r.Capability, r.MountOptions),
+		VolumeCapability: CapabilityToPB(r.Capability, r.MountOptions),
 		Readonly:         r.ReadOnly,
 		Secrets:          r.Secrets,
 		VolumeContext:    r.VolumeContext,
@@ -552,7 +555,7 @@ func (r *NodeStageRequest) toPB() *csipb.NodeStageVolumeRequest {
 		VolumeId:          r.ExternalID,
 		PublishContext:    r.PublishContext,
 		StagingTargetPath: r.StagingPath,
-		VolumeCapability:  capabilityToPB(r.Capability, r.MountOptions),
+		VolumeCapability:  CapabilityToPB(r.Capability, r.MountOptions),
 		Secrets:           r.Secrets,
 		VolumeContext:     r.VolumeContext,
 	}
@@ -568,7 +571,7 @@ func (r *NodePublishRequest) toPB() *csipb.NodePublishVolumeRequest {
 		PublishContext:    r.PublishContext,
 		StagingTargetPath: r.StagingPath,
 		TargetPath:        r.TargetPath,
-		VolumeCapability:  capabilityToPB(r.Capability, r.MountOptions),
+		VolumeCapability:  CapabilityToPB(r.Capability, r.MountOptions),
 		Readonly:          r.ReadOnly,
 		Secrets:           r.Secrets,
 		VolumeContext:     r.VolumeContext,

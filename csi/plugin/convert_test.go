@@ -56,7 +56,7 @@ func TestConvert_AccessMode_MatchesSpec(t *testing.T) {
 	must(t, len(want) == len(csipb.VolumeCapability_AccessMode_Mode_name), "the spec defines %d access modes, the table %d", len(csipb.VolumeCapability_AccessMode_Mode_name), len(want))
 	for m, pb := range want {
 		t.Run(m.String(), func(t *testing.T) {
-			got := capabilityToPB(csi.Capability{AccessMode: m, AttachmentMode: csi.AttachmentModeFileSystem}, nil)
+			got := CapabilityToPB(csi.Capability{AccessMode: m, AttachmentMode: csi.AttachmentModeFileSystem}, nil)
 			eq(t, pb, got.GetAccessMode().GetMode())
 		})
 	}
@@ -87,7 +87,7 @@ func TestConvert_Capability_RoundTrip(t *testing.T) {
 	)
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			pb := capabilityToPB(c.c, c.mo)
+			pb := CapabilityToPB(c.c, c.mo)
 			if c.block {
 				must(t, pb.GetBlock() != nil && pb.GetMount() == nil, "block capability must use the block access type: %v", pb)
 			} else {
@@ -375,7 +375,7 @@ func TestConvert_Responses(t *testing.T) {
 		}
 	})
 	t.Run("validate", func(t *testing.T) {
-		ok := capabilityToPB(csi.Capability{AccessMode: csi.AccessModeMultiNodeReaderOnly, AttachmentMode: csi.AttachmentModeBlockDevice}, nil)
+		ok := CapabilityToPB(csi.Capability{AccessMode: csi.AccessModeMultiNodeReaderOnly, AttachmentMode: csi.AttachmentModeBlockDevice}, nil)
 		got, err := validateResponseFromPB(&csipb.ValidateVolumeCapabilitiesResponse{
 			Confirmed: &csipb.ValidateVolumeCapabilitiesResponse_Confirmed{VolumeCapabilities: []*csipb.VolumeCapability{ok}}})
 		must(t, err == nil, "unexpected error: %v", err)
@@ -415,7 +415,7 @@ func TestConvert_Requests(t *testing.T) {
 			(&CreateVolumeRequest{Name: "n", CapacityMin: 1, CapacityMax: 2, Capabilities: []csi.Capability{fs},
 				Source: &ContentSource{VolumeID: "src"}, Parameters: map[string]string{"a": "b"}}).toPB(),
 			&csipb.CreateVolumeRequest{Name: "n", CapacityRange: &csipb.CapacityRange{RequiredBytes: 1, LimitBytes: 2},
-				VolumeCapabilities:  []*csipb.VolumeCapability{capabilityToPB(fs, nil)},
+				VolumeCapabilities:  []*csipb.VolumeCapability{CapabilityToPB(fs, nil)},
 				VolumeContentSource: &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Volume{Volume: &csipb.VolumeContentSource_VolumeSource{VolumeId: "src"}}},
 				Parameters:          map[string]string{"a": "b"}},
 		},
@@ -425,7 +425,7 @@ func TestConvert_Requests(t *testing.T) {
 		},
 		{"NodeExpand no capacity",
 			(&NodeExpandRequest{ExternalID: "v", VolumePath: "/p", Capability: &fs}).toPB(),
-			&csipb.NodeExpandVolumeRequest{VolumeId: "v", VolumePath: "/p", VolumeCapability: capabilityToPB(fs, nil)},
+			&csipb.NodeExpandVolumeRequest{VolumeId: "v", VolumePath: "/p", VolumeCapability: CapabilityToPB(fs, nil)},
 		},
 		{"ListVolumes nil", (*ListVolumesRequest)(nil).toPB(), &csipb.ListVolumesRequest{}},
 		{"ListSnapshots nil", (*ListSnapshotsRequest)(nil).toPB(), &csipb.ListSnapshotsRequest{}},
