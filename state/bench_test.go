@@ -177,6 +177,54 @@ func BenchmarkVolumeBytes(b *testing.B) {
 	runtime.KeepAlive(s)
 }
 
+// byNodeBench times one by-node read in stores of 100, 1,000 and 10,000
+// nodes, alternating between them so all three see the same machine
+// conditions, and reports the medians as ns/<metric>-100-nodes,
+// ns/<metric>-1k-nodes and ns/<metric>-10k-nodes, and the largest
+// store's ratios to the others as <metric>-10k-vs-1k and
+// <metric>-10k-vs-100.
+type byNodeBench struct {
+	metric  string // the stem of the metrics' names
+	call    string // the read's name, for a failure
+	unit    string // what the read returns, for a failure
+	perNode int    // how many the read returns in every store
+	rng     *rand.Rand
+	// build makes a store of the given number of nodes.
+	build func(nodes int) *benchStore
+	// read is the timed call on one node; it returns how many it read.
+	read func(s *state.MemStore, node string) (int, error)
+}
+
+func (bn byNodeBench) run(b *testing.B) {
+	sizes := []int{100, 1_000, 10_000}
+	stores := make([]*benchStore, len(sizes))
+	for i, n := range sizes {
+		stores[i] = bn.build(n)
+	}
+	runtime.GC()
+	times := make([][]time.Duration, len(sizes))
+	for b.Loop() {
+		for i, s := range stores {
+			node := fmt.Sprintf("n%d", bn.rng.IntN(sizes[i]))
+			start := time.Now()
+			n, err := bn.read(s.s, node)
+			times[i] = append(times[i], time.Since(start))
+			if err != nil || n != bn.perNode {
+				b.Fatalf("%s(%s) = %d %s, %v; want %d", bn.call, node, n, bn.unit, err, bn.perNode)
+			}
+		}
+	}
+	ns := make([]float64, len(sizes))
+	for i := range sizes {
+		ns[i] = median(times[i])
+	}
+	b.ReportMetric(ns[0], "ns/"+bn.metric+"-100-nodes")
+	b.ReportMetric(ns[1], "ns/"+bn.metric+"-1k-nodes")
+	b.ReportMetric(ns[2], "ns/"+bn.metric+"-10k-nodes")
+	b.ReportMetric(ns[2]/ns[1], bn.metric+"-10k-vs-1k")
+	b.ReportMetric(ns[2]/ns[0], bn.metric+"-10k-vs-100")
+}
+
 // BenchmarkVolumesByNode lists one node's volumes in stores of 100, 1,000
 // and 10,000 nodes with 10 claimed volumes each, alternating between them.
 // ns/bynode-10k-nodes is the median time in the largest store;
@@ -187,49 +235,29 @@ func BenchmarkVolumeBytes(b *testing.B) {
 // further apart in a larger heap.
 func BenchmarkVolumesByNode(b *testing.B) {
 	const perNode = 10
-	build := func(nodes int) *benchStore {
-		s := newBenchStore(b)
-		s.cluster(nodes, 0)
-		s.volumes(nodes * perNode)
-		var claims []state.Command
-		for i := range nodes * perNode {
-			node := i % nodes
-			claims = append(claims, state.ClaimVolume{Namespace: "default", VolumeID: fmt.Sprintf("vol-%06d", i), Claim: csi.Claim{
-				AllocationID: fmt.Sprintf("w%d", node), NodeID: fmt.Sprintf("n%d", node), Mode: csi.ClaimRead,
-				AccessMode: benchCap().AccessMode, AttachmentMode: benchCap().AttachmentMode,
-			}})
-		}
-		s.batched(claims)
-		return s
-	}
-	sizes := []int{100, 1_000, 10_000}
-	stores := make([]*benchStore, len(sizes))
-	for i, n := range sizes {
-		stores[i] = build(n)
-	}
-	runtime.GC()
-	rng := rand.New(rand.NewPCG(5, 6))
-	times := make([][]time.Duration, len(sizes))
-	for b.Loop() {
-		for i, s := range stores {
-			node := fmt.Sprintf("n%d", rng.IntN(sizes[i]))
-			start := time.Now()
-			vols, err := s.s.VolumesByNode(node)
-			times[i] = append(times[i], time.Since(start))
-			if err != nil || len(vols) != perNode {
-				b.Fatalf("VolumesByNode(%s) = %d volumes, %v; want %d", node, len(vols), err, perNode)
+	byNodeBench{
+		metric: "bynode", call: "VolumesByNode", unit: "volumes", perNode: perNode,
+		rng: rand.New(rand.NewPCG(5, 6)),
+		build: func(nodes int) *benchStore {
+			s := newBenchStore(b)
+			s.cluster(nodes, 0)
+			s.volumes(nodes * perNode)
+			var claims []state.Command
+			for i := range nodes * perNode {
+				node := i % nodes
+				claims = append(claims, state.ClaimVolume{Namespace: "default", VolumeID: fmt.Sprintf("vol-%06d", i), Claim: csi.Claim{
+					AllocationID: fmt.Sprintf("w%d", node), NodeID: fmt.Sprintf("n%d", node), Mode: csi.ClaimRead,
+					AccessMode: benchCap().AccessMode, AttachmentMode: benchCap().AttachmentMode,
+				}})
 			}
-		}
-	}
-	ns := make([]float64, len(sizes))
-	for i := range sizes {
-		ns[i] = median(times[i])
-	}
-	b.ReportMetric(ns[0], "ns/bynode-100-nodes")
-	b.ReportMetric(ns[1], "ns/bynode-1k-nodes")
-	b.ReportMetric(ns[2], "ns/bynode-10k-nodes")
-	b.ReportMetric(ns[2]/ns[1], "bynode-10k-vs-1k")
-	b.ReportMetric(ns[2]/ns[0], "bynode-10k-vs-100")
+			s.batched(claims)
+			return s
+		},
+		read: func(s *state.MemStore, node string) (int, error) {
+			vols, err := s.VolumesByNode(node)
+			return len(vols), err
+		},
+	}.run(b)
 }
 
 // BenchmarkPastClaimScan reads the release worker's queue in a store of
@@ -289,47 +317,27 @@ func BenchmarkPastClaimScan(b *testing.B) {
 // and the ratio to the smallest store sits above VolumesByNode's.
 func BenchmarkAllocationsByNode(b *testing.B) {
 	const perNode = 10
-	build := func(nodes int) *benchStore {
-		s := newBenchStore(b)
-		s.cluster(nodes, 0) // two allocations per node
-		var cmds []state.Command
-		for i := range nodes {
-			node := fmt.Sprintf("n%d", i)
-			allocs := make([]csi.Allocation, 0, perNode-2)
-			for j := range perNode - 2 {
-				allocs = append(allocs, csi.Allocation{ID: fmt.Sprintf("job-%s-%d", node, j), Namespace: "default", NodeID: node, JobID: "job"})
+	byNodeBench{
+		metric: "allocsbynode", call: "AllocationsByNode", unit: "allocations", perNode: perNode,
+		rng: rand.New(rand.NewPCG(7, 8)),
+		build: func(nodes int) *benchStore {
+			s := newBenchStore(b)
+			s.cluster(nodes, 0) // two allocations per node
+			var cmds []state.Command
+			for i := range nodes {
+				node := fmt.Sprintf("n%d", i)
+				allocs := make([]csi.Allocation, 0, perNode-2)
+				for j := range perNode - 2 {
+					allocs = append(allocs, csi.Allocation{ID: fmt.Sprintf("job-%s-%d", node, j), Namespace: "default", NodeID: node, JobID: "job"})
+				}
+				cmds = append(cmds, state.UpsertAllocations{Allocations: allocs})
 			}
-			cmds = append(cmds, state.UpsertAllocations{Allocations: allocs})
-		}
-		s.batched(cmds)
-		return s
-	}
-	sizes := []int{100, 1_000, 10_000}
-	stores := make([]*benchStore, len(sizes))
-	for i, n := range sizes {
-		stores[i] = build(n)
-	}
-	runtime.GC()
-	rng := rand.New(rand.NewPCG(7, 8))
-	times := make([][]time.Duration, len(sizes))
-	for b.Loop() {
-		for i, s := range stores {
-			node := fmt.Sprintf("n%d", rng.IntN(sizes[i]))
-			start := time.Now()
-			allocs, err := s.s.AllocationsByNode(node)
-			times[i] = append(times[i], time.Since(start))
-			if err != nil || len(allocs) != perNode {
-				b.Fatalf("AllocationsByNode(%s) = %d allocations, %v; want %d", node, len(allocs), err, perNode)
-			}
-		}
-	}
-	ns := make([]float64, len(sizes))
-	for i := range sizes {
-		ns[i] = median(times[i])
-	}
-	b.ReportMetric(ns[0], "ns/allocsbynode-100-nodes")
-	b.ReportMetric(ns[1], "ns/allocsbynode-1k-nodes")
-	b.ReportMetric(ns[2], "ns/allocsbynode-10k-nodes")
-	b.ReportMetric(ns[2]/ns[1], "allocsbynode-10k-vs-1k")
-	b.ReportMetric(ns[2]/ns[0], "allocsbynode-10k-vs-100")
+			s.batched(cmds)
+			return s
+		},
+		read: func(s *state.MemStore, node string) (int, error) {
+			allocs, err := s.AllocationsByNode(node)
+			return len(allocs), err
+		},
+	}.run(b)
 }
