@@ -1,6 +1,7 @@
 package hostpath
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -105,5 +106,34 @@ func TestWriteJSON_UnwritableDir(t *testing.T) {
 	err := writeJSON(filepath.Join(t.TempDir(), "missing", "state.json"), 1)
 	if err == nil {
 		t.Fatal("want an error writing into a missing directory")
+	}
+}
+
+func TestNodeState_RememberForget(t *testing.T) {
+	errSave := errors.New("disk full")
+	ok := func() error { return nil }
+	fail := func() error { return errSave }
+	tests := []struct {
+		name string
+		run  func(m map[string]int) error
+		want map[string]int
+		err  error
+	}{
+		{"remember saved", func(m map[string]int) error { return remember(m, "b", 2, ok) }, map[string]int{"a": 1, "b": 2}, nil},
+		{"remember save fails", func(m map[string]int) error { return remember(m, "b", 2, fail) }, map[string]int{"a": 1}, errSave},
+		{"forget saved", func(m map[string]int) error { return forget(m, "a", ok) }, map[string]int{}, nil},
+		{"forget save fails", func(m map[string]int) error { return forget(m, "a", fail) }, map[string]int{"a": 1}, errSave},
+		{"forget absent save fails", func(m map[string]int) error { return forget(m, "z", fail) }, map[string]int{"a": 1}, errSave},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := map[string]int{"a": 1}
+			if err := tt.run(m); !errors.Is(err, tt.err) {
+				t.Fatalf("err = %v, want %v", err, tt.err)
+			}
+			if !reflect.DeepEqual(m, tt.want) {
+				t.Fatalf("map = %v, want %v (memory must match what was saved)", m, tt.want)
+			}
+		})
 	}
 }

@@ -107,6 +107,33 @@ func (n *nodeService) save() error {
 	return nil
 }
 
+// remember records r under key in m, one of the node state's maps, and
+// saves the state; if saving fails it drops the record again, so that
+// memory still matches the file, and returns save's error.
+func remember[R any](m map[string]R, key string, r R, save func() error) error {
+	m[key] = r
+	if err := save(); err != nil {
+		delete(m, key)
+		return err
+	}
+	return nil
+}
+
+// forget drops key's record from m, one of the node state's maps, and
+// saves the state; if saving fails it puts the record back, so that
+// memory still matches the file, and returns save's error.
+func forget[R any](m map[string]R, key string, save func() error) error {
+	r, ok := m[key]
+	delete(m, key)
+	if err := save(); err != nil {
+		if ok {
+			m[key] = r
+		}
+		return err
+	}
+	return nil
+}
+
 // volumeDir returns the directory of volume id after checking that the
 // ID has the plugin's format and the directory exists; otherwise
 // NotFound.
@@ -221,9 +248,7 @@ func (n *nodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageV
 	if err := attach(n.method, dir, sp, false); err != nil {
 		return nil, err
 	}
-	n.st.Staged[sp] = &stageRecord{VolumeID: id, Capability: capab, Method: n.method}
-	if err := n.save(); err != nil {
-		delete(n.st.Staged, sp)
+	if err := remember(n.st.Staged, sp, &stageRecord{VolumeID: id, Capability: capab, Method: n.method}, n.save); err != nil {
 		_ = detach(sp, true, nil, false, true)
 		return nil, err
 	}
@@ -267,9 +292,7 @@ func (n *nodeService) NodeUnstageVolume(ctx context.Context, req *csipb.NodeUnst
 	if r == nil {
 		return &csipb.NodeUnstageVolumeResponse{}, nil
 	}
-	delete(n.st.Staged, sp)
-	if err := n.save(); err != nil {
-		n.st.Staged[sp] = r
+	if err := forget(n.st.Staged, sp, n.save); err != nil {
 		return nil, err
 	}
 	n.log.Info("volume unstaged", "volume_id", id, "staging_path", sp)
@@ -349,9 +372,8 @@ func (n *nodeService) NodePublishVolume(ctx context.Context, req *csipb.NodePubl
 	if err := attach(n.method, source, target, ro); err != nil {
 		return nil, err
 	}
-	n.st.Published[target] = &targetRecord{VolumeID: id, StagingPath: sp, Readonly: req.GetReadonly(), Capability: capab, Method: n.method}
-	if err := n.save(); err != nil {
-		delete(n.st.Published, target)
+	rec := &targetRecord{VolumeID: id, StagingPath: sp, Readonly: req.GetReadonly(), Capability: capab, Method: n.method}
+	if err := remember(n.st.Published, target, rec, n.save); err != nil {
 		_ = detach(target, true, nil, true, false)
 		return nil, err
 	}
@@ -394,9 +416,7 @@ func (n *nodeService) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUn
 	if r == nil {
 		return &csipb.NodeUnpublishVolumeResponse{}, nil
 	}
-	delete(n.st.Published, target)
-	if err := n.save(); err != nil {
-		n.st.Published[target] = r
+	if err := forget(n.st.Published, target, n.save); err != nil {
 		return nil, err
 	}
 	n.log.Info("volume unpublished", "volume_id", id, "target", target)
