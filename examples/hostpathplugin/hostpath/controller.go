@@ -160,8 +160,24 @@ func (c *controller) volumeDir(id string) string {
 	return filepath.Join(c.volumesDir, id) // id is checked by validVolumeID
 }
 
+// existing returns the record of id, or NotFound.
+func (c *controller) existing(id string) (*volumeRecord, error) {
+	if v := c.volume(id); v != nil {
+		return v, nil
+	}
+	return nil, notFound(id)
+}
+
 func notFound(id string) error {
 	return status.Errorf(codes.NotFound, "volume %q does not exist", id)
+}
+
+// requireVolumeID refuses a request without a volume ID.
+func requireVolumeID(id string) error {
+	if id == "" {
+		return status.Error(codes.InvalidArgument, "volume_id is required")
+	}
+	return nil
 }
 
 func (c *controller) CreateVolume(ctx context.Context, req *csipb.CreateVolumeRequest) (*csipb.CreateVolumeResponse, error) {
@@ -276,8 +292,8 @@ func capacityFits(capacity int64, r *csipb.CapacityRange) bool {
 
 func (c *controller) DeleteVolume(ctx context.Context, req *csipb.DeleteVolumeRequest) (*csipb.DeleteVolumeResponse, error) {
 	id := req.GetVolumeId()
-	if id == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
+	if err := requireVolumeID(id); err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -307,8 +323,8 @@ func (c *controller) ControllerPublishVolume(ctx context.Context, req *csipb.Con
 		return nil, status.Error(codes.Unimplemented, "ControllerPublishVolume: this plugin runs without the PUBLISH_UNPUBLISH_VOLUME capability (start it with -controller-publish)")
 	}
 	id, nodeID := req.GetVolumeId(), req.GetNodeId()
-	if id == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
+	if err := requireVolumeID(id); err != nil {
+		return nil, err
 	}
 	if nodeID == "" {
 		return nil, status.Error(codes.InvalidArgument, "node_id is required: use the node ID NodeGetInfo reports")
@@ -322,9 +338,9 @@ func (c *controller) ControllerPublishVolume(ctx context.Context, req *csipb.Con
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v := c.volume(id)
-	if v == nil {
-		return nil, notFound(id)
+	v, err := c.existing(id)
+	if err != nil {
+		return nil, err
 	}
 	if p := v.Published[nodeID]; p != nil {
 		if p.Readonly == req.GetReadonly() && p.Capability.equal(capab) {
@@ -377,8 +393,8 @@ func (c *controller) ControllerUnpublishVolume(ctx context.Context, req *csipb.C
 		return nil, status.Error(codes.Unimplemented, "ControllerUnpublishVolume: this plugin runs without the PUBLISH_UNPUBLISH_VOLUME capability (start it with -controller-publish)")
 	}
 	id, nodeID := req.GetVolumeId(), req.GetNodeId()
-	if id == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
+	if err := requireVolumeID(id); err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -405,17 +421,17 @@ func (c *controller) ControllerUnpublishVolume(ctx context.Context, req *csipb.C
 
 func (c *controller) ValidateVolumeCapabilities(ctx context.Context, req *csipb.ValidateVolumeCapabilitiesRequest) (*csipb.ValidateVolumeCapabilitiesResponse, error) {
 	id := req.GetVolumeId()
-	if id == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
+	if err := requireVolumeID(id); err != nil {
+		return nil, err
 	}
 	if _, err := checkCapabilities("volume_capabilities", req.GetVolumeCapabilities()); err != nil {
 		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v := c.volume(id)
-	if v == nil {
-		return nil, notFound(id)
+	v, err := c.existing(id)
+	if err != nil {
+		return nil, err
 	}
 	if len(req.GetParameters()) > 0 && !maps.Equal(req.GetParameters(), v.Parameters) {
 		return &csipb.ValidateVolumeCapabilitiesResponse{Message: fmt.Sprintf("volume %s was created with other parameters", id)}, nil
@@ -472,14 +488,14 @@ func (c *controller) volumeStatus(v *volumeRecord) *csipb.ListVolumesResponse_Vo
 
 func (c *controller) ControllerGetVolume(ctx context.Context, req *csipb.ControllerGetVolumeRequest) (*csipb.ControllerGetVolumeResponse, error) {
 	id := req.GetVolumeId()
-	if id == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
+	if err := requireVolumeID(id); err != nil {
+		return nil, err
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v := c.volume(id)
-	if v == nil {
-		return nil, notFound(id)
+	v, err := c.existing(id)
+	if err != nil {
+		return nil, err
 	}
 	resp := &csipb.ControllerGetVolumeResponse{Volume: v.toProto(), Status: &csipb.ControllerGetVolumeResponse_VolumeStatus{}}
 	if c.cfg.ControllerPublish {
@@ -490,8 +506,8 @@ func (c *controller) ControllerGetVolume(ctx context.Context, req *csipb.Control
 
 func (c *controller) ControllerExpandVolume(ctx context.Context, req *csipb.ControllerExpandVolumeRequest) (*csipb.ControllerExpandVolumeResponse, error) {
 	id := req.GetVolumeId()
-	if id == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
+	if err := requireVolumeID(id); err != nil {
+		return nil, err
 	}
 	r := req.GetCapacityRange()
 	if r == nil || r.GetRequiredBytes() == 0 && r.GetLimitBytes() == 0 {
@@ -508,9 +524,9 @@ func (c *controller) ControllerExpandVolume(ctx context.Context, req *csipb.Cont
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v := c.volume(id)
-	if v == nil {
-		return nil, notFound(id)
+	v, err := c.existing(id)
+	if err != nil {
+		return nil, err
 	}
 	if lim := r.GetLimitBytes(); lim > 0 && v.CapacityBytes > lim {
 		return nil, status.Errorf(codes.OutOfRange,

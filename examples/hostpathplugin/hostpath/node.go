@@ -174,6 +174,16 @@ func (n *nodeService) checkPath(field, p string) (string, error) {
 	return p, nil
 }
 
+// checkVolumePath checks what the node calls that name a volume and a
+// path share: the volume ID is required and the path passes checkPath.
+// It returns the cleaned path.
+func (n *nodeService) checkVolumePath(id, field, p string) (string, error) {
+	if err := requireVolumeID(id); err != nil {
+		return "", err
+	}
+	return n.checkPath(field, p)
+}
+
 // checkPublishContext makes sure, when the controller publishes volumes,
 // that the CO passes the publish context ControllerPublishVolume returned
 // for this node.
@@ -205,10 +215,7 @@ func (n *nodeService) NodeStageVolume(ctx context.Context, req *csipb.NodeStageV
 		return nil, err
 	}
 	id := req.GetVolumeId()
-	if id == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
-	}
-	sp, err := n.checkPath("staging_target_path", req.GetStagingTargetPath())
+	sp, err := n.checkVolumePath(id, "staging_target_path", req.GetStagingTargetPath())
 	if err != nil {
 		return nil, err
 	}
@@ -261,10 +268,7 @@ func (n *nodeService) NodeUnstageVolume(ctx context.Context, req *csipb.NodeUnst
 		return nil, err
 	}
 	id := req.GetVolumeId()
-	if id == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
-	}
-	sp, err := n.checkPath("staging_target_path", req.GetStagingTargetPath())
+	sp, err := n.checkVolumePath(id, "staging_target_path", req.GetStagingTargetPath())
 	if err != nil {
 		return nil, err
 	}
@@ -301,10 +305,7 @@ func (n *nodeService) NodeUnstageVolume(ctx context.Context, req *csipb.NodeUnst
 
 func (n *nodeService) NodePublishVolume(ctx context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
 	id := req.GetVolumeId()
-	if id == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
-	}
-	target, err := n.checkPath("target_path", req.GetTargetPath())
+	target, err := n.checkVolumePath(id, "target_path", req.GetTargetPath())
 	if err != nil {
 		return nil, err
 	}
@@ -386,10 +387,7 @@ func (n *nodeService) NodePublishVolume(ctx context.Context, req *csipb.NodePubl
 
 func (n *nodeService) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {
 	id := req.GetVolumeId()
-	if id == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
-	}
-	target, err := n.checkPath("target_path", req.GetTargetPath())
+	target, err := n.checkVolumePath(id, "target_path", req.GetTargetPath())
 	if err != nil {
 		return nil, err
 	}
@@ -425,10 +423,7 @@ func (n *nodeService) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUn
 
 func (n *nodeService) NodeGetVolumeStats(ctx context.Context, req *csipb.NodeGetVolumeStatsRequest) (*csipb.NodeGetVolumeStatsResponse, error) {
 	id := req.GetVolumeId()
-	if id == "" {
-		return nil, status.Error(codes.InvalidArgument, "volume_id is required")
-	}
-	vp, err := n.checkPath("volume_path", req.GetVolumePath())
+	vp, err := n.checkVolumePath(id, "volume_path", req.GetVolumePath())
 	if err != nil {
 		return nil, err
 	}
