@@ -93,9 +93,7 @@ func benchRelease(b *testing.B, direct bool) {
 		b.StopTimer()
 		cpu := cpuTime() - cpu0
 
-		if n := h.pastClaims(); n != 0 {
-			b.Fatalf("%d past claims left", n)
-		}
+		h.requireNoPastClaims("after the release")
 		st := w.Stats()
 		if st.Freed != uint64(claims) || st.FailedAttempts != 0 {
 			b.Fatalf("stats = %+v", st)

@@ -422,6 +422,15 @@ func (h *harness) pastClaims() int {
 	return n
 }
 
+// requireNoPastClaims stops the test if any past claim is left in the
+// store; when says at which point of the test, for the failure.
+func (h *harness) requireNoPastClaims(when string) {
+	h.t.Helper()
+	if n := h.pastClaims(); n != 0 {
+		h.t.Fatalf("%d past claims left %s", n, when)
+	}
+}
+
 // requireNoViolations checks every plugin's lifecycle checker and the
 // harness's own cross-plugin checks.
 func (h *harness) requireNoViolations() {

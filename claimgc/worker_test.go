@@ -44,9 +44,7 @@ func TestWorker_Release_NodeThenControllerThenFree(t *testing.T) {
 	w.SetEnabled(true)
 	h.settle(w)
 
-	if n := h.pastClaims(); n != 0 {
-		t.Fatalf("%d past claims left after release", n)
-	}
+	h.requireNoPastClaims("after release")
 	for i, node := range h.nodeIDs {
 		vol := "vol" + node
 		want := []string{
@@ -118,9 +116,7 @@ func TestWorker_Release_NodePluginMissingRetriesWithBackoff(t *testing.T) {
 
 	n2.registry.setRegistered(true)
 	h.advance(w, 8*time.Second)
-	if n := h.pastClaims(); n != 0 {
-		t.Fatalf("%d past claims left once the plugin registered", n)
-	}
+	h.requireNoPastClaims("once the plugin registered")
 	if got := n2.fake.CallCount(nodeUnpublish); got != 1 {
 		t.Errorf("NodeUnpublish calls = %d, want 1 (none while the plugin was missing)", got)
 	}
@@ -145,9 +141,7 @@ func TestWorker_Release_ControllerUnavailableTwice(t *testing.T) {
 		t.Fatalf("claim after the second failure = %+v", c)
 	}
 	h.advance(w, 8*time.Second)
-	if n := h.pastClaims(); n != 0 {
-		t.Fatalf("%d past claims left after the controller came back", n)
-	}
+	h.requireNoPastClaims("after the controller came back")
 	if got := h.ctrl.CallCount(ctrlUnpublish); got != 3 {
 		t.Errorf("ControllerUnpublish calls = %d, want 3", got)
 	}
@@ -217,9 +211,7 @@ func TestWorker_Resume_AfterNodeDetachedCheckpoint(t *testing.T) {
 
 	second := h.startWorker(h.workerConfig(), true)
 	h.settle(second)
-	if n := h.pastClaims(); n != 0 {
-		t.Fatalf("%d past claims left after the new worker ran", n)
-	}
+	h.requireNoPastClaims("after the new worker ran")
 	n1 := h.nodes["n1"]
 	if u, s := n1.fake.CallCount(nodeUnpublish), n1.fake.CallCount(nodeUnstage); u != 1 || s != 1 {
 		t.Errorf("node calls = %d unpublish, %d unstage; the new worker must resume at the controller step", u, s)
@@ -243,9 +235,7 @@ func TestWorker_Release_NodeGoneSkipsNodeStep(t *testing.T) {
 
 	h.release("a1")
 	h.settle(w)
-	if n := h.pastClaims(); n != 0 {
-		t.Fatalf("%d past claims left", n)
-	}
+	h.requireNoPastClaims("after the release with the node gone")
 	n3 := h.nodes["n3"]
 	if got := n3.fake.CallCount(nodeUnpublish) + n3.fake.CallCount(nodeUnstage); got != 0 {
 		t.Errorf("node calls to a gone node = %d, want 0", got)
@@ -277,9 +267,7 @@ func TestWorker_Release_NodeDownRetriesUntilReady(t *testing.T) {
 			}
 			h.statuses.set("n2", csi.NodeStatusReady)
 			h.advance(w, 8*time.Second)
-			if n := h.pastClaims(); n != 0 {
-				t.Fatalf("%d past claims left once the node was ready", n)
-			}
+			h.requireNoPastClaims("once the node was ready")
 			h.requireDetached("vol", "a1")
 			h.requireNoViolations()
 		})
@@ -316,9 +304,7 @@ func TestWorker_Release_TwoAllocationsOneNode(t *testing.T) {
 
 	h.release("a2")
 	h.settle(w)
-	if n := h.pastClaims(); n != 0 {
-		t.Fatalf("%d past claims left after both released", n)
-	}
+	h.requireNoPastClaims("after both released")
 	if got := h.ctrl.CallCount(ctrlUnpublish); got != 1 {
 		t.Errorf("ControllerUnpublish calls = %d, want 1 for the node", got)
 	}
@@ -345,9 +331,7 @@ func TestWorker_Release_TwoAllocationsOneNode_Together(t *testing.T) {
 
 	h.release("a1", "a2")
 	h.settle(w)
-	if n := h.pastClaims(); n != 0 {
-		t.Fatalf("%d past claims left", n)
-	}
+	h.requireNoPastClaims("after both were released together")
 	want := []string{
 		"n2:" + nodeUnpublish + ":vol",
 		"n2:" + nodeUnpublish + ":vol",
@@ -411,9 +395,7 @@ func TestWorker_SetEnabled(t *testing.T) {
 
 	w.SetEnabled(true)
 	h.settle(w)
-	if n := h.pastClaims(); n != 0 {
-		t.Fatalf("%d past claims left after enabling", n)
-	}
+	h.requireNoPastClaims("after enabling")
 
 	w.SetEnabled(false)
 	h.settle(w)
@@ -424,9 +406,7 @@ func TestWorker_SetEnabled(t *testing.T) {
 	}
 	w.SetEnabled(true)
 	h.settle(w)
-	if n := h.pastClaims(); n != 0 {
-		t.Fatalf("%d past claims left after enabling again", n)
-	}
+	h.requireNoPastClaims("after enabling again")
 	h.requireDetached("v3", "a3")
 
 	// A quick loss and regain of leadership still starts a new enabled
@@ -471,9 +451,7 @@ func TestWorker_SetEnabled_DisableStopsInFlightStep(t *testing.T) {
 	h.clearFaults()
 	w.SetEnabled(true)
 	h.settle(w)
-	if n := h.pastClaims(); n != 0 {
-		t.Fatalf("%d past claims left after re-enabling", n)
-	}
+	h.requireNoPastClaims("after re-enabling")
 	h.requireDetached("vol", "a1")
 	h.requireNoViolations()
 }
@@ -517,9 +495,7 @@ func TestWorker_Release_FinalErrorRecordedAndRetriedSlowly(t *testing.T) {
 	}
 	h.clearFaults()
 	h.advance(w, 10*time.Minute)
-	if n := h.pastClaims(); n != 0 {
-		t.Fatalf("%d past claims left after the fault cleared", n)
-	}
+	h.requireNoPastClaims("after the fault cleared")
 	h.requireDetached("vol", "a1")
 	h.requireNoViolations()
 }
@@ -531,9 +507,7 @@ func TestWorker_Release_NoControllerPublish(t *testing.T) {
 	w := h.startWorker(h.workerConfig(), true)
 	h.release("a1")
 	h.settle(w)
-	if n := h.pastClaims(); n != 0 {
-		t.Fatalf("%d past claims left", n)
-	}
+	h.requireNoPastClaims("after the release")
 	if got := h.ctrl.CallCount(ctrlUnpublish); got != 0 {
 		t.Errorf("ControllerUnpublish calls = %d, want 0: the plugin has no PUBLISH_UNPUBLISH_VOLUME", got)
 	}
@@ -578,9 +552,7 @@ func TestWorker_Release_PluginGoneWaits(t *testing.T) {
 		h.apply(state.UpsertNodePlugins{NodeID: id, Plugins: plugins})
 	}
 	h.advance(w, 8*time.Second)
-	if n := h.pastClaims(); n != 0 {
-		t.Fatalf("%d past claims left once the plugin came back", n)
-	}
+	h.requireNoPastClaims("once the plugin came back")
 	if got := h.ctrl.CallCount(ctrlUnpublish); got != 1 {
 		t.Errorf("ControllerUnpublish calls = %d, want 1", got)
 	}
