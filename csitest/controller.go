@@ -139,10 +139,7 @@ func (s controllerServer) DeleteVolume(_ context.Context, req *csipb.DeleteVolum
 func (s controllerServer) ControllerPublishVolume(_ context.Context, req *csipb.ControllerPublishVolumeRequest) (*csipb.ControllerPublishVolumeResponse, error) {
 	const m = MethodControllerPublishVolume
 	id, node, vc := req.GetVolumeId(), req.GetNodeId(), req.GetVolumeCapability()
-	if err := requireFields(m, "volume_id", id, "node_id", node); err != nil {
-		return nil, err
-	}
-	if err := checkCapability(m, "volume_capability", vc); err != nil {
+	if err := requireFieldsAndCapability(m, vc, "volume_id", id, "node_id", node); err != nil {
 		return nil, err
 	}
 	p := s.p

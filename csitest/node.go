@@ -89,10 +89,7 @@ func writeMarker(dir, id string) error {
 func (s nodeServer) NodeStageVolume(_ context.Context, req *csipb.NodeStageVolumeRequest) (*csipb.NodeStageVolumeResponse, error) {
 	const m = MethodNodeStageVolume
 	id, path, vc := req.GetVolumeId(), req.GetStagingTargetPath(), req.GetVolumeCapability()
-	if err := requireFields(m, "volume_id", id, "staging_target_path", path); err != nil {
-		return nil, err
-	}
-	if err := checkCapability(m, "volume_capability", vc); err != nil {
+	if err := requireFieldsAndCapability(m, vc, "volume_id", id, "staging_target_path", path); err != nil {
 		return nil, err
 	}
 	p := s.p
@@ -150,10 +147,7 @@ func (s nodeServer) NodeUnstageVolume(_ context.Context, req *csipb.NodeUnstageV
 func (s nodeServer) NodePublishVolume(_ context.Context, req *csipb.NodePublishVolumeRequest) (*csipb.NodePublishVolumeResponse, error) {
 	const m = MethodNodePublishVolume
 	id, target, staging, vc := req.GetVolumeId(), req.GetTargetPath(), req.GetStagingTargetPath(), req.GetVolumeCapability()
-	if err := requireFields(m, "volume_id", id, "target_path", target); err != nil {
-		return nil, err
-	}
-	if err := checkCapability(m, "volume_capability", vc); err != nil {
+	if err := requireFieldsAndCapability(m, vc, "volume_id", id, "target_path", target); err != nil {
 		return nil, err
 	}
 	p := s.p

@@ -36,6 +36,15 @@ func requireFields(method string, fields ...string) error {
 	return nil
 }
 
+// requireFieldsAndCapability opens the calls that carry one required
+// volume_capability: requireFields on fields, then checkCapability.
+func requireFieldsAndCapability(method string, vc *csipb.VolumeCapability, fields ...string) error {
+	if err := requireFields(method, fields...); err != nil {
+		return err
+	}
+	return checkCapability(method, "volume_capability", vc)
+}
+
 // checkCapabilities validates a repeated volume_capabilities field;
 // atLeastOne makes an empty one an error.
 func checkCapabilities(method string, vcs []*csipb.VolumeCapability, atLeastOne bool) error {

@@ -92,6 +92,8 @@ func TestPlugin_Validation_Messages(t *testing.T) {
 			codes.InvalidArgument, "NodeUnstageVolume: volume_id is required"},
 		{"NodePublishVolume no target", csipb.Node_NodePublishVolume_FullMethodName, &csipb.NodePublishVolumeRequest{VolumeId: "v", VolumeCapability: vc},
 			codes.InvalidArgument, "NodePublishVolume: target_path is required"},
+		{"NodePublishVolume no capability", csipb.Node_NodePublishVolume_FullMethodName, &csipb.NodePublishVolumeRequest{VolumeId: "v", TargetPath: target},
+			codes.InvalidArgument, "NodePublishVolume: volume_capability is required"},
 		{"NodePublishVolume relative target", csipb.Node_NodePublishVolume_FullMethodName, &csipb.NodePublishVolumeRequest{VolumeId: "v", TargetPath: "rel", StagingTargetPath: "rel2", VolumeCapability: vc},
 			codes.InvalidArgument, `NodePublishVolume: target_path "rel" must be an absolute path`},
 		{"NodePublishVolume relative staging path", csipb.Node_NodePublishVolume_FullMethodName, &csipb.NodePublishVolumeRequest{VolumeId: "v", TargetPath: target, StagingTargetPath: "rel", VolumeCapability: vc},
