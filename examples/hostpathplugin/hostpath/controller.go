@@ -160,14 +160,6 @@ func (c *controller) volumeDir(id string) string {
 	return filepath.Join(c.volumesDir, id) // id is checked by validVolumeID
 }
 
-// existing returns the record of id, or NotFound.
-func (c *controller) existing(id string) (*volumeRecord, error) {
-	if v := c.volume(id); v != nil {
-		return v, nil
-	}
-	return nil, notFound(id)
-}
-
 func notFound(id string) error {
 	return status.Errorf(codes.NotFound, "volume %q does not exist", id)
 }
@@ -338,9 +330,9 @@ func (c *controller) ControllerPublishVolume(ctx context.Context, req *csipb.Con
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v, err := c.existing(id)
-	if err != nil {
-		return nil, err
+	v := c.volume(id)
+	if v == nil {
+		return nil, notFound(id)
 	}
 	if p := v.Published[nodeID]; p != nil {
 		if p.Readonly == req.GetReadonly() && p.Capability.equal(capab) {
@@ -429,9 +421,9 @@ func (c *controller) ValidateVolumeCapabilities(ctx context.Context, req *csipb.
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v, err := c.existing(id)
-	if err != nil {
-		return nil, err
+	v := c.volume(id)
+	if v == nil {
+		return nil, notFound(id)
 	}
 	if len(req.GetParameters()) > 0 && !maps.Equal(req.GetParameters(), v.Parameters) {
 		return &csipb.ValidateVolumeCapabilitiesResponse{Message: fmt.Sprintf("volume %s was created with other parameters", id)}, nil
@@ -493,9 +485,9 @@ func (c *controller) ControllerGetVolume(ctx context.Context, req *csipb.Control
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v, err := c.existing(id)
-	if err != nil {
-		return nil, err
+	v := c.volume(id)
+	if v == nil {
+		return nil, notFound(id)
 	}
 	resp := &csipb.ControllerGetVolumeResponse{Volume: v.toProto(), Status: &csipb.ControllerGetVolumeResponse_VolumeStatus{}}
 	if c.cfg.ControllerPublish {
@@ -524,9 +516,9 @@ func (c *controller) ControllerExpandVolume(ctx context.Context, req *csipb.Cont
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	v, err := c.existing(id)
-	if err != nil {
-		return nil, err
+	v := c.volume(id)
+	if v == nil {
+		return nil, notFound(id)
 	}
 	if lim := r.GetLimitBytes(); lim > 0 && v.CapacityBytes > lim {
 		return nil, status.Errorf(codes.OutOfRange,
