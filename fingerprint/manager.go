@@ -147,6 +147,9 @@ type Manager struct {
 	// delivered is the last list Report accepted. Its infos, like every
 	// instance's info, are never modified once stored.
 	delivered []*csi.PluginInfo
+	// attempted is the last list handed to Report, accepted or not: a
+	// report that failed may still have reached the host.
+	attempted []*csi.PluginInfo
 	seq       uint64
 }
 
@@ -418,7 +421,7 @@ func (m *Manager) Run(ctx context.Context) error {
 	m.finalReports(ctx)
 	m.mu.Lock()
 	m.instances = make(map[instanceKey]*instance)
-	m.leaving, m.delivered = nil, nil
+	m.leaving, m.delivered, m.attempted = nil, nil, nil
 	m.mu.Unlock()
 	return nil
 }

@@ -585,3 +585,21 @@ func TestManager_Register_Concurrent(t *testing.T) {
 	}
 	check.Empty(t, last, "whatever was reported was taken back")
 }
+
+// A report that failed may still have reached the host (a lost reply):
+// when Run stops, the final reports take back what was last attempted too,
+// not only what the host accepted.
+func TestManager_Run_ShutdownAfterFailedReport(t *testing.T) {
+	p := csitest.Start(t, csitest.Config{Type: csi.PluginTypeNode})
+	h := newHarness(t)
+	h.failReports(errors.New("reply lost"))
+	h.register(p, "p1", "a1", csi.PluginTypeNode)
+	h.run()
+	h.park(2) // the reporter waits to retry the failed report
+
+	must.NoError(t, h.stop())
+	final := only(t, h.next())
+	check.False(t, final.Healthy)
+	check.Contains(t, final.HealthDescription, "stopped")
+	check.Empty(t, h.next())
+}

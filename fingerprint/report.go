@@ -32,6 +32,9 @@ func (m *Manager) reportLoop(ctx context.Context) {
 				continue
 			}
 		}
+		m.mu.Lock()
+		m.attempted = list
+		m.mu.Unlock()
 		if err := m.cfg.Report(ctx, copyList(list)); err != nil {
 			if ctx.Err() != nil {
 				return
@@ -100,10 +103,18 @@ func (m *Manager) dropDeliveredLocked() {
 }
 
 // finalReports tells the host, after Run's ctx ended, that every plugin
-// it knows from this node is unhealthy, then that none is left.
+// it may know from this node is unhealthy, then that none is left. That
+// covers the last list the host accepted and the last one handed to it:
+// a report that failed (a timeout, a lost reply) may still have been
+// applied, and leaving it would keep a stopped plugin healthy there.
 func (m *Manager) finalReports(ctx context.Context) {
 	m.mu.Lock()
-	last := m.delivered
+	last := slices.Clone(m.delivered)
+	for _, info := range m.attempted {
+		if indexOf(last, keyOf(info)) < 0 {
+			last = append(last, info)
+		}
+	}
 	m.mu.Unlock()
 	if len(last) == 0 {
 		return
