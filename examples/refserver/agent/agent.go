@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/examples/hostpathplugin/hostpath"
 	"github.com/csikit/csikit/examples/refserver/api"
 	"github.com/csikit/csikit/fingerprint"
@@ -53,6 +54,7 @@ func New(cfg Config) (*Agent, error) {
 		NodeID:   cfg.NodeID,
 		Report:   a.report,
 		Interval: cfg.FingerprintInterval,
+		Clock:    cfg.Clock,
 		Logger:   cfg.Logger.Named("fingerprint"),
 	})
 	if err != nil {
@@ -225,8 +227,10 @@ func (a *Agent) runRegistered(ctx context.Context, errs <-chan error) error {
 		}
 	}
 
-	t := time.NewTicker(a.cfg.HeartbeatInterval)
-	defer t.Stop()
+	// A timer re-armed after each heartbeat rather than a ticker: a slow
+	// heartbeat delays the next one instead of queueing another.
+	t := a.cfg.Clock.NewTimer(a.cfg.HeartbeatInterval)
+	defer func() { t.Stop() }()
 	for {
 		select {
 		case <-ctx.Done():
@@ -236,10 +240,11 @@ func (a *Agent) runRegistered(ctx context.Context, errs <-chan error) error {
 		case err := <-managerDone:
 			managerDone <- err // for the deferred wait
 			return fmt.Errorf("agent %s: plugin registry stopped: %v", a.cfg.NodeID, err)
-		case <-t.C:
+		case <-t.C():
 			if err := a.Heartbeat(ctx); err != nil && ctx.Err() == nil {
 				a.cfg.Logger.Warn("heartbeat failed; retrying at the next interval", "error", err)
 			}
+			t = a.cfg.Clock.NewTimer(a.cfg.HeartbeatInterval)
 		}
 	}
 }
@@ -307,10 +312,8 @@ func (a *Agent) register(ctx context.Context) error {
 			return nil
 		}
 		a.cfg.Logger.Warn("cannot register with the server yet; retrying", "error", errors.Join(failed...), "retry_in", delay)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(delay):
+		if err := clock.Sleep(ctx, a.cfg.Clock, delay); err != nil {
+			return err
 		}
 		delay = min(2*delay, 5*time.Second)
 	}

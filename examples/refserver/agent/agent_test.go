@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/examples/hostpathplugin/hostpath"
 	"github.com/csikit/csikit/examples/refserver/agent"
 	"github.com/csikit/csikit/examples/refserver/api"
@@ -319,5 +321,50 @@ func TestParsePlugin(t *testing.T) {
 				t.Errorf("got %+v, want %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestAgent_Run_HeartbeatsOnItsClock: the heartbeat loop waits on
+// Config.Clock, so the interval passing on a fake clock is what sends
+// the next heartbeat; a server that restarted empty then learns the
+// node and its plugin again, without a real wait.
+func TestAgent_Run_HeartbeatsOnItsClock(t *testing.T) {
+	dir := shortTempDir(t)
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := lis.Addr().String()
+	stop1 := runServer(t, lis)
+	client, err := api.NewClient(addr, nil)
+	must(t, err)
+	defer client.Close()
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	const interval = time.Hour // far beyond the test's deadline on a real clock
+	a, err := agent.New(agent.Config{
+		NodeID: "node-1", Server: client, DataDir: filepath.Join(dir, "node-1"), NoSync: true,
+		Hostpath: &hostpath.Config{DataDir: filepath.Join(dir, "plugin"), Mount: hostpath.MountSymlink, Staging: true},
+		Clock:    clk, HeartbeatInterval: interval, FingerprintInterval: 2 * interval,
+	})
+	must(t, err)
+	runAgent(t, a)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = client.WaitPlugin(ctx, agent.DefaultHostpathPluginID, healthy)
+	must(t, err)
+
+	stop1()
+	lis2, err := net.Listen("tcp", addr)
+	must(t, err)
+	runServer(t, lis2)
+	// Nothing reaches the new server until the clock moves: the agent
+	// waits for its heartbeat timer (and the registry for its interval).
+	if _, _, err := client.Plugin(ctx, agent.DefaultHostpathPluginID, nil); !errors.Is(err, csi.ErrPluginNotFound) {
+		t.Fatalf("the new server knows the plugin before a heartbeat: %v", err)
+	}
+	must(t, clk.BlockUntil(ctx, 2)) // the heartbeat timer and the registry's
+	clk.Advance(interval)
+	p, err := client.WaitPlugin(ctx, agent.DefaultHostpathPluginID, healthy)
+	must(t, err)
+	if p.NodesExpected != 1 {
+		t.Errorf("after the heartbeat: plugin %+v, want one expected monolith", p)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/examples/hostpathplugin/hostpath"
 	"github.com/csikit/csikit/examples/refserver/api"
 	"github.com/csikit/csikit/examples/refserver/events"
@@ -107,6 +108,10 @@ type Config struct {
 	FingerprintInterval time.Duration
 	// NoSync skips fsync of the mounter's state (tests, throwaway nodes).
 	NoSync bool
+	// Clock times the heartbeats, the registration retries and the
+	// plugin registry's intervals; nil means the real clock. Tests pass
+	// a *clock.Fake.
+	Clock clock.Clock
 
 	// Events receives the lifecycle lines ("[node-1] …"); nil prints
 	// nothing.
@@ -168,6 +173,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
+	c.Clock = clock.Or(c.Clock)
 	if err := os.MkdirAll(c.DataDir, 0o700); err != nil {
 		return c, fmt.Errorf("agent %s: create DataDir: %w", c.NodeID, err)
 	}
