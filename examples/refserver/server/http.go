@@ -491,25 +491,22 @@ func (s *Server) placePluginAllocations(ctx context.Context, node string, insts 
 		}
 		a.Plugins = append(a.Plugins, csi.AllocPlugin{PluginID: in.PluginID, Type: in.Type})
 	}
-	plugins, err := s.store().Plugins()
+	// The node's plugin allocations that it no longer lists: stopped
+	// and forgotten. Workload allocations on the node are not the
+	// agent's to report, and stay.
+	onNode, err := s.store().AllocationsByNode(node)
 	if err != nil {
 		return 0, err
 	}
 	var stale []csi.Allocation
 	var forget []string
-	seen := map[string]bool{}
-	for _, p := range plugins {
-		for _, pa := range p.Allocations {
-			if pa.NodeID != node || want[pa.AllocationID] != nil || seen[pa.AllocationID] {
-				continue
-			}
-			seen[pa.AllocationID] = true
-			if a, err := s.store().Allocation(pa.AllocationID); err == nil && !a.Terminal {
-				a.Terminal = true
-				stale = append(stale, *a)
-				forget = append(forget, a.ID)
-			}
+	for _, a := range onNode {
+		if a.Namespace != api.PluginNamespace || len(a.Plugins) == 0 || want[a.ID] != nil || a.Terminal {
+			continue
 		}
+		a.Terminal = true
+		stale = append(stale, *a)
+		forget = append(forget, a.ID)
 	}
 	var place []csi.Allocation
 	for _, id := range sortedKeys(want) {

@@ -454,12 +454,22 @@ func TestServer_Nodes_PluginAllocations(t *testing.T) {
 	if p.NodesHealthy != 2 || p.NodesExpected != 2 || len(p.Allocations) != 2 {
 		t.Fatalf("plugin %+v: want 2/2 nodes and two plugin allocations", p)
 	}
+	// A workload on n2 holds a claim: its allocation is not the agent's
+	// to report, and survives the node's registrations.
+	registerFakeVolume(t, ts, "db", nil)
+	_, err = ts.client.Claim(ctx, "default", "db", &api.ClaimRequest{AllocationID: "web-1", NodeID: "n2", Mode: csi.ClaimWrite})
+	must(t, err)
 	// n2 comes back without the plugin.
 	must(t, ts.client.RegisterNode(ctx, "n2", &api.RegisterNodeRequest{Address: "127.0.0.1:1"}))
 	p, _, err = ts.client.Plugin(ctx, "fake", nil)
 	must(t, err)
 	if p.NodesHealthy != 1 || p.NodesExpected != 1 {
 		t.Errorf("after n2 dropped the plugin: nodes %d/%d, want 1/1", p.NodesHealthy, p.NodesExpected)
+	}
+	v, _, err := ts.client.Volume(ctx, "default", "db", nil)
+	must(t, err)
+	if c := v.WriteClaims["web-1"]; c == nil || c.State != csi.ClaimTaken || len(v.PastClaims) != 0 {
+		t.Errorf("after n2 re-registered: write claims %v, past claims %v; want web-1's claim taken", v.WriteClaims, v.PastClaims)
 	}
 	// And lists it again: the forgotten allocation ID is free again.
 	fakeNode(t, ts, "n2")
