@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"os"
@@ -19,6 +20,7 @@ import (
 	"github.com/csikit/csikit/examples/refserver/cluster"
 	"github.com/csikit/csikit/examples/refserver/demo"
 	"github.com/csikit/csikit/examples/refserver/events"
+	"github.com/csikit/csikit/examples/refserver/internal/atomicfile"
 	"github.com/csikit/csikit/examples/refserver/server"
 	"github.com/csikit/csikit/state"
 )
@@ -225,26 +227,16 @@ func saveState(store *state.MemStore, path string) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return err
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), ".state-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := store.Snapshot(ctx, f); err != nil {
-		_ = f.Close()
-		return fmt.Errorf("write the state snapshot: %w", err)
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	// The temporary file is created owner-only (os.CreateTemp), and the
+	// rename keeps its mode.
+	return atomicfile.Write(path, func(w io.Writer) error {
+		if err := store.Snapshot(ctx, w); err != nil {
+			return fmt.Errorf("write the state snapshot: %w", err)
+		}
+		return nil
+	})
 }
 
 // pluginsFlag collects repeated -plugin flags.

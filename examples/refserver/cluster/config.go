@@ -18,6 +18,7 @@ import (
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/examples/refserver/api"
 	"github.com/csikit/csikit/examples/refserver/events"
+	"github.com/csikit/csikit/examples/refserver/internal/atomicfile"
 )
 
 // Files and directories in Config.DataDir.
@@ -186,29 +187,8 @@ func loadID(dir, want string) (string, error) {
 		}
 		id = "server-" + hex.EncodeToString(r[:])
 	}
-	if err := writeFileAtomic(path, []byte(id+"\n")); err != nil {
+	if err := atomicfile.WriteBytes(path, []byte(id+"\n")); err != nil {
 		return "", fmt.Errorf("cluster: keep the server ID in %s: %w", path, err)
 	}
 	return id, nil
-}
-
-func writeFileAtomic(path string, b []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer os.Remove(tmp)
-	if _, err := f.Write(b); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		_ = f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
 }
