@@ -569,7 +569,9 @@ func (s *Server) shutdown() error {
 	if prev == phaseRunning {
 		// Let raft answer what it has taken: commits go through, and a
 		// leader without quorum steps down within its lease and answers
-		// "leadership lost".
+		// "leadership lost". Real time on purpose: the bound is measured
+		// against raft's own heartbeat and lease timers, which
+		// hashicorp/raft runs on the real clock.
 		drain := time.NewTimer(2 * (s.rcfg.HeartbeatTimeout + s.rcfg.LeaderLeaseTimeout))
 		select {
 		case <-s.drained:
