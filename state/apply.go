@@ -10,11 +10,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/csikit/csikit/csi"
-	"github.com/hashicorp/go-memdb"
 )
 
-// Apply implements Store. It runs cmd in one memdb write transaction and
-// commits only if the whole command succeeded.
+// Apply implements Store. It builds the next state from the current one
+// and publishes it only if the whole command succeeded; a refused
+// command leaves nothing behind.
 func (s *MemStore) Apply(index uint64, cmd Command) (Result, error) {
 	if isNil(cmd) {
 		return Result{}, fmt.Errorf("%w: apply a nil command", csi.ErrInvalidRequest)
@@ -28,37 +28,44 @@ func (s *MemStore) Apply(index uint64, cmd Command) (Result, error) {
 		return Result{}, fmt.Errorf("%w: apply %s at index %d, below the store's last write at %d; apply commands in log order",
 			csi.ErrInvalidRequest, cmd.Kind(), index, s.last)
 	}
-	txn := s.gen.Load().db.Txn(true)
-	defer txn.Abort() // no-op after Commit
-	w := &writer{txn: txn, index: index, touched: map[Table]bool{}, plugins: map[string]*pluginChange{}}
+	cur := s.root.Load()
+	next := *cur
+	w := &writer{o: new(owner), d: &next, index: index}
 	if err := cmd.apply(w); err != nil {
 		return Result{}, err
 	}
-	if err := w.finishPlugins(); err != nil {
-		return Result{}, err
-	}
+	w.finishPlugins()
 	res := Result{Index: index, Claim: w.claim}
-	if len(w.touched) == 0 {
+	if w.touched == [numTables]bool{} {
 		return res, nil
 	}
-	for _, t := range Tables() {
-		if w.touched[t] {
-			if err := txn.Insert(tIndex, &indexRow{Table: t, Index: index}); err != nil {
-				return Result{}, dbErr("write index", err)
-			}
+	for t, touched := range w.touched {
+		if touched {
+			next.index[t] = index
+			next.watch[t] = make(chan struct{})
 		}
 	}
-	txn.Commit()
+	s.root.Store(&next)
 	s.last = index
+	// Wake the waiters of the changed tables once the state they wait
+	// for is visible.
+	for t, touched := range w.touched {
+		if touched {
+			close(cur.watch[t])
+		}
+	}
 	res.Changed = true
 	return res, nil
 }
 
-// writer is one command's write transaction.
+// writer is one command's write: the next state, which only this write
+// changes, and what the write did to it.
 type writer struct {
-	txn     *memdb.Txn
-	index   uint64
-	touched map[Table]bool
+	o     *owner
+	d     *db
+	index uint64
+	// touched says which public tables the write changed.
+	touched [numTables]bool
 	// plugins collects, per plugin ID, what the command changed about
 	// its instances and allocations; finishPlugins writes the plugin rows.
 	plugins map[string]*pluginChange
@@ -71,35 +78,68 @@ type pluginChange struct {
 	metas                              []*csi.PluginInfo // healthy instances written, in order
 }
 
-func (w *writer) insert(table string, obj any) error {
-	if err := w.txn.Insert(table, obj); err != nil {
-		return dbErr("write "+table, err)
-	}
-	w.touched[tableOf(table)] = true
-	return nil
-}
-
-func (w *writer) delete(table string, obj any) error {
-	if err := w.txn.Delete(table, obj); err != nil {
-		return dbErr("delete from "+table, err)
-	}
-	w.touched[tableOf(table)] = true
-	return nil
-}
-
 func (w *writer) plugin(id string) *pluginChange {
 	pc := w.plugins[id]
 	if pc == nil {
+		if w.plugins == nil {
+			w.plugins = map[string]*pluginChange{}
+		}
 		pc = &pluginChange{}
 		w.plugins[id] = pc
 	}
 	return pc
 }
 
-func (w *writer) putVolume(v *csi.Volume) error {
+func (w *writer) putVolume(v *csi.Volume) {
 	normalizeVolume(v)
 	v.ModifyIndex = w.index
-	return w.insert(tVolumes, v)
+	w.d.volumes.put(w.o, volumeSpec, v)
+	w.touched[tabVolumes] = true
+}
+
+func (w *writer) deleteVolume(v *csi.Volume) {
+	w.d.volumes.remove(w.o, volumeSpec, volumeSpec.key(v))
+	w.touched[tabVolumes] = true
+}
+
+func (w *writer) putPlugin(p *csi.Plugin) {
+	w.d.plugins.put(w.o, pluginSpec, p)
+	w.touched[tabPlugins] = true
+}
+
+func (w *writer) deletePlugin(p *csi.Plugin) {
+	w.d.plugins.remove(w.o, pluginSpec, pluginSpec.key(p))
+	w.touched[tabPlugins] = true
+}
+
+func (w *writer) putInstance(in *instance) {
+	w.d.instances.put(w.o, instanceSpec, in)
+	w.touched[tabPlugins] = true
+}
+
+func (w *writer) deleteInstance(pluginID string, role csi.PluginType, nodeID string) {
+	w.d.instances.remove(w.o, instanceSpec, instanceKey(pluginID, role, nodeID))
+	w.touched[tabPlugins] = true
+}
+
+func (w *writer) putNode(n *Node) {
+	w.d.nodes.put(w.o, nodeSpec, n)
+	w.touched[tabNodes] = true
+}
+
+func (w *writer) deleteNode(n *Node) {
+	w.d.nodes.remove(w.o, nodeSpec, nodeSpec.key(n))
+	w.touched[tabNodes] = true
+}
+
+func (w *writer) putAllocation(a *csi.Allocation) {
+	w.d.allocs.put(w.o, allocationSpec, a)
+	w.touched[tabAllocations] = true
+}
+
+func (w *writer) deleteAllocation(a *csi.Allocation) {
+	w.d.allocs.remove(w.o, allocationSpec, allocationSpec.key(a))
+	w.touched[tabAllocations] = true
 }
 
 // --- validation and naming ---
@@ -196,14 +236,23 @@ func nilIfEmptySlice[S ~[]E, E any](s S) S {
 	return s
 }
 
-// editable returns a shallow copy of a stored volume whose claim maps
-// may be changed. Claims themselves stay shared: replace, never modify.
+// editable returns a shallow copy of a stored volume. Its claim maps are
+// still the stored ones: own a map before changing it. Claims themselves
+// stay shared: replace, never modify.
 func editable(v *csi.Volume) *csi.Volume {
 	c := *v
-	c.ReadClaims = maps.Clone(v.ReadClaims)
-	c.WriteClaims = maps.Clone(v.WriteClaims)
-	c.PastClaims = maps.Clone(v.PastClaims)
 	return &c
+}
+
+// own replaces the claim map *m of an editable volume with a copy that
+// may be changed (an empty map for nil). Only the map a write changes is
+// copied; the others stay shared with the stored volume.
+func own(m *map[string]*csi.Claim) {
+	if *m == nil {
+		*m = map[string]*csi.Claim{}
+		return
+	}
+	*m = maps.Clone(*m)
 }
 
 // claimMap returns the map of v holding allocID's claim, or nil.
@@ -227,7 +276,7 @@ func (w *writer) editClaim(ns, volID, allocID string, fn func(c *csi.Claim, past
 	if err := validateClaimRef(ns, volID, allocID); err != nil {
 		return err
 	}
-	v, err := getVolume(w.txn, ns, volID)
+	v, err := w.d.getVolume(ns, volID)
 	if err != nil {
 		return err
 	}
@@ -242,13 +291,15 @@ func (w *writer) editClaim(ns, volID, allocID string, fn func(c *csi.Claim, past
 	}
 	nv := editable(v)
 	m = claimMap(nv, allocID)
+	own(m)
 	if nc == nil {
 		delete(*m, allocID)
 	} else {
 		normalizeClaim(nc)
 		(*m)[allocID] = nc
 	}
-	return w.putVolume(nv)
+	w.putVolume(nv)
+	return nil
 }
 
 func (b Batch) apply(w *writer) error {
@@ -264,9 +315,7 @@ func (b Batch) apply(w *writer) error {
 			return fmt.Errorf("batch command %d (%s): %w", i, c.Kind(), err)
 		}
 		// The next command must see the plugins as this one left them.
-		if err := w.finishPlugins(); err != nil {
-			return err
-		}
+		w.finishPlugins()
 	}
 	w.claim = nil
 	return nil
@@ -284,15 +333,9 @@ func (c RegisterVolume) apply(w *writer) error {
 	v.ControllerRequired, v.Schedulable = false, false
 	v.ControllersHealthy, v.ControllersExpected, v.NodesHealthy, v.NodesExpected = 0, 0, 0, 0
 
-	old, err := getOne[*csi.Volume](w.txn, tVolumes, v.Namespace, v.ID)
-	if err != nil {
-		return err
-	}
+	old := get(&w.d.volumes, volumeKey(v.Namespace, v.ID))
 	if old == nil {
-		p, err := getPlugin(w.txn, v.PluginID)
-		if err != nil {
-			return err
-		}
+		p := w.d.plugin(v.PluginID)
 		if p == nil {
 			return fmt.Errorf("register volume %s: %w", name, pluginNotFound(v.PluginID))
 		}
@@ -304,7 +347,8 @@ func (c RegisterVolume) apply(w *writer) error {
 				csi.ErrInvalidRequest, name, v.Provider, v.PluginID, p.Provider)
 		}
 		v.CreateIndex = w.index
-		return w.putVolume(v)
+		w.putVolume(v)
+		return nil
 	}
 
 	switch {
@@ -334,14 +378,15 @@ func (c RegisterVolume) apply(w *writer) error {
 	if reflect.DeepEqual(v, old) {
 		return nil
 	}
-	return w.putVolume(v)
+	w.putVolume(v)
+	return nil
 }
 
 func (c DeregisterVolume) apply(w *writer) error {
 	if err := validateVolumeRef(c.Namespace, c.VolumeID); err != nil {
 		return err
 	}
-	v, err := getVolume(w.txn, c.Namespace, c.VolumeID)
+	v, err := w.d.getVolume(c.Namespace, c.VolumeID)
 	if err != nil {
 		return err
 	}
@@ -354,7 +399,8 @@ func (c DeregisterVolume) apply(w *writer) error {
 		return fmt.Errorf("%w: volume %s is still claimed by allocations %s; wait for the claims to be released, or force the deregistration if the attachments are gone",
 			csi.ErrVolumeInUse, volName(c.Namespace, c.VolumeID), strings.Join(ids, ", "))
 	}
-	return w.delete(tVolumes, v)
+	w.deleteVolume(v)
+	return nil
 }
 
 // --- claims ---
@@ -363,78 +409,68 @@ func (c ClaimVolume) apply(w *writer) error {
 	if err := validateVolumeRef(c.Namespace, c.VolumeID); err != nil {
 		return err
 	}
-	name := volName(c.Namespace, c.VolumeID)
 	claim := c.Claim.Copy()
 	if err := csi.ValidateClaim(claim); err != nil {
-		return fmt.Errorf("claim volume %s: %w", name, err)
+		return fmt.Errorf("claim volume %s: %w", volName(c.Namespace, c.VolumeID), err)
 	}
 	if claim.ExternalNodeID != "" {
 		if err := csi.ValidateExternalID("external node ID", claim.ExternalNodeID); err != nil {
-			return fmt.Errorf("claim volume %s: %w", name, err)
+			return fmt.Errorf("claim volume %s: %w", volName(c.Namespace, c.VolumeID), err)
 		}
 	}
-	v, err := getVolume(w.txn, c.Namespace, c.VolumeID)
+	v, err := w.d.getVolume(c.Namespace, c.VolumeID)
 	if err != nil {
 		return err
 	}
-	a, err := getAllocation(w.txn, claim.AllocationID)
-	if err != nil {
-		return err
-	}
+	a := w.d.allocation(claim.AllocationID)
 	switch {
 	case a == nil:
-		return fmt.Errorf("claim volume %s: %w", name, allocationNotFound(claim.AllocationID))
+		return fmt.Errorf("claim volume %s: %w", volName(c.Namespace, c.VolumeID), allocationNotFound(claim.AllocationID))
 	case a.Terminal:
 		return fmt.Errorf("%w: allocation %s is terminal and cannot claim volume %s; place a new allocation",
-			csi.ErrAllocationTerminal, a.ID, name)
+			csi.ErrAllocationTerminal, a.ID, volName(c.Namespace, c.VolumeID))
 	case a.Namespace != v.Namespace:
 		return fmt.Errorf("%w: allocation %s is in namespace %s and cannot claim volume %s; claim a volume of its own namespace",
-			csi.ErrNamespaceMismatch, a.ID, a.Namespace, name)
+			csi.ErrNamespaceMismatch, a.ID, a.Namespace, volName(c.Namespace, c.VolumeID))
 	case a.NodeID != claim.NodeID:
 		return fmt.Errorf("%w: claim on volume %s names node %s but allocation %s runs on node %s",
-			csi.ErrInvalidRequest, name, claim.NodeID, a.ID, a.NodeID)
+			csi.ErrInvalidRequest, volName(c.Namespace, c.VolumeID), claim.NodeID, a.ID, a.NodeID)
 	}
 	if csi.IsRepeatClaim(v, claim) {
 		w.claim = v.Claim(claim.AllocationID).Copy()
 		return nil
 	}
 
-	p, err := getPlugin(w.txn, v.PluginID)
-	if err != nil {
-		return err
-	}
+	p := w.d.plugin(v.PluginID)
 	if p == nil {
-		return fmt.Errorf("claim volume %s: %w", name, pluginNotFound(v.PluginID))
+		return fmt.Errorf("claim volume %s: %w", volName(c.Namespace, c.VolumeID), pluginNotFound(v.PluginID))
 	}
 	if !p.Schedulable() {
 		return fmt.Errorf("%w: volume %s: plugin %s is not schedulable (%d healthy node instances, %d healthy controllers, controller required: %t); wait for healthy plugin instances",
-			csi.ErrPluginUnhealthy, name, p.ID, p.NodesHealthy, p.ControllersHealthy, p.ControllerRequired)
+			csi.ErrPluginUnhealthy, volName(c.Namespace, c.VolumeID), p.ID, p.NodesHealthy, p.ControllersHealthy, p.ControllerRequired)
 	}
-	in, err := getInstance(w.txn, p.ID, csi.PluginTypeNode, claim.NodeID)
-	if err != nil {
-		return err
-	}
+	in := w.d.instance(p.ID, csi.PluginTypeNode, claim.NodeID)
 	if in == nil {
 		return fmt.Errorf("%w: volume %s: plugin %s has no node instance on node %s; run its node plugin there or place the allocation elsewhere",
-			csi.ErrPluginNotFound, name, p.ID, claim.NodeID)
+			csi.ErrPluginNotFound, volName(c.Namespace, c.VolumeID), p.ID, claim.NodeID)
 	}
 	if !in.Info.Healthy {
 		return fmt.Errorf("%w: volume %s: the node instance of plugin %s on node %s is unhealthy (%s); wait for it to recover",
-			csi.ErrPluginUnhealthy, name, p.ID, claim.NodeID, in.Info.HealthDescription)
+			csi.ErrPluginUnhealthy, volName(c.Namespace, c.VolumeID), p.ID, claim.NodeID, in.Info.HealthDescription)
 	}
 	if err := csi.CheckClaim(v, claim); err != nil {
-		return fmt.Errorf("claim volume %s: %w", name, err)
+		return fmt.Errorf("claim volume %s: %w", volName(c.Namespace, c.VolumeID), err)
 	}
 	ni := in.Info.NodeInfo
 	if claim.ExternalNodeID == "" {
 		if ni == nil || ni.ID == "" {
 			return fmt.Errorf("%w: volume %s: the node instance of plugin %s on node %s reported no CSI node ID; wait for its next fingerprint",
-				csi.ErrPluginUnhealthy, name, p.ID, claim.NodeID)
+				csi.ErrPluginUnhealthy, volName(c.Namespace, c.VolumeID), p.ID, claim.NodeID)
 		}
 		claim.ExternalNodeID = ni.ID
 	}
 	if ni != nil && ni.MaxVolumes > 0 {
-		if err := checkMaxVolumes(w.txn, v, claim.NodeID, ni.MaxVolumes); err != nil {
+		if err := w.d.checkMaxVolumes(v, claim.NodeID, ni.MaxVolumes); err != nil {
 			return err
 		}
 	}
@@ -448,13 +484,9 @@ func (c ClaimVolume) apply(w *writer) error {
 	if claim.Mode == csi.ClaimWrite {
 		m = &nv.WriteClaims
 	}
-	if *m == nil {
-		*m = map[string]*csi.Claim{}
-	}
+	own(m)
 	(*m)[claim.AllocationID] = claim
-	if err := w.putVolume(nv); err != nil {
-		return err
-	}
+	w.putVolume(nv)
 	w.claim = claim.Copy()
 	return nil
 }
@@ -477,20 +509,17 @@ func attachedOn(v *csi.Volume, node string) bool {
 	return false
 }
 
-func checkMaxVolumes(txn *memdb.Txn, v *csi.Volume, node string, limit int64) error {
+func (d *db) checkMaxVolumes(v *csi.Volume, node string, limit int64) error {
 	if attachedOn(v, node) {
 		return nil // no new attachment
 	}
-	it, err := txn.Get(tVolumes, iClaimNode, node, v.PluginID)
-	if err != nil {
-		return dbErr("count volumes on node", err)
-	}
 	var n int64
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		if attachedOn(raw.(*csi.Volume), node) {
+	d.volumes.lookup(volumeSpec, volByNode, key2(node, v.PluginID), func(o *csi.Volume) bool {
+		if attachedOn(o, node) {
 			n++
 		}
-	}
+		return true
+	})
 	if n >= limit {
 		return fmt.Errorf("%w: node %s has %d volumes of plugin %s attached, its limit is %d; cannot attach volume %s until one is released, or place the allocation elsewhere",
 			csi.ErrMaxVolumes, node, n, v.PluginID, limit, volName(v.Namespace, v.ID))
@@ -528,14 +557,12 @@ func (c ReleaseClaims) apply(w *writer) error {
 
 // releaseClaims turns the allocation's live claims into past claims.
 func (w *writer) releaseClaims(allocID string, at time.Time) error {
-	it, err := w.txn.Get(tVolumes, iClaimAlloc, allocID)
-	if err != nil {
-		return dbErr("list claims of allocation", err)
-	}
+	// Collect first: the writes below change the index being walked.
 	var vols []*csi.Volume
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		vols = append(vols, raw.(*csi.Volume))
-	}
+	w.d.volumes.lookup(volumeSpec, volByAlloc, key1(allocID), func(v *csi.Volume) bool {
+		vols = append(vols, v)
+		return true
+	})
 	for _, v := range vols {
 		m := claimMap(v, allocID)
 		if m == nil || m == &v.PastClaims {
@@ -546,14 +573,12 @@ func (w *writer) releaseClaims(allocID string, at time.Time) error {
 		nc.ReleasedAt = at
 		normalizeClaim(nc)
 		nv := editable(v)
-		delete(*claimMap(nv, allocID), allocID)
-		if nv.PastClaims == nil {
-			nv.PastClaims = map[string]*csi.Claim{}
-		}
+		m = claimMap(nv, allocID)
+		own(m)
+		delete(*m, allocID)
+		own(&nv.PastClaims)
 		nv.PastClaims[allocID] = nc
-		if err := w.putVolume(nv); err != nil {
-			return err
-		}
+		w.putVolume(nv)
 	}
 	return nil
 }
@@ -615,7 +640,7 @@ func (c FreeClaim) apply(w *writer) error {
 
 // --- nodes and plugins ---
 
-type instanceKey struct {
+type pluginRole struct {
 	plugin string
 	role   csi.PluginType
 }
@@ -632,11 +657,11 @@ func roles(t csi.PluginType) []csi.PluginType {
 	return nil
 }
 
-func expand(list []*csi.PluginInfo) map[instanceKey]*csi.PluginInfo {
-	m := map[instanceKey]*csi.PluginInfo{}
+func expand(list []*csi.PluginInfo) map[pluginRole]*csi.PluginInfo {
+	m := map[pluginRole]*csi.PluginInfo{}
 	for _, p := range list {
 		for _, r := range roles(p.Type) {
-			m[instanceKey{p.PluginID, r}] = p
+			m[pluginRole{p.PluginID, r}] = p
 		}
 	}
 	return m
@@ -673,7 +698,7 @@ func (c UpsertNodePlugins) apply(w *writer) error {
 	if err := csi.ValidateNodeID(c.NodeID); err != nil {
 		return err
 	}
-	seen := map[instanceKey]bool{}
+	seen := map[pluginRole]bool{}
 	list := make([]*csi.PluginInfo, 0, len(c.Plugins))
 	for i := range c.Plugins {
 		p := &c.Plugins[i]
@@ -681,7 +706,7 @@ func (c UpsertNodePlugins) apply(w *writer) error {
 			return err
 		}
 		for _, r := range roles(p.Type) {
-			k := instanceKey{p.PluginID, r}
+			k := pluginRole{p.PluginID, r}
 			if seen[k] {
 				return fmt.Errorf("%w: node %s reports plugin %s as a %s instance twice; send one fingerprint per plugin and role",
 					csi.ErrInvalidRequest, c.NodeID, p.PluginID, r)
@@ -689,11 +714,7 @@ func (c UpsertNodePlugins) apply(w *writer) error {
 			seen[k] = true
 		}
 		if p.AllocationID != "" {
-			a, err := getAllocation(w.txn, p.AllocationID)
-			if err != nil {
-				return err
-			}
-			if a != nil && a.Terminal {
+			if a := w.d.allocation(p.AllocationID); a != nil && a.Terminal {
 				continue // a late report from a stopped plugin task
 			}
 		}
@@ -707,31 +728,30 @@ func (c UpsertNodePlugins) apply(w *writer) error {
 		}
 		return strings.Compare(string(a.Type), string(b.Type))
 	})
-	return w.setNodePlugins(c.NodeID, list, false)
+	w.setNodePlugins(c.NodeID, list, false)
+	return nil
 }
 
 func (c DeleteNode) apply(w *writer) error {
 	if err := csi.ValidateNodeID(c.NodeID); err != nil {
 		return err
 	}
-	return w.setNodePlugins(c.NodeID, nil, true)
+	w.setNodePlugins(c.NodeID, nil, true)
+	return nil
 }
 
 // setNodePlugins replaces a node's instances with list (or deletes the
 // node when remove is set) and records the effect on each plugin.
-func (w *writer) setNodePlugins(nodeID string, list []*csi.PluginInfo, remove bool) error {
-	old, err := getNode(w.txn, nodeID)
-	if err != nil {
-		return err
-	}
+func (w *writer) setNodePlugins(nodeID string, list []*csi.PluginInfo, remove bool) {
+	old := w.d.node(nodeID)
 	if old == nil && remove {
-		return nil
+		return
 	}
 	var oldList []*csi.PluginInfo
 	if old != nil {
 		oldList = old.Plugins
 		if !remove && reflect.DeepEqual(oldList, nilIfEmptySlice(list)) {
-			return nil // a repeated report changes nothing and wakes no one
+			return // a repeated report changes nothing and wakes no one
 		}
 	}
 	oldM, newM := expand(oldList), expand(list)
@@ -741,7 +761,7 @@ func (w *writer) setNodePlugins(nodeID string, list []*csi.PluginInfo, remove bo
 			keys = append(keys, k)
 		}
 	}
-	slices.SortFunc(keys, func(a, b instanceKey) int {
+	slices.SortFunc(keys, func(a, b pluginRole) int {
 		if c := strings.Compare(a.plugin, b.plugin); c != 0 {
 			return c
 		}
@@ -757,26 +777,23 @@ func (w *writer) setNodePlugins(nodeID string, list []*csi.PluginInfo, remove bo
 			pc.nodesHealthy += d
 		}
 		if n == nil {
-			if err := w.delete(tInstances, &instance{PluginID: k.plugin, Role: k.role, NodeID: nodeID}); err != nil {
-				return err
-			}
+			w.deleteInstance(k.plugin, k.role, nodeID)
 			continue
 		}
-		if err := w.insert(tInstances, &instance{PluginID: k.plugin, Role: k.role, NodeID: nodeID, Info: n}); err != nil {
-			return err
-		}
+		w.putInstance(&instance{PluginID: k.plugin, Role: k.role, NodeID: nodeID, Info: n})
 		if n.Healthy {
 			pc.metas = append(pc.metas, n)
 		}
 	}
 	if remove {
-		return w.delete(tNodes, old)
+		w.deleteNode(old)
+		return
 	}
 	row := &Node{ID: nodeID, Plugins: nilIfEmptySlice(list), CreateIndex: w.index, ModifyIndex: w.index}
 	if old != nil {
 		row.CreateIndex = old.CreateIndex
 	}
-	return w.insert(tNodes, row)
+	w.putNode(row)
 }
 
 func healthy(p *csi.PluginInfo) int {
@@ -789,38 +806,29 @@ func healthy(p *csi.PluginInfo) int {
 // finishPlugins writes the plugin rows the command affected: it creates
 // a plugin from a healthy instance, updates counts and metadata, and
 // deletes a plugin left without instances.
-func (w *writer) finishPlugins() error {
+func (w *writer) finishPlugins() {
+	if len(w.plugins) == 0 {
+		return
+	}
 	ids := slices.Sorted(maps.Keys(w.plugins))
 	changes := w.plugins
-	w.plugins = map[string]*pluginChange{}
+	w.plugins = nil
 	for _, id := range ids {
 		pc := changes[id]
-		row, err := getPlugin(w.txn, id)
-		if err != nil {
-			return err
-		}
-		exists, err := hasInstances(w.txn, id)
-		if err != nil {
-			return err
-		}
+		row := w.d.plugin(id)
+		exists := w.d.hasInstances(id)
 		if row == nil {
 			if len(pc.metas) == 0 || !exists {
 				continue
 			}
 			p := &csi.Plugin{ID: id, CreateIndex: w.index, ModifyIndex: w.index}
 			setPluginMeta(p, pc.metas)
-			if err := recountPlugin(w.txn, p); err != nil {
-				return err
-			}
-			if err := w.insert(tPlugins, p); err != nil {
-				return err
-			}
+			w.d.recountPlugin(p)
+			w.putPlugin(p)
 			continue
 		}
 		if !exists {
-			if err := w.delete(tPlugins, row); err != nil {
-				return err
-			}
+			w.deletePlugin(row)
 			continue
 		}
 		p := row.Copy()
@@ -830,11 +838,8 @@ func (w *writer) finishPlugins() error {
 		p.NodesExpected += pc.nodesExpected
 		setPluginMeta(p, pc.metas)
 		p.ModifyIndex = w.index
-		if err := w.insert(tPlugins, p); err != nil {
-			return err
-		}
+		w.putPlugin(p)
 	}
-	return nil
 }
 
 // setPluginMeta takes a plugin's metadata from healthy instances, in the
@@ -857,29 +862,21 @@ func setPluginMeta(p *csi.Plugin, infos []*csi.PluginInfo) {
 // recountPlugin computes a new plugin row's counts from its instances and
 // running allocations. Later changes adjust them incrementally, so a
 // fingerprint from one node never walks every node of a large cluster.
-func recountPlugin(txn *memdb.Txn, p *csi.Plugin) error {
+func (d *db) recountPlugin(p *csi.Plugin) {
 	p.ControllersHealthy, p.NodesHealthy, p.ControllersExpected, p.NodesExpected = 0, 0, 0, 0
-	err := eachInstance(txn, p.ID, "", func(in *instance) error {
+	d.eachInstance(p.ID, "", func(in *instance) {
 		if in.Role == csi.PluginTypeController {
 			p.ControllersHealthy += healthy(in.Info)
 		} else {
 			p.NodesHealthy += healthy(in.Info)
 		}
-		return nil
 	})
-	if err != nil {
-		return err
-	}
-	it, err := txn.Get(tAllocations, iPlugin, p.ID)
-	if err != nil {
-		return dbErr("list plugin allocations", err)
-	}
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		c, n := expected(raw.(*csi.Allocation), p.ID)
+	d.allocs.lookup(allocationSpec, allocByPlugin, key1(p.ID), func(a *csi.Allocation) bool {
+		c, n := expected(a, p.ID)
 		p.ControllersExpected += c
 		p.NodesExpected += n
-	}
-	return nil
+		return true
+	})
 }
 
 // allocPluginIDs returns the distinct plugins a running allocation runs,
@@ -975,10 +972,7 @@ func (w *writer) upsertAllocation(a *csi.Allocation, releasedAt time.Time) error
 	if len(a.Plugins) == 0 {
 		a.Plugins = nil
 	}
-	old, err := getAllocation(w.txn, a.ID)
-	if err != nil {
-		return err
-	}
+	old := w.d.allocation(a.ID)
 	a.CreateIndex, a.ModifyIndex = w.index, w.index
 	if old != nil {
 		switch {
@@ -998,9 +992,7 @@ func (w *writer) upsertAllocation(a *csi.Allocation, releasedAt time.Time) error
 		}
 		a.ModifyIndex = w.index
 	}
-	if err := w.insert(tAllocations, a); err != nil {
-		return err
-	}
+	w.putAllocation(a)
 	for _, x := range []*csi.Allocation{old, a} {
 		sign := 1
 		if x == old {
@@ -1019,32 +1011,24 @@ func (w *writer) upsertAllocation(a *csi.Allocation, releasedAt time.Time) error
 	if err := w.releaseClaims(a.ID, releasedAt); err != nil {
 		return err
 	}
-	return w.dropInstances(a)
+	w.dropInstances(a)
+	return nil
 }
 
 // dropInstances removes the plugin instances a terminal allocation ran,
 // on whichever nodes reported them.
-func (w *writer) dropInstances(a *csi.Allocation) error {
-	it, err := w.txn.Get(tInstances, iAlloc, a.ID)
-	if err != nil {
-		return dbErr("list instances of allocation", err)
-	}
+func (w *writer) dropInstances(a *csi.Allocation) {
 	var nodes []string
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		nodes = append(nodes, raw.(*instance).NodeID)
-	}
+	w.d.instances.lookup(instanceSpec, instByAlloc, key1(a.ID), func(in *instance) bool {
+		nodes = append(nodes, in.NodeID)
+		return true
+	})
 	slices.Sort(nodes)
 	for _, id := range slices.Compact(nodes) {
-		n, err := getNode(w.txn, id)
-		if err != nil {
-			return err
-		}
+		n := w.d.node(id)
 		keep := slices.DeleteFunc(slices.Clone(n.Plugins), func(p *csi.PluginInfo) bool { return p.AllocationID == a.ID })
-		if err := w.setNodePlugins(id, keep, false); err != nil {
-			return err
-		}
+		w.setNodePlugins(id, keep, false)
 	}
-	return nil
 }
 
 func (c DeleteAllocations) apply(w *writer) error {
@@ -1052,10 +1036,7 @@ func (c DeleteAllocations) apply(w *writer) error {
 		if err := csi.ValidateAllocationID(id); err != nil {
 			return err
 		}
-		a, err := getAllocation(w.txn, id)
-		if err != nil {
-			return err
-		}
+		a := w.d.allocation(id)
 		if a == nil {
 			continue
 		}
@@ -1063,9 +1044,7 @@ func (c DeleteAllocations) apply(w *writer) error {
 			return fmt.Errorf("%w: allocation %s is still running; upsert it as terminal before deleting it",
 				csi.ErrInvalidRequest, id)
 		}
-		if err := w.delete(tAllocations, a); err != nil {
-			return err
-		}
+		w.deleteAllocation(a)
 	}
 	return nil
 }

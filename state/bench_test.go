@@ -341,3 +341,86 @@ func BenchmarkAllocationsByNode(b *testing.B) {
 		},
 	}.run(b)
 }
+
+// lifecycleCommands are the commands one bare lifecycle of the plugintest
+// harness applies to its fresh store, in order, as the csikit stack
+// builds them: the node's fingerprint, the two allocations, the
+// registration of the created volume, two claims each followed by the
+// ControllerPublish result, the allocations turning terminal (which
+// releases both claims), the release worker's node-detach checkpoints
+// and frees, and the deregistration.
+func lifecycleCommands() []state.Command {
+	const (
+		ns, node, plugin, vol = "plugintest", "plugintest-node", "plugintest", "vol-34236e4a732a"
+	)
+	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	fs := csi.Capability{AccessMode: csi.AccessModeSingleNodeWriter, AttachmentMode: csi.AttachmentModeFileSystem}
+	allocs := func(terminal bool) []csi.Allocation {
+		return []csi.Allocation{
+			{ID: "alloc-1", Namespace: ns, NodeID: node, JobID: "plugintest", Terminal: terminal},
+			{ID: "alloc-2", Namespace: ns, NodeID: node, JobID: "plugintest", Terminal: terminal},
+		}
+	}
+	claim := func(alloc string, mode csi.ClaimMode) state.ClaimVolume {
+		return state.ClaimVolume{Namespace: ns, VolumeID: vol, Claim: csi.Claim{
+			AllocationID: alloc, NodeID: node, Mode: mode, AccessMode: fs.AccessMode, AttachmentMode: fs.AttachmentMode,
+		}}
+	}
+	publish := func(alloc string) state.SetPublishContext {
+		return state.SetPublishContext{Namespace: ns, VolumeID: vol, AllocationID: alloc,
+			PublishContext: map[string]string{"devicePath": "/dev/fake-vol-2"}}
+	}
+	detached := func(alloc string) state.CheckpointClaim {
+		return state.CheckpointClaim{Namespace: ns, VolumeID: vol, AllocationID: alloc, State: csi.ClaimNodeDetached}
+	}
+	return []state.Command{
+		state.UpsertNodePlugins{NodeID: node, Plugins: []csi.PluginInfo{{
+			PluginID: plugin, AllocationID: "plugin", Type: csi.PluginTypeMonolith, Healthy: true, UpdateTime: at,
+			Provider: "csitest.csikit.io", ProviderVersion: "1.0.0", RequiresController: true,
+			ControllerInfo: &csi.ControllerInfo{Capabilities: csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true}},
+			NodeInfo:       &csi.NodeInfo{ID: "csitest-node", Capabilities: csi.NodeCapabilities{StageUnstageVolume: true}},
+		}}},
+		state.UpsertAllocations{Allocations: allocs(false)},
+		state.RegisterVolume{Volume: csi.Volume{
+			ID: vol, Namespace: ns, Name: "plugintest-34236e4a732a", ExternalID: "vol-2", PluginID: plugin,
+			Capabilities: []csi.Capability{fs}, Context: map[string]string{"name": "plugintest-34236e4a732a"},
+			Capacity: 1 << 30,
+		}},
+		claim("alloc-1", csi.ClaimWrite),
+		publish("alloc-1"),
+		claim("alloc-2", csi.ClaimRead),
+		publish("alloc-2"),
+		state.UpsertAllocations{Allocations: allocs(true), ReleasedAt: at.Add(time.Second)},
+		detached("alloc-1"),
+		detached("alloc-2"),
+		state.FreeClaim{Namespace: ns, VolumeID: vol, AllocationID: "alloc-1"},
+		state.FreeClaim{Namespace: ns, VolumeID: vol, AllocationID: "alloc-2"},
+		state.DeregisterVolume{Namespace: ns, VolumeID: vol},
+	}
+}
+
+// BenchmarkApply_Lifecycle applies the commands of one bare plugintest
+// lifecycle (lifecycleCommands) to a fresh store, as each lifecycle of
+// plugintest's BenchmarkLifecycle does; building the store is not
+// timed. ns/lifecycle is the median time of the whole sequence,
+// ns/command that divided by the number of commands; allocs/op and B/op
+// are per lifecycle.
+func BenchmarkApply_Lifecycle(b *testing.B) {
+	cmds := lifecycleCommands()
+	var times []time.Duration
+	b.ReportAllocs()
+	for b.Loop() {
+		b.StopTimer()
+		s := newMemStore(b)
+		b.StartTimer()
+		start := time.Now()
+		for i, cmd := range cmds {
+			if _, err := s.Apply(uint64(i+1), cmd); err != nil {
+				b.Fatalf("apply %s: %v", cmd.Kind(), err)
+			}
+		}
+		times = append(times, time.Since(start))
+	}
+	b.ReportMetric(median(times), "ns/lifecycle")
+	b.ReportMetric(median(times)/float64(len(cmds)), "ns/command")
+}

@@ -9,7 +9,6 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/go-memdb"
 )
 
 // Config configures a MemStore.
@@ -19,14 +18,16 @@ type Config struct {
 	Logger hclog.Logger
 }
 
-// MemStore is the in-memory Store, built on hashicorp/go-memdb. It is
-// also a Snapshotter.
+// MemStore is the in-memory Store. It is also a Snapshotter.
 //
-// Reads run concurrently with each other and with writes, each on a
-// consistent snapshot of the whole state. Writes (Apply, Restore) are
-// serialized. Stored objects are never changed in place: a write copies
-// what it changes and inserts the copy, and every read returns a copy the
-// caller owns.
+// Its state is immutable: every table and index is a copy-on-write
+// B-tree, and a write builds the next state beside the current one,
+// sharing what it did not change, then publishes it with one atomic
+// store. Reads run concurrently with each other and with writes, each on
+// the state published when it began, without locks. Writes (Apply,
+// Restore) are serialized. Stored objects are never changed in place: a
+// write copies what it changes and stores the copy, and every read
+// returns a copy the caller owns.
 type MemStore struct {
 	logger hclog.Logger
 
@@ -34,14 +35,7 @@ type MemStore struct {
 	writeMu sync.Mutex
 	last    uint64
 
-	gen atomic.Pointer[generation]
-}
-
-// generation is one database; Restore replaces it whole.
-type generation struct {
-	db *memdb.MemDB
-	// replaced is closed when a restore replaces db, to wake Wait.
-	replaced chan struct{}
+	root atomic.Pointer[db]
 }
 
 var (
@@ -54,56 +48,50 @@ func NewMemStore(cfg Config) (*MemStore, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	db, err := newDB()
-	if err != nil {
-		return nil, err
-	}
 	s := &MemStore{logger: cfg.Logger}
-	s.gen.Store(&generation{db: db, replaced: make(chan struct{})})
+	s.root.Store(emptyDB())
 	return s, nil
 }
 
-func newDB() (*memdb.MemDB, error) {
-	db, err := memdb.NewMemDB(schema())
-	if err != nil {
-		return nil, fmt.Errorf("state: build schema: %w", err)
-	}
-	txn := db.Txn(true)
-	defer txn.Abort()
-	for _, t := range Tables() {
-		if err := txn.Insert(tIndex, &indexRow{Table: t}); err != nil {
-			return nil, fmt.Errorf("state: init index of %s: %w", t, err)
-		}
-	}
-	txn.Commit()
-	return db, nil
-}
-
-func (s *MemStore) read() *memdb.Txn { return s.gen.Load().db.Txn(false) }
+func (s *MemStore) read() *db { return s.root.Load() }
 
 // Volume implements VolumeReader.
 func (s *MemStore) Volume(namespace, id string) (*csi.Volume, error) {
 	if err := validateVolumeRef(namespace, id); err != nil {
 		return nil, err
 	}
-	txn := s.read()
-	v, err := getVolume(txn, namespace, id)
+	d := s.read()
+	v, err := d.getVolume(namespace, id)
 	if err != nil {
 		return nil, err
 	}
-	return viewVolume(txn, v, nil)
+	return d.viewVolume(v, nil), nil
 }
 
 // Volumes implements VolumeReader.
 func (s *MemStore) Volumes(namespace, idPrefix string) ([]*csi.Volume, error) {
-	txn := s.read()
+	d := s.read()
 	if namespace == "" {
-		return listVolumes(txn, iID, func(v *csi.Volume) bool { return strings.HasPrefix(v.ID, idPrefix) })
+		var out []*csi.Volume
+		cache := map[string]*csi.Plugin{}
+		d.volumes.scan("", func(v *csi.Volume) bool {
+			if strings.HasPrefix(v.ID, idPrefix) {
+				out = append(out, d.viewVolume(v, cache))
+			}
+			return true
+		})
+		return out, nil
 	}
 	if err := csi.ValidateNamespace(namespace); err != nil {
 		return nil, err
 	}
-	return listVolumes(txn, iID+"_prefix", nil, namespace, idPrefix)
+	var out []*csi.Volume
+	cache := map[string]*csi.Plugin{}
+	d.volumes.scan(key1(namespace)+idPrefix, func(v *csi.Volume) bool {
+		out = append(out, d.viewVolume(v, cache))
+		return true
+	})
+	return out, nil
 }
 
 // VolumesByPlugin implements VolumeReader.
@@ -111,7 +99,7 @@ func (s *MemStore) VolumesByPlugin(pluginID string) ([]*csi.Volume, error) {
 	if err := csi.ValidatePluginID(pluginID); err != nil {
 		return nil, err
 	}
-	return listVolumes(s.read(), iPlugin, nil, pluginID)
+	return s.read().volumesBy(volByPlugin, key1(pluginID)), nil
 }
 
 // VolumesByNode implements VolumeReader.
@@ -119,10 +107,7 @@ func (s *MemStore) VolumesByNode(nodeID string) ([]*csi.Volume, error) {
 	if err := csi.ValidateNodeID(nodeID); err != nil {
 		return nil, err
 	}
-	vols, err := listVolumes(s.read(), iClaimNode+"_prefix", nil, nodeID, "")
-	if err != nil {
-		return nil, err
-	}
+	vols := s.read().volumesBy(volByNode, key1(nodeID))
 	// The index orders by (node, plugin, volume); the contract says
 	// (namespace, ID).
 	sortVolumes(vols)
@@ -131,22 +116,19 @@ func (s *MemStore) VolumesByNode(nodeID string) ([]*csi.Volume, error) {
 
 // VolumesWithPastClaims implements VolumeReader.
 func (s *MemStore) VolumesWithPastClaims() ([]*csi.Volume, error) {
-	return listVolumes(s.read(), iPast, nil, "past")
+	return s.read().volumesBy(volPast, ""), nil
 }
 
 // PastClaimVolumeIDs implements VolumeReader.
 func (s *MemStore) PastClaimVolumeIDs() ([]VolumeStamp, error) {
-	it, err := s.read().Get(tVolumes, iPast, "past")
-	if err != nil {
-		return nil, dbErr("list volumes with past claims", err)
-	}
+	d := s.read()
 	var out []VolumeStamp
-	for raw := it.Next(); raw != nil; raw = it.Next() {
+	d.volumes.lookup(volumeSpec, volPast, "", func(v *csi.Volume) bool {
 		// Stored volumes are never changed in place, and strings are
 		// immutable: the stamp can share the stored ID strings.
-		v := raw.(*csi.Volume)
 		out = append(out, VolumeStamp{VolumeKey: VolumeKey{Namespace: v.Namespace, ID: v.ID}, ModifyIndex: v.ModifyIndex})
-	}
+		return true
+	})
 	return out, nil
 }
 
@@ -155,32 +137,22 @@ func (s *MemStore) Plugin(id string) (*csi.Plugin, error) {
 	if err := csi.ValidatePluginID(id); err != nil {
 		return nil, err
 	}
-	txn := s.read()
-	p, err := getPlugin(txn, id)
-	if err != nil {
-		return nil, err
-	}
+	d := s.read()
+	p := d.plugin(id)
 	if p == nil {
 		return nil, pluginNotFound(id)
 	}
-	return viewPlugin(txn, p)
+	return d.viewPlugin(p), nil
 }
 
 // Plugins implements PluginReader.
 func (s *MemStore) Plugins() ([]*csi.Plugin, error) {
-	txn := s.read()
-	it, err := txn.Get(tPlugins, iID)
-	if err != nil {
-		return nil, dbErr("list plugins", err)
-	}
+	d := s.read()
 	var out []*csi.Plugin
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		p, err := viewPlugin(txn, raw.(*csi.Plugin))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, p)
-	}
+	d.plugins.scan("", func(p *csi.Plugin) bool {
+		out = append(out, d.viewPlugin(p))
+		return true
+	})
 	return out, nil
 }
 
@@ -189,22 +161,17 @@ func (s *MemStore) HealthyControllers(pluginID string) (map[string]*csi.PluginIn
 	if err := csi.ValidatePluginID(pluginID); err != nil {
 		return nil, err
 	}
-	txn := s.read()
-	p, err := getPlugin(txn, pluginID)
-	if err != nil {
-		return nil, err
-	}
-	if p == nil {
+	d := s.read()
+	if d.plugin(pluginID) == nil {
 		return nil, pluginNotFound(pluginID)
 	}
 	out := map[string]*csi.PluginInfo{}
-	err = eachInstance(txn, pluginID, csi.PluginTypeController, func(in *instance) error {
+	d.eachInstance(pluginID, csi.PluginTypeController, func(in *instance) {
 		if in.Info.Healthy {
 			out[in.NodeID] = in.Info.Copy()
 		}
-		return nil
 	})
-	return out, err
+	return out, nil
 }
 
 // Node implements NodeReader.
@@ -212,10 +179,7 @@ func (s *MemStore) Node(id string) (*Node, error) {
 	if err := csi.ValidateNodeID(id); err != nil {
 		return nil, err
 	}
-	n, err := getNode(s.read(), id)
-	if err != nil {
-		return nil, err
-	}
+	n := s.read().node(id)
 	if n == nil {
 		return nil, fmt.Errorf("%w: node %s has reported no plugins", csi.ErrNodeNotFound, id)
 	}
@@ -227,10 +191,7 @@ func (s *MemStore) Allocation(id string) (*csi.Allocation, error) {
 	if err := csi.ValidateAllocationID(id); err != nil {
 		return nil, err
 	}
-	a, err := getAllocation(s.read(), id)
-	if err != nil {
-		return nil, err
-	}
+	a := s.read().allocation(id)
 	if a == nil {
 		return nil, allocationNotFound(id)
 	}
@@ -242,41 +203,24 @@ func (s *MemStore) AllocationsByNode(nodeID string) ([]*csi.Allocation, error) {
 	if err := csi.ValidateNodeID(nodeID); err != nil {
 		return nil, err
 	}
-	it, err := s.read().Get(tAllocations, iNode, nodeID)
-	if err != nil {
-		return nil, dbErr("list allocations of node "+nodeID, err)
-	}
 	var out []*csi.Allocation
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, raw.(*csi.Allocation).Copy())
-	}
+	s.read().allocs.lookup(allocationSpec, allocByNode, key1(nodeID), func(a *csi.Allocation) bool {
+		out = append(out, a.Copy())
+		return true
+	})
 	return out, nil
 }
 
 // --- lookups shared by reads and writes ---
 
-func dbErr(what string, err error) error {
-	return fmt.Errorf("state: %s: %w", what, err)
-}
-
-func getOne[T any](txn *memdb.Txn, table string, args ...any) (T, error) {
-	var zero T
-	raw, err := txn.First(table, iID, args...)
-	if err != nil {
-		return zero, dbErr("read "+table, err)
-	}
-	if raw == nil {
-		return zero, nil
-	}
-	return raw.(T), nil
+func get[T comparable](t *table[T], pk string) T {
+	row, _ := t.get(pk)
+	return row
 }
 
 // getVolume returns the stored volume (not a copy) or ErrVolumeNotFound.
-func getVolume(txn *memdb.Txn, ns, id string) (*csi.Volume, error) {
-	v, err := getOne[*csi.Volume](txn, tVolumes, ns, id)
-	if err != nil {
-		return nil, err
-	}
+func (d *db) getVolume(ns, id string) (*csi.Volume, error) {
+	v := get(&d.volumes, volumeKey(ns, id))
 	if v == nil {
 		return nil, fmt.Errorf("%w: volume %s is not registered in namespace %s; register it first",
 			csi.ErrVolumeNotFound, id, ns)
@@ -284,20 +228,13 @@ func getVolume(txn *memdb.Txn, ns, id string) (*csi.Volume, error) {
 	return v, nil
 }
 
-func getPlugin(txn *memdb.Txn, id string) (*csi.Plugin, error) {
-	return getOne[*csi.Plugin](txn, tPlugins, id)
-}
+// The stored row (not a copy), or nil.
+func (d *db) plugin(id string) *csi.Plugin         { return get(&d.plugins, key1(id)) }
+func (d *db) node(id string) *Node                 { return get(&d.nodes, key1(id)) }
+func (d *db) allocation(id string) *csi.Allocation { return get(&d.allocs, key1(id)) }
 
-func getNode(txn *memdb.Txn, id string) (*Node, error) {
-	return getOne[*Node](txn, tNodes, id)
-}
-
-func getAllocation(txn *memdb.Txn, id string) (*csi.Allocation, error) {
-	return getOne[*csi.Allocation](txn, tAllocations, id)
-}
-
-func getInstance(txn *memdb.Txn, pluginID string, role csi.PluginType, nodeID string) (*instance, error) {
-	return getOne[*instance](txn, tInstances, pluginID, string(role), nodeID)
+func (d *db) instance(pluginID string, role csi.PluginType, nodeID string) *instance {
+	return get(&d.instances, instanceKey(pluginID, role, nodeID))
 }
 
 func pluginNotFound(id string) error {
@@ -311,51 +248,33 @@ func allocationNotFound(id string) error {
 }
 
 // eachInstance calls fn for every instance of a plugin in a role, or in
-// both roles when role is "".
-func eachInstance(txn *memdb.Txn, pluginID string, role csi.PluginType, fn func(*instance) error) error {
-	args := []any{pluginID, ""}
+// both roles when role is "", in (role, node) order.
+func (d *db) eachInstance(pluginID string, role csi.PluginType, fn func(*instance)) {
+	p := key1(pluginID)
 	if role != "" {
-		args = []any{pluginID, string(role), ""}
+		p = key2(pluginID, string(role))
 	}
-	it, err := txn.Get(tInstances, iID+"_prefix", args...)
-	if err != nil {
-		return dbErr("list plugin instances", err)
-	}
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		if err := fn(raw.(*instance)); err != nil {
-			return err
-		}
-	}
-	return nil
+	d.instances.scan(p, func(in *instance) bool {
+		fn(in)
+		return true
+	})
 }
 
-func hasInstances(txn *memdb.Txn, pluginID string) (bool, error) {
-	raw, err := txn.First(tInstances, iID+"_prefix", pluginID, "")
-	if err != nil {
-		return false, dbErr("read plugin instances", err)
-	}
-	return raw != nil, nil
+func (d *db) hasInstances(pluginID string) bool {
+	_, _, ok := d.instances.rows.first(key1(pluginID))
+	return ok
 }
 
-func listVolumes(txn *memdb.Txn, index string, keep func(*csi.Volume) bool, args ...any) ([]*csi.Volume, error) {
-	it, err := txn.Get(tVolumes, index, args...)
-	if err != nil {
-		return nil, dbErr("list volumes", err)
-	}
-	plugins := map[string]*csi.Plugin{}
+// volumesBy returns copies of the volumes of a volume index whose key
+// starts with p, in index order.
+func (d *db) volumesBy(index int, p string) []*csi.Volume {
 	var out []*csi.Volume
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		v := raw.(*csi.Volume)
-		if keep != nil && !keep(v) {
-			continue
-		}
-		view, err := viewVolume(txn, v, plugins)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, view)
-	}
-	return out, nil
+	cache := map[string]*csi.Plugin{}
+	d.volumes.lookup(volumeSpec, index, p, func(v *csi.Volume) bool {
+		out = append(out, d.viewVolume(v, cache))
+		return true
+	})
+	return out
 }
 
 func sortVolumes(vols []*csi.Volume) {
@@ -369,13 +288,10 @@ func sortVolumes(vols []*csi.Volume) {
 
 // viewVolume returns a copy of a stored volume with its plugin's fields
 // filled in. cache, if not nil, remembers plugins across a list.
-func viewVolume(txn *memdb.Txn, v *csi.Volume, cache map[string]*csi.Plugin) (*csi.Volume, error) {
+func (d *db) viewVolume(v *csi.Volume, cache map[string]*csi.Plugin) *csi.Volume {
 	p, ok := cache[v.PluginID]
 	if !ok {
-		var err error
-		if p, err = getPlugin(txn, v.PluginID); err != nil {
-			return nil, err
-		}
+		p = d.plugin(v.PluginID)
 		if cache != nil {
 			cache[v.PluginID] = p
 		}
@@ -392,14 +308,14 @@ func viewVolume(txn *memdb.Txn, v *csi.Volume, cache map[string]*csi.Plugin) (*c
 		out.NodesHealthy = p.NodesHealthy
 		out.NodesExpected = p.NodesExpected
 	}
-	return out, nil
+	return out
 }
 
 // viewPlugin assembles a plugin from its row, its instances and the
 // running allocations that run it.
-func viewPlugin(txn *memdb.Txn, row *csi.Plugin) (*csi.Plugin, error) {
+func (d *db) viewPlugin(row *csi.Plugin) *csi.Plugin {
 	p := row.Copy()
-	err := eachInstance(txn, row.ID, "", func(in *instance) error {
+	d.eachInstance(row.ID, "", func(in *instance) {
 		m := &p.Nodes
 		if in.Role == csi.PluginTypeController {
 			m = &p.Controllers
@@ -408,17 +324,8 @@ func viewPlugin(txn *memdb.Txn, row *csi.Plugin) (*csi.Plugin, error) {
 			*m = map[string]*csi.PluginInfo{}
 		}
 		(*m)[in.NodeID] = in.Info.Copy()
-		return nil
 	})
-	if err != nil {
-		return nil, err
-	}
-	it, err := txn.Get(tAllocations, iPlugin, row.ID)
-	if err != nil {
-		return nil, dbErr("list plugin allocations", err)
-	}
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		a := raw.(*csi.Allocation)
+	d.allocs.lookup(allocationSpec, allocByPlugin, key1(row.ID), func(a *csi.Allocation) bool {
 		for _, ap := range a.Plugins {
 			if ap.PluginID == row.ID {
 				p.Allocations = append(p.Allocations, csi.PluginAllocation{
@@ -426,7 +333,8 @@ func viewPlugin(txn *memdb.Txn, row *csi.Plugin) (*csi.Plugin, error) {
 				})
 			}
 		}
-	}
+		return true
+	})
 	// The index yields allocation order; the contract adds the type.
 	slices.SortStableFunc(p.Allocations, func(a, b csi.PluginAllocation) int {
 		if c := strings.Compare(a.AllocationID, b.AllocationID); c != 0 {
@@ -434,5 +342,5 @@ func viewPlugin(txn *memdb.Txn, row *csi.Plugin) (*csi.Plugin, error) {
 		}
 		return strings.Compare(string(a.Type), string(b.Type))
 	})
-	return p, nil
+	return p
 }

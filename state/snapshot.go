@@ -12,7 +12,7 @@ import (
 	"io"
 
 	"github.com/csikit/csikit/csi"
-	"github.com/hashicorp/go-memdb"
+	"slices"
 )
 
 // ErrBadSnapshot is matched by every Restore error caused by the
@@ -34,10 +34,16 @@ const (
 	snapshotVersion = 1
 )
 
-// snapshotTables are the tables written, in order.
-func snapshotTables() []string {
-	return []string{tIndex, tVolumes, tPlugins, tNodes, tAllocations}
-}
+// Snapshot table names, in the order they are written. The index rows
+// come first, sorted by table name; then the rows of each table in
+// primary key order.
+const (
+	snapIndex       = "index"
+	snapVolumes     = "volumes"
+	snapPlugins     = "plugins"
+	snapNodes       = "nodes"
+	snapAllocations = "allocations"
+)
 
 type snapshotHeader struct {
 	Format  string `json:"format"`
@@ -55,45 +61,72 @@ type snapshotTrailer struct {
 	CRC32 uint32 `json:"crc32"`
 }
 
-// Snapshot implements Snapshotter. It writes one consistent state, read
-// from a memdb snapshot, so writes go on meanwhile.
+// Snapshot implements Snapshotter. It writes the state published when it
+// began, so writes go on meanwhile.
 func (s *MemStore) Snapshot(ctx context.Context, w io.Writer) error {
-	txn := s.read()
+	d := s.read()
 	bw := bufio.NewWriter(w)
 	sum := crc32.NewIEEE()
-	body := io.MultiWriter(bw, sum)
-	if err := writeJSONLine(body, snapshotHeader{Format: snapshotFormat, Version: snapshotVersion}); err != nil {
+	sw := &snapshotWriter{ctx: ctx, body: io.MultiWriter(bw, sum)}
+	if err := writeJSONLine(sw.body, snapshotHeader{Format: snapshotFormat, Version: snapshotVersion}); err != nil {
 		return err
 	}
-	rows := 0
-	for _, table := range snapshotTables() {
-		it, err := txn.Get(table, iID)
-		if err != nil {
-			return dbErr("snapshot "+table, err)
-		}
-		for raw := it.Next(); raw != nil; raw = it.Next() {
-			if rows%1024 == 0 {
-				if err := ctx.Err(); err != nil {
-					return err
-				}
-			}
-			row, err := json.Marshal(raw)
-			if err != nil {
-				return fmt.Errorf("state: snapshot %s row: %w", table, err)
-			}
-			if err := writeJSONLine(body, snapshotLine{Table: table, Row: row}); err != nil {
-				return err
-			}
-			rows++
+	tables := Tables()
+	slices.Sort(tables)
+	for _, t := range tables {
+		id, _ := t.id()
+		if err := sw.row(snapIndex, &indexRow{Table: t, Index: d.index[id]}); err != nil {
+			return err
 		}
 	}
-	if err := writeJSONLine(bw, snapshotTrailer{End: true, Rows: rows, CRC32: sum.Sum32()}); err != nil {
+	writeRows(sw, snapVolumes, &d.volumes)
+	writeRows(sw, snapPlugins, &d.plugins)
+	writeRows(sw, snapNodes, &d.nodes)
+	writeRows(sw, snapAllocations, &d.allocs)
+	if sw.err != nil {
+		return sw.err
+	}
+	if err := writeJSONLine(bw, snapshotTrailer{End: true, Rows: sw.rows, CRC32: sum.Sum32()}); err != nil {
 		return err
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("state: write snapshot: %w", err)
 	}
 	return nil
+}
+
+// snapshotWriter writes row lines and counts them; it keeps the first
+// error and writes nothing after it.
+type snapshotWriter struct {
+	ctx  context.Context
+	body io.Writer
+	rows int
+	err  error
+}
+
+func (sw *snapshotWriter) row(table string, row any) error {
+	if sw.err != nil {
+		return sw.err
+	}
+	if sw.rows%1024 == 0 {
+		if sw.err = sw.ctx.Err(); sw.err != nil {
+			return sw.err
+		}
+	}
+	b, err := json.Marshal(row)
+	if err != nil {
+		sw.err = fmt.Errorf("state: snapshot %s row: %w", table, err)
+		return sw.err
+	}
+	if sw.err = writeJSONLine(sw.body, snapshotLine{Table: table, Row: b}); sw.err != nil {
+		return sw.err
+	}
+	sw.rows++
+	return nil
+}
+
+func writeRows[T comparable](sw *snapshotWriter, name string, t *table[T]) {
+	t.scan("", func(row T) bool { return sw.row(name, row) == nil })
 }
 
 func writeJSONLine(w io.Writer, v any) error {
@@ -107,16 +140,16 @@ func writeJSONLine(w io.Writer, v any) error {
 	return nil
 }
 
-// Restore implements Snapshotter. It builds a new database from the whole
+// Restore implements Snapshotter. It builds a new state from the whole
 // snapshot, checks the trailer, and only then swaps it in; blocked Wait
 // calls return.
 func (s *MemStore) Restore(ctx context.Context, r io.Reader) error {
-	db, last, err := readSnapshot(ctx, r)
+	d, last, err := readSnapshot(ctx, r)
 	if err != nil {
 		return err
 	}
 	s.writeMu.Lock()
-	old := s.gen.Swap(&generation{db: db, replaced: make(chan struct{})})
+	old := s.root.Swap(d)
 	s.last = last
 	s.writeMu.Unlock()
 	close(old.replaced)
@@ -153,7 +186,7 @@ func readLine(br *bufio.Reader, rows int) ([]byte, error) {
 	return line, nil
 }
 
-func readSnapshot(ctx context.Context, r io.Reader) (*memdb.MemDB, uint64, error) {
+func readSnapshot(ctx context.Context, r io.Reader) (*db, uint64, error) {
 	br := bufio.NewReader(r)
 	sum := crc32.NewIEEE()
 	line, err := readLine(br, 0)
@@ -170,12 +203,7 @@ func readSnapshot(ctx context.Context, r io.Reader) (*memdb.MemDB, uint64, error
 	}
 	sum.Write(line)
 
-	db, err := memdb.NewMemDB(schema())
-	if err != nil {
-		return nil, 0, fmt.Errorf("state: build schema: %w", err)
-	}
-	txn := db.Txn(true)
-	defer txn.Abort()
+	w := &writer{o: new(owner), d: emptyDB()}
 	rows := 0
 	for {
 		if rows%1024 == 0 {
@@ -194,24 +222,17 @@ func readSnapshot(ctx context.Context, r io.Reader) (*memdb.MemDB, uint64, error
 			break
 		}
 		sum.Write(line)
-		if err := restoreRow(txn, line); err != nil {
+		if err := restoreRow(w, line); err != nil {
 			return nil, 0, badSnapshot("row %d: %v", rows+1, err)
 		}
 		rows++
 	}
-	if err := rebuildInstances(txn); err != nil {
-		return nil, 0, badSnapshot("%v", err)
-	}
+	rebuildInstances(w)
 	var last uint64
-	for _, t := range Tables() {
-		_, idx, err := tableIndex(txn, t)
-		if err != nil {
-			return nil, 0, err
-		}
+	for _, idx := range w.d.index {
 		last = max(last, idx)
 	}
-	txn.Commit()
-	return db, last, nil
+	return w.d, last, nil
 }
 
 func checkTrailer(br *bufio.Reader, line []byte, rows int, sum hash.Hash32) error {
@@ -231,32 +252,67 @@ func checkTrailer(br *bufio.Reader, line []byte, rows int, sum hash.Hash32) erro
 	return nil
 }
 
-func restoreRow(txn *memdb.Txn, line []byte) error {
+// restoreRow stores one snapshot line's row in the state w builds. A
+// row that the store could not hold (a null claim or plugin instance) is
+// refused rather than stored.
+func restoreRow(w *writer, line []byte) error {
 	var l snapshotLine
 	if err := strictUnmarshal(line, &l); err != nil {
 		return err
 	}
-	var obj any
 	var err error
 	switch l.Table {
-	case tIndex:
-		obj, err = decodeRow[indexRow](l.Row)
-	case tVolumes:
-		obj, err = decodeRow[csi.Volume](l.Row)
-	case tPlugins:
-		obj, err = decodeRow[csi.Plugin](l.Row)
-	case tNodes:
-		obj, err = decodeRow[Node](l.Row)
-	case tAllocations:
-		obj, err = decodeRow[csi.Allocation](l.Row)
+	case snapIndex:
+		var r *indexRow
+		if r, err = decodeRow[indexRow](l.Row); err == nil {
+			id, ok := r.Table.id()
+			if !ok {
+				return fmt.Errorf("index of unknown table %q", r.Table)
+			}
+			w.d.index[id] = r.Index
+		}
+	case snapVolumes:
+		var v *csi.Volume
+		if v, err = decodeRow[csi.Volume](l.Row); err == nil {
+			if err = checkRestoredVolume(v); err == nil {
+				w.d.volumes.put(w.o, volumeSpec, v)
+			}
+		}
+	case snapPlugins:
+		var p *csi.Plugin
+		if p, err = decodeRow[csi.Plugin](l.Row); err == nil {
+			w.d.plugins.put(w.o, pluginSpec, p)
+		}
+	case snapNodes:
+		var n *Node
+		if n, err = decodeRow[Node](l.Row); err == nil {
+			if slices.Contains(n.Plugins, nil) {
+				err = fmt.Errorf("node %s lists a null plugin instance", n.ID)
+			} else {
+				w.d.nodes.put(w.o, nodeSpec, n)
+			}
+		}
+	case snapAllocations:
+		var a *csi.Allocation
+		if a, err = decodeRow[csi.Allocation](l.Row); err == nil {
+			w.d.allocs.put(w.o, allocationSpec, a)
+		}
 	default:
 		return fmt.Errorf("unknown table %q", l.Table)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %v", l.Table, err)
 	}
-	if err := txn.Insert(l.Table, obj); err != nil {
-		return fmt.Errorf("%s: %v", l.Table, err)
+	return nil
+}
+
+func checkRestoredVolume(v *csi.Volume) error {
+	for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims, v.PastClaims} {
+		for id, c := range m {
+			if c == nil {
+				return fmt.Errorf("volume %s holds a null claim for allocation %s", volName(v.Namespace, v.ID), id)
+			}
+		}
 	}
 	return nil
 }
@@ -270,21 +326,11 @@ func decodeRow[T any](b []byte) (*T, error) {
 }
 
 // rebuildInstances derives the instances table from the node rows.
-func rebuildInstances(txn *memdb.Txn) error {
-	it, err := txn.Get(tNodes, iID)
-	if err != nil {
-		return err
-	}
-	var nodes []*Node
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		nodes = append(nodes, raw.(*Node))
-	}
-	for _, n := range nodes {
+func rebuildInstances(w *writer) {
+	w.d.nodes.scan("", func(n *Node) bool {
 		for k, info := range expand(n.Plugins) {
-			if err := txn.Insert(tInstances, &instance{PluginID: k.plugin, Role: k.role, NodeID: n.ID, Info: info}); err != nil {
-				return fmt.Errorf("node %s: %v", n.ID, err)
-			}
+			w.d.instances.put(w.o, instanceSpec, &instance{PluginID: k.plugin, Role: k.role, NodeID: n.ID, Info: info})
 		}
-	}
-	return nil
+		return true
+	})
 }
