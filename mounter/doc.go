@@ -58,35 +58,71 @@
 //
 // # State and crashes
 //
-// The tracker keeps one file per volume under Config.StateDir, replaced
-// atomically (temporary file, fsync, rename, fsync of the directory), so
-// operations on different volumes never wait for each other's writes.
-// Before each plugin call the mounter makes its intent durable
-// ("staging", "publishing", "unpublishing", "unstaging"):
+// The tracker keeps one file per volume under Config.StateDir
+// (volumes/<namespace>/<volume>.state), so operations on different
+// volumes never wait for each other's writes. Before each plugin call
+// that may widen what is staged or published, and before an unmount's
+// calls, the mounter makes its intent durable ("staging",
+// "publishing", "unpublishing", "unstaging"):
 //
-//   - a first mount writes before NodeStageVolume, then writes the stage's
-//     success together with the publish intent before NodePublishVolume;
+//   - a first mount writes once, before NodeStageVolume, with the stage
+//     intent and the publish intent together (the publish follows at
+//     once);
 //   - a later mount of a staged volume writes once, before the publish;
 //   - an unmount writes once, with the intents of NodeUnpublishVolume and
-//     (for the last user) NodeUnstageVolume, before either call.
+//     (for the last user) NodeUnstageVolume, before either call. That
+//     write is also what keeps an unmount that returned success from
+//     being undone by an OS crash.
 //
-// A full stage–publish–unpublish–unstage cycle thus makes three writes
-// for four plugin calls (0.75 file-data fsyncs and 1.5 fsyncs in all per
-// call, Stats counts them). Outcomes that narrow what may be mounted (a
-// publish or teardown that succeeded) are not synced on their own: they
-// reach the disk with the volume's next write, and the file of a volume
-// that is fully torn down is removed. After a crash a new Mounter reads
-// the files back and treats every intent as "may have happened": a
-// volume staged before the restart is not staged again and is unstaged
-// when its last user goes; an interrupted publish is re-issued by the
-// next mount and undone by the unmount; interrupted teardowns are
-// finished by the next call on the volume. A file it cannot read fails
-// New with ErrCorruptState: it never starts from an empty state while
-// mounts may exist. Files are written in format version 2 (stages keyed
-// by StageUsage); a version 1 file (stages keyed by Usage) is read and
-// rewritten as version 2 with the volume's next change, unless it has
-// the volume staged at two paths for one StageUsage, which fails New
-// with ErrCorruptState saying so.
+// Outcomes that narrow what may be mounted (a stage or publish that
+// succeeded, a teardown done, a call the plugin refused) are written
+// without a sync: a restarted agent reads them, an OS crash may lose
+// them, and the volume's next synced write carries them. The file of a
+// volume that is fully torn down is removed, unsynced. A full
+// stage–publish–unpublish–unstage cycle thus makes two synced writes
+// for four plugin calls: the first creates the file (a sync of the file
+// and one of its directory), the second is a write in place (one
+// fdatasync). Stats counts the syncs. After a crash a new
+// Mounter reads the files back and treats every intent as "may have
+// happened": a volume staged before the restart is not staged again
+// (unless an OS crash lost the note of its success: then the next mount
+// stages it again, idempotently) and is unstaged when its last user
+// goes; an interrupted publish is re-issued by the next mount and
+// undone by the unmount; a publish intent whose NodePublishVolume never
+// ran (the agent died during the stage) is undone by
+// NodeUnpublishVolume like any other, which the plugin answers OK or
+// NotFound; interrupted teardowns are finished by the next call on the
+// volume. A file it cannot read fails New with ErrCorruptState: it
+// never starts from an empty state while mounts may exist.
+//
+// A .state file (format version 3) is overwritten in place, so that a
+// durable write costs one fdatasync and no rename: it holds two slots
+// of S bytes (S a power of two, at least 4096, so the file is 2·S bytes
+// long), each a 32-byte header and a JSON record:
+//
+//	offset  size  field (little-endian)
+//	0       8     magic "csikitMS"
+//	8       4     format version, 3
+//	12      4     slot size S
+//	16      8     generation (from 1, one more for each write)
+//	24      4     record length L
+//	28      4     CRC-32C of bytes 0-27 and the record
+//	32      L     the record (JSON)
+//
+// A write goes to the slot that does not hold the newest record known
+// to be on disk, so a crash during a write leaves the previous record
+// whole; a reader takes the valid slot with the higher generation. A
+// file is created (a volume's first write, or a record that outgrew its
+// slots) whole under a temporary name, synced, renamed into place and
+// its directory synced, so a file at its final name always holds a
+// complete record, and one with no valid slot is corruption
+// (ErrCorruptState). Version 2 files (plain JSON, <volume>.json) and
+// version 1 files (stages keyed by Usage) are still read, and replaced
+// by a .state file with the volume's next write; a version 1 file that
+// has the volume staged at two paths for one StageUsage fails New with
+// ErrCorruptState saying so. An operator who must repair a volume's
+// state by hand can write a version 2 JSON file in place of the .state
+// file.
 //
 // # Usage
 //

@@ -196,7 +196,7 @@ func stateFiles(t testing.TB, state string) []string {
 	t.Helper()
 	var out []string
 	for _, f := range files(t, state) {
-		if strings.HasSuffix(f, ".json") {
+		if strings.HasSuffix(f, ".state") || strings.HasSuffix(f, ".json") {
 			out = append(out, f)
 		}
 	}

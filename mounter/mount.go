@@ -141,17 +141,23 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 	}
 	v.rec = rec
 
-	if stage && s.Stage != stageStaged {
-		// Intent, then NodeStageVolume, then its result made durable
-		// together with the publish intent: a volume staged before a
-		// restart is not staged again.
-		prevStage, prevPath := s.Stage, s.StagingPath
+	// One synced write before the first plugin call: the publish intent,
+	// and the stage intent too when the volume is not known to be
+	// staged, since the publish follows the stage at once.
+	restage := stage && s.Stage != stageStaged
+	prevStage, prevPath := s.Stage, s.StagingPath
+	if restage {
 		s.Stage, s.StagingPath = stageStaging, stagingPath
-		if err := m.store.save(rec); err != nil {
-			s.Stage, s.StagingPath = prevStage, prevPath
-			m.settle(v)
-			return nil, err
-		}
+	}
+	s.setPub(usage.ClaimMode, req.AllocationID, &allocRecord{State: publishPublishing, TargetPath: targetPath})
+	if err := m.store.save(rec); err != nil {
+		s.Stage, s.StagingPath = prevStage, prevPath
+		s.setPub(usage.ClaimMode, req.AllocationID, prior)
+		m.settle(v)
+		return nil, err
+	}
+
+	if restage {
 		m.calls.Add(1)
 		err := client.NodeStageVolume(ctx, &plugin.NodeStageRequest{
 			ExternalID:     req.ExternalID,
@@ -163,22 +169,21 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 			VolumeContext:  req.VolumeContext,
 		})
 		if err != nil {
-			// Only a refusal proves nothing was staged; after any other
-			// error the volume may be staged, as the file already says.
+			// NodePublishVolume never ran: its intent goes. Only a refusal
+			// proves nothing was staged; after any other error the volume
+			// may be staged, as the file already says.
+			s.setPub(usage.ClaimMode, req.AllocationID, prior)
 			if csi.Classify(err) == csi.ClassFinal {
 				s.Stage, s.StagingPath = prevStage, prevPath
-				m.settle(v)
 			}
+			m.settle(v)
 			return nil, fmt.Errorf("NodeStageVolume: %w", err)
 		}
+		// Noted, so that a restarted agent does not stage again; an OS
+		// crash may lose it, and then the next mount stages again
+		// (idempotently).
 		s.Stage = stageStaged
-	}
-
-	s.setPub(usage.ClaimMode, req.AllocationID, &allocRecord{State: publishPublishing, TargetPath: targetPath})
-	if err := m.store.save(rec); err != nil {
-		s.setPub(usage.ClaimMode, req.AllocationID, prior)
-		m.settle(v)
-		return nil, err
+		m.note(v)
 	}
 
 	pub := &plugin.NodePublishRequest{
@@ -205,6 +210,7 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 		return nil, fmt.Errorf("NodePublishVolume: %w", err)
 	}
 	s.pub(usage.ClaimMode, req.AllocationID).State = publishPublished
+	m.note(v)
 	m.logger.Debug("volume mounted", "namespace", req.Namespace, "volume", req.VolumeID,
 		"allocation", req.AllocationID, "usage", usage.String(), "staged", stage, "target", targetPath)
 	return mountInfo(targetPath, usage), nil
@@ -314,10 +320,11 @@ func (m *Mounter) unpublish(ctx context.Context, client plugin.NodeClient, rec *
 	return nil
 }
 
-// settle writes the volume's record after a failed call undid an intent,
-// or removes the file when nothing is tracked any more. It is best
-// effort: if it fails, the file keeps the intent, which only makes the
-// next call repeat an idempotent plugin call.
+// settle writes the volume's record after a change that narrowed it
+// (an intent undone, a teardown done), without a sync, or removes the
+// file when nothing is tracked any more. It is best effort: if the write
+// fails or is lost, the file keeps the intent, which only makes the next
+// call repeat an idempotent plugin call.
 func (m *Mounter) settle(v *volume) {
 	rec := v.rec
 	if rec == nil {
@@ -331,8 +338,14 @@ func (m *Mounter) settle(v *volume) {
 		}
 		return
 	}
-	if err := m.store.save(rec); err != nil {
-		m.logger.Warn("cannot write mount state", "namespace", rec.Namespace, "volume", rec.VolumeID, "error", err)
+	m.note(v)
+}
+
+// note writes the volume's record, which narrows the last saved one,
+// without a sync (store.note); a failure is logged.
+func (m *Mounter) note(v *volume) {
+	if err := m.store.note(v.rec); err != nil {
+		m.logger.Warn("cannot write mount state", "namespace", v.rec.Namespace, "volume", v.rec.VolumeID, "error", err)
 	}
 }
 

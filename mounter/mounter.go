@@ -36,7 +36,9 @@ type VolumeMounter interface {
 	// HasMount reports whether the allocation may have the volume
 	// published: true once a MountVolume has sent NodePublishVolume for
 	// it (whatever the outcome, unless the plugin refused it with a
-	// Final error) until an UnmountVolume for it has completed.
+	// Final error) until an UnmountVolume for it has completed. After a
+	// crash of the agent it is also true for an allocation whose mount
+	// died before its NodePublishVolume; an UnmountVolume clears it.
 	HasMount(ctx context.Context, namespace, volumeID, allocID string) (bool, error)
 }
 
@@ -63,10 +65,11 @@ type Config struct {
 	Plugins Plugins
 	// Logger; nil means no logging. Secrets are never logged.
 	Logger hclog.Logger
-	// NoSync skips fsync when persisting the tracker. Writes stay atomic
-	// (rename), but an OS crash may lose recent ones. State syncing is
-	// on by default: set NoSync only where losing mount state is
-	// acceptable (tests, throwaway nodes).
+	// NoSync skips fsync and fdatasync when persisting the tracker.
+	// Each write stays whole if the agent crashes, but an OS crash may
+	// lose recent ones, or leave a state file that New then refuses as
+	// corrupt. State syncing is on by default: set NoSync only where
+	// losing mount state is acceptable (tests, throwaway nodes).
 	NoSync bool
 	// MaxParallel bounds volume operations running at once; 0 means
 	// DefaultMaxParallel.
@@ -164,11 +167,15 @@ type Stats struct {
 	// NodePublishVolume, NodeUnpublishVolume, NodeUnstageVolume and
 	// NodeGetCapabilities.
 	PluginCalls uint64
-	// FileSyncs counts fsyncs of a state file's data: one per tracker
-	// write.
+	// FileSyncs counts syncs of a state file's data: one per durable
+	// tracker write (an fdatasync of a write in place, or the fsync of a
+	// new file before its rename), and one before the first write to a
+	// file read at New. Writes that only narrow the state are not
+	// synced.
 	FileSyncs uint64
-	// DirSyncs counts fsyncs of a state directory: one per tracker write
-	// (to make the rename durable) and one per new namespace directory.
+	// DirSyncs counts fsyncs of a state directory: one per state file
+	// created (to make its rename durable), one per new namespace
+	// directory, and those of the directories read at New.
 	DirSyncs uint64
 }
 
@@ -183,8 +190,11 @@ func (m *Mounter) Stats() Stats {
 
 // HasMount implements VolumeMounter. It waits for an operation running
 // on the volume. After a crash it may report true for an allocation
-// whose UnmountVolume had succeeded (the removal had not reached the
-// disk); a further UnmountVolume clears it.
+// whose MountVolume died during NodeStageVolume (the publish intent is
+// written with the stage's), or, after an OS crash, for one whose
+// UnmountVolume had succeeded (the unsynced write or removal that
+// followed its teardown had not reached the disk); a further
+// UnmountVolume clears it.
 func (m *Mounter) HasMount(ctx context.Context, namespace, volumeID, allocID string) (bool, error) {
 	if err := validateTriple(namespace, volumeID, allocID); err != nil {
 		return false, err

@@ -315,11 +315,13 @@ func TestMounter_MountVolume_Restart(t *testing.T) {
 	}
 	mi2 := mustMount(t, m2, mountReq("vol1", "a2"))
 	requireCounts(t, e.p, [4]int{1, 2, 0, 0}, "a mount after the restart does not stage again")
-	// The restarted mounter re-publishes a1 once (its success was not
-	// yet on disk), idempotently, and then knows it.
+	// The mount's success was noted (written without a sync, which a
+	// restart of the agent does not lose): a1 is known published and a
+	// repeated mount calls nothing.
 	if again := mustMount(t, m2, mountReq("vol1", "a1")); again.Path != mi.Path {
 		t.Errorf("re-mount after restart returned %s, want %s", again.Path, mi.Path)
 	}
+	requireCounts(t, e.p, [4]int{1, 2, 0, 0}, "a repeated mount after the restart")
 	mustUnmount(t, m2, unmountReq("vol1", "a1"))
 	vs, _ := e.p.Volume(ext)
 	if len(vs.Staged) != 1 {
@@ -345,8 +347,14 @@ func TestMounter_MountVolume_Restart(t *testing.T) {
 // new mounter on the copy.
 func TestMounter_Crash(t *testing.T) {
 	for _, tc := range []struct {
-		name   string
+		name string
+		// method: the call during which the agent dies; it and the calls
+		// before it are carried out by the plugin, none after it.
 		method string
+		// snapshot: the call at whose arrival the state is copied, if not
+		// method: an earlier one, as when an OS crash loses the unsynced
+		// writes made since (the stage's success).
+		snapshot string
 		// remount: the host retries the mount after the restart before
 		// unmounting.
 		remount bool
@@ -354,13 +362,26 @@ func TestMounter_Crash(t *testing.T) {
 		hasMount bool
 		want     [4]int // calls after the restart
 	}{
-		// The publish intent is written after the stage: a crash during
-		// the stage leaves a possible stage and no allocation.
-		{name: "during stage, then unmount", method: csitest.MethodNodeStageVolume, want: [4]int{0, 0, 0, 1}},
-		{name: "during stage, then mount and unmount", method: csitest.MethodNodeStageVolume, remount: true, want: [4]int{1, 1, 1, 1}},
+		// The publish intent is written with the stage's: a crash during
+		// the stage leaves a possible stage and a possible publication,
+		// which the unmount undoes (the plugin accepts the unpublish of a
+		// target it never published).
+		{name: "during stage, then unmount", method: csitest.MethodNodeStageVolume, hasMount: true, want: [4]int{0, 0, 1, 1}},
+		{name: "during stage, then mount and unmount", method: csitest.MethodNodeStageVolume, hasMount: true, remount: true, want: [4]int{1, 1, 1, 1}},
 		{name: "during publish, then unmount", method: csitest.MethodNodePublishVolume, hasMount: true, want: [4]int{0, 0, 1, 1}},
+		// The stage's success was noted before the publish: not staged
+		// again.
 		{name: "during publish, then mount and unmount", method: csitest.MethodNodePublishVolume, hasMount: true, remount: true, want: [4]int{0, 1, 1, 1}},
+		// An OS crash lost that note: the file still says "staging".
+		{name: "during publish, stage's note lost, then unmount", method: csitest.MethodNodePublishVolume,
+			snapshot: csitest.MethodNodeStageVolume, hasMount: true, want: [4]int{0, 0, 1, 1}},
+		{name: "during publish, stage's note lost, then mount and unmount", method: csitest.MethodNodePublishVolume,
+			snapshot: csitest.MethodNodeStageVolume, hasMount: true, remount: true, want: [4]int{1, 1, 1, 1}},
 		{name: "during unpublish, then unmount", method: csitest.MethodNodeUnpublishVolume, hasMount: true, want: [4]int{0, 0, 1, 1}},
+		// The mount's note ("published") lost: the unmount's synced intent
+		// does not depend on it.
+		{name: "during unpublish, mount's note lost, then unmount", method: csitest.MethodNodeUnpublishVolume,
+			snapshot: csitest.MethodNodePublishVolume, hasMount: true, want: [4]int{0, 0, 1, 1}},
 		{name: "during unstage, then unmount", method: csitest.MethodNodeUnstageVolume, hasMount: true, want: [4]int{0, 0, 1, 1}},
 		{name: "during unstage, then mount and unmount", method: csitest.MethodNodeUnstageVolume, hasMount: true, remount: true, want: [4]int{1, 1, 1, 1}},
 	} {
@@ -368,9 +389,14 @@ func TestMounter_Crash(t *testing.T) {
 			e := newEnv(t, stageCaps)
 			ext := e.volume("vol1")
 			crashed := filepath.Join(t.TempDir(), "state")
-			// The hooked call is copied at arrival and then carried out by
-			// the plugin; every later call of the crashed mounter fails,
-			// as if it had died there.
+			snapshot := tc.snapshot
+			if snapshot == "" {
+				snapshot = tc.method
+			}
+			// The state is copied at the arrival of the snapshot call; the
+			// agent dies at the arrival of tc.method, which the plugin
+			// still carries out; every later call of the crashed mounter
+			// fails, as if it had died there.
 			var dead atomic.Bool
 			lifecycle := []string{csitest.MethodNodeStageVolume, csitest.MethodNodePublishVolume,
 				csitest.MethodNodeUnpublishVolume, csitest.MethodNodeUnstageVolume}
@@ -379,8 +405,10 @@ func TestMounter_Crash(t *testing.T) {
 					if dead.Load() {
 						return status.Error(codes.Unavailable, "the caller crashed")
 					}
-					if method == tc.method {
+					if method == snapshot {
 						copyDir(t, e.state, crashed)
+					}
+					if method == tc.method {
 						dead.Store(true)
 					}
 					return nil
@@ -424,6 +452,54 @@ func TestMounter_Crash(t *testing.T) {
 			e.p.RequireNoViolations(t)
 		})
 	}
+}
+
+// TestMounter_Crash_DuringStage_OtherAllocation: the agent dies during
+// the NodeStageVolume of a first mount, whose record holds the stage
+// intent and the publish intent together. After the restart another
+// allocation mounts the volume: it stages again (idempotently) and
+// publishes; its unmount leaves the stage alone, since the first
+// allocation may be published; the first allocation's unmount then
+// unpublishes a target that was never published (the plugin accepts)
+// and unstages.
+func TestMounter_Crash_DuringStage_OtherAllocation(t *testing.T) {
+	e := newEnv(t, stageCaps)
+	ext := e.volume("vol1")
+	crashed := filepath.Join(t.TempDir(), "state")
+	e.p.SetHook(csitest.MethodNodeStageVolume, func(context.Context, string, any) error {
+		copyDir(t, e.state, crashed)
+		return status.Error(codes.Unavailable, "the caller crashed")
+	})
+	m1 := e.mounter()
+	if _, err := m1.MountVolume(context.Background(), mountReq("vol1", "a1")); err == nil {
+		t.Fatal("mount succeeded through a crash")
+	}
+	e.p.SetHook(csitest.MethodNodeStageVolume, nil)
+	e.p.ResetCalls()
+
+	m2, err := mounter.New(mounter.Config{Root: e.root, StateDir: crashed, Plugins: e.reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if has, err := m2.HasMount(context.Background(), testNS, "vol1", "a1"); err != nil || !has {
+		t.Fatalf("HasMount(a1) after a crash during its stage = %v, %v; want true", has, err)
+	}
+	mustMount(t, m2, mountReq("vol1", "a2"))
+	requireCounts(t, e.p, [4]int{1, 1, 0, 0}, "a2's mount stages the volume of unknown stage")
+	mustUnmount(t, m2, unmountReq("vol1", "a2"))
+	requireCounts(t, e.p, [4]int{1, 1, 1, 0}, "a2's unmount, while a1 may be published")
+	if vs, _ := e.p.Volume(ext); len(vs.Staged) != 1 {
+		t.Fatalf("volume unstaged while a1 may use it: %+v", vs)
+	}
+	mustUnmount(t, m2, unmountReq("vol1", "a1"))
+	requireCounts(t, e.p, [4]int{1, 1, 2, 1}, "a1's unmount")
+	if vs, _ := e.p.Volume(ext); vs.InUse() {
+		t.Errorf("volume still in use: %+v", vs)
+	}
+	if left := stateFiles(t, crashed); len(left) != 0 {
+		t.Errorf("state files left: %v", left)
+	}
+	e.p.RequireNoViolations(t)
 }
 
 // TestMounter_MountVolume_DeadlineExceeded: the plugin answers

@@ -11,10 +11,13 @@ import (
 )
 
 // formatVersion is the version of the state file format this package
-// writes. It also reads version 1 (stages keyed by the full usage) and
-// upgrades it in memory; a file of any other version is refused
-// (StateError), never guessed at.
-const formatVersion = 2
+// writes: a .state file of two slots, each holding a volumeRecord in
+// JSON (format.go). It also reads the plain JSON .json files of version
+// 2 (the same record) and version 1 (stages keyed by the full usage,
+// upgraded in memory); the volume's next write replaces them with a
+// .state file. A file of any other version is refused (StateError),
+// never guessed at.
+const formatVersion = 3
 
 // stageState is where the staging of a volume under one stage usage
 // stands. The empty state means the plugin does not stage (publish only).
@@ -54,11 +57,35 @@ const (
 //
 // The record on disk is always at least as pessimistic as the truth:
 // every change that widens what may be staged or published (an intent)
-// is written and synced before the plugin call; changes that narrow it (a
-// confirmed success, a confirmed teardown, a definite failure) are kept
-// in memory and reach the disk with the record's next write. A state
-// read after a crash therefore never forgets a mount, and at worst makes
-// the next call repeat an idempotent plugin call.
+// is written and synced before the plugin call (store.save); changes
+// that narrow it (a confirmed success, a confirmed teardown, a definite
+// failure) are written without a sync (store.note), so that a restarted
+// agent sees them but an OS crash may lose them, and reach the disk for
+// sure with the record's next synced write. A state read after a crash
+// therefore never forgets a mount, and at worst makes the next call
+// repeat an idempotent plugin call.
+//
+// The invariants, which the Mounter keeps and the crash tests check:
+//
+//   - Before NodeStageVolume, the synced record says "staging" for the
+//     stage and "publishing" for the allocation whose mount stages it:
+//     both intents go in one write, as the publish follows at once. If
+//     the agent dies between the two calls, the publish intent of a
+//     NodePublishVolume that never ran is undone like any other: by
+//     NodeUnpublishVolume, which a plugin answers OK or NotFound (done)
+//     for a target it never published.
+//   - Before NodePublishVolume, the synced record says "publishing" for
+//     the allocation, and the stage is "staging" or "staged".
+//   - Before UnmountVolume calls anything, the synced record says
+//     "unpublishing" for the allocations it tears down and "unstaging"
+//     for a stage it unstages. This write is also what makes the
+//     unmount's success durable: once it has returned, no crash can
+//     bring back a record listing the allocation as a live user.
+//   - Before a mount tears down an unused stage (finishStages), the
+//     synced record says "unstaging": a restarted agent must not take
+//     an unstaged volume for staged.
+//   - A record that tracks nothing is removed, without a sync: brought
+//     back by an OS crash, it holds only teardowns that were done.
 type volumeRecord struct {
 	Version    int
 	Namespace  string

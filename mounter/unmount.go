@@ -108,6 +108,21 @@ func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) e
 		return err
 	}
 
+	err = m.carryOut(ctx, client, rec, plan)
+	// What was torn down is noted, or the file removed if nothing is
+	// left (done all the same if that fails: the file left behind holds
+	// only teardowns that the next call repeats harmlessly).
+	m.settle(v)
+	if err != nil {
+		return err
+	}
+	m.logger.Debug("volume unmounted", "namespace", req.Namespace, "volume", req.VolumeID, "allocation", req.AllocationID)
+	return nil
+}
+
+// carryOut makes the plugin calls of a teardown plan, dropping from rec
+// what is done. It stops at the first failure, which the record keeps.
+func (m *Mounter) carryOut(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, plan []teardown) error {
 	for _, t := range plan {
 		s := rec.Stages[t.stage]
 		for _, p := range t.unpublish {
@@ -123,16 +138,6 @@ func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) e
 			s.Stage, s.StagingPath = stageNone, ""
 		}
 	}
-	rec.prune()
-	if rec.empty() {
-		v.rec = nil
-		if err := m.store.remove(rec.Namespace, rec.VolumeID); err != nil {
-			// Done all the same: the file left behind holds only
-			// teardowns that the next call repeats harmlessly.
-			m.logger.Warn("cannot remove mount state", "namespace", rec.Namespace, "volume", rec.VolumeID, "error", err)
-		}
-	}
-	m.logger.Debug("volume unmounted", "namespace", req.Namespace, "volume", req.VolumeID, "allocation", req.AllocationID)
 	return nil
 }
 
