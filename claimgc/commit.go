@@ -50,22 +50,43 @@ func (c *committer) apply(ctx context.Context, cmd state.Command) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	w := &write{cmd: cmd, done: make(chan error, 1)}
-	c.mu.Lock()
-	if c.stopped != nil {
-		c.mu.Unlock()
-		return c.stopped
+	return c.submit(cmd)[0].wait(ctx)
+}
+
+// submit queues cmds, in order, and returns without waiting: the caller
+// goes on with work that does not depend on them and collects each
+// outcome with wait. Commands submitted together are written in one
+// batch (unless they exceed maxBatch), after every command submitted
+// before them.
+func (c *committer) submit(cmds ...state.Command) []*write {
+	ws := make([]*write, len(cmds))
+	for i, cmd := range cmds {
+		ws[i] = &write{cmd: cmd, done: make(chan error, 1)}
 	}
-	c.pending = append(c.pending, w)
-	if len(c.pending) == 1 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped != nil {
+		for _, w := range ws {
+			w.done <- c.stopped
+		}
+		return ws
+	}
+	if len(c.pending) == 0 {
 		select {
 		case c.wake <- struct{}{}:
 		default:
 		}
 	}
-	c.mu.Unlock()
+	c.pending = append(c.pending, ws...)
+	return ws
+}
+
+// wait returns the outcome of w, or ctx's error if ctx ends first (the
+// command may then still be applied).
+func (w *write) wait(ctx context.Context) error {
 	select {
 	case err := <-w.done:
+		w.done <- err // keep it for a later wait
 		return err
 	case <-ctx.Done():
 		return ctx.Err()

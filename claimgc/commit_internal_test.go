@@ -171,3 +171,45 @@ func TestCommitter_Apply_StopsWithContext(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestCommitter_Submit checks that commands submitted together go out
+// in one batch, after the ones before them, and that each write's
+// outcome can be collected later and more than once.
+func TestCommitter_Submit(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	a := &gateApplier{entered: make(chan struct{}), release: make(chan struct{})}
+	var writes, applies atomic.Uint64
+	c := newCommitter(a, &writes, &applies)
+	runCtx, stop := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() { c.run(runCtx) })
+	defer func() { stop(); wg.Wait() }()
+
+	first := c.submit(free("first"))
+	<-a.entered // the first write is in flight
+	together := c.submit(free("a"), free("gone"), free("c"))
+	close(a.release)
+	for i, w := range append(first, together...) {
+		err := w.wait(ctx)
+		if again := w.wait(ctx); !errors.Is(again, err) {
+			t.Errorf("write %d: second wait = %v, first %v", i, again, err)
+		}
+		if wantErr := i == 2; wantErr != (err != nil) || (err != nil && !errors.Is(err, csi.ErrClaimNotFound)) {
+			t.Errorf("write %d: err %v, want an error: %t", i, err, wantErr)
+		}
+	}
+	want := []string{"free-claim", "batch(3)", "free-claim", "free-claim", "free-claim"}
+	if got := a.kinds(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("applier calls = %v, want %v (the batch refused as a whole, then each command on its own)", got, want)
+	}
+	if applies.Load() != 5 || writes.Load() != 4 {
+		t.Errorf("applies %d, writes %d; want 5 and 4", applies.Load(), writes.Load())
+	}
+
+	stop()
+	wg.Wait()
+	if err := c.submit(free("late"))[0].wait(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("write after the committer stopped: %v, want context.Canceled", err)
+	}
+}

@@ -61,8 +61,11 @@
 // per volume, at most Config.Parallelism volumes at once. A volume runs
 // in passes that each read it once and move every past claim forward by
 // a step, until a pass makes no progress. The queue is first in, first
-// out. The store is scanned when it changed and no volume is waiting for
-// a worker slot, when the Worker is enabled, and every
+// out. One goroutine watches the store and scans it: it blocks in the
+// store's Wait until the volume table moves, and scans when it moved and
+// a worker slot is free with no volume waiting for one (a scan could
+// start nothing otherwise, and the running releases' own writes would
+// each cost one), when the Worker is enabled, and every
 // Config.ScanInterval as a backstop. A scan lists the keys and
 // ModifyIndex of the volumes with past claims (PastClaimVolumeIDs); a
 // volume itself is read only by the worker that releases it, once per
@@ -71,10 +74,15 @@
 // Writes from all volumes go through one committer: the commands that
 // arrive while a write is in flight are applied together as one
 // state.Batch (one store transaction, one log entry on a replicated
-// host), since a store pays mostly per transaction. A volume's own
-// writes stay in order: each waits for the previous one. The host's
-// Applier therefore sees CheckpointClaim, FreeClaim and
-// RecordClaimError both on their own and inside a state.Batch.
+// host), since a store pays mostly per transaction. A step's write is
+// handed to the committer as soon as the step succeeded, and the pass
+// goes on with the next claim's step while it is written; the pass
+// collects every write before it ends, so a claim's controller step
+// starts only once its NodeDetached checkpoint is written. The frees of
+// one node's claims go out together, in one batch. A volume's own
+// writes stay in order. The host's Applier therefore sees
+// CheckpointClaim, FreeClaim and RecordClaimError both on their own and
+// inside a state.Batch.
 //
 // # Usage
 //

@@ -614,3 +614,10 @@ func (r *registry) setRegistered(ok bool) {
 	defer r.mu.Unlock()
 	r.registered = ok
 }
+
+// reset forgets the calls recorded so far.
+func (o *callOrder) reset() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.calls = nil
+}

@@ -73,6 +73,7 @@ type outcome struct {
 type queue struct {
 	clock clock.Clock
 	obs   Observer
+	slots int // Config.Parallelism: volumes released at once
 
 	mu      sync.Mutex
 	changed chan struct{}
@@ -82,26 +83,38 @@ type queue struct {
 	waiting int
 	timers  dueHeap
 
+	// idle holds one channel per worker waiting in pop, oldest first; a
+	// volume that becomes ready closes one, so that a change wakes one
+	// worker rather than all of them.
+	idle []chan struct{}
+
 	// The scanner's state.
-	dirty       bool   // the volume table changed since the last scan
 	force       bool   // a scan is due regardless (start, backstop, scan error)
 	scanning    bool   // a scan is in progress
 	lastScanned uint64 // volume table index read before the last scan's data
 	nextScan    time.Time
+	// gate is closed and replaced when a scan may have become possible:
+	// a worker slot freed, the ready queue drained, or a scan forced.
+	gate chan struct{}
+	// stopWatch, while the scanner waits for the store, ends that wait:
+	// a forced scan does not wait for a store change.
+	stopWatch context.CancelFunc
 
 	// timerWake tells the timer loop that the earliest deadline may have
 	// moved; it holds at most one pending signal.
 	timerWake chan struct{}
 }
 
-func newQueue(c clock.Clock, obs Observer, scanInterval time.Duration) *queue {
+func newQueue(c clock.Clock, obs Observer, scanInterval time.Duration, slots int) *queue {
 	return &queue{
 		clock:     c,
 		obs:       obs,
+		slots:     slots,
 		changed:   make(chan struct{}),
 		entries:   map[volKey]*entry{},
 		force:     true, // scan everything at once: work may have been dropped by a previous leader
 		nextScan:  c.Now().Add(scanInterval),
+		gate:      make(chan struct{}),
 		timerWake: make(chan struct{}, 1),
 	}
 }
@@ -111,6 +124,23 @@ func (q *queue) notifyLocked() {
 	close(q.changed)
 	q.changed = make(chan struct{})
 	q.obs.QueueChanged(q.ready.len(), q.running, q.waiting)
+}
+
+// openGateLocked wakes the scanner if it waits for a chance to scan.
+func (q *queue) openGateLocked() {
+	close(q.gate)
+	q.gate = make(chan struct{})
+}
+
+// canScanLocked reports whether a scan could start now: no volume is
+// waiting for a worker slot, and a slot is free. A scan while every
+// slot is busy would only find work that waits behind the running
+// volumes (and the running volumes' own writes would make the scanner
+// list every volume with past claims once per write); a scan while the
+// ready queue is not empty would only find work that waits behind it.
+// Either way the scanner waits, and scans once, when it can matter.
+func (q *queue) canScanLocked() bool {
+	return q.ready.len() == 0 && q.running < q.slots
 }
 
 func (q *queue) wakeTimer() {
@@ -153,8 +183,8 @@ func (q *queue) offer(vols []state.VolumeStamp, index uint64) {
 	q.notifyLocked()
 }
 
-// scanFailed ends a scan that could not read the store; the scan is
-// retried at retryAt.
+// scanFailed ends a scan that could not read the store; a scan is
+// forced at retryAt.
 func (q *queue) scanFailed(retryAt time.Time) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
@@ -166,45 +196,94 @@ func (q *queue) scanFailed(retryAt time.Time) {
 	q.wakeTimer()
 }
 
+// watchFailed records that waiting for a store change failed; a scan is
+// forced at retryAt, and the scanner waits for it.
+func (q *queue) watchFailed(retryAt time.Time) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if retryAt.Before(q.nextScan) {
+		q.nextScan = retryAt
+	}
+	q.wakeTimer()
+}
+
 func (q *queue) pushReadyLocked(e *entry) {
 	e.state = stateReady
 	q.ready.push(e)
+	if len(q.idle) > 0 {
+		close(q.idle[0])
+		q.idle = q.idle[1:]
+	}
 }
 
-// storeChanged records that the volume table moved.
-func (q *queue) storeChanged() {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.dirty = true
-	q.notifyLocked()
-}
-
-// waitScan blocks until a scan should run: the store changed (or a scan
-// is forced) and no volume is waiting for a worker slot. Scanning while
-// the ready queue is non-empty would only find work that waits behind
-// it, at the cost of listing every volume with past claims, so the
-// scanner lets the workers drain the queue first. It returns false when
-// ctx ends.
-func (q *queue) waitScan(ctx context.Context) bool {
+// waitScan blocks until a scan can start (see canScanLocked) and, when
+// forced is true, one is forced (the backstop, a retry after a failed
+// read). It returns whether a scan is forced, and false when ctx ends.
+func (q *queue) waitScan(ctx context.Context, forced bool) (force, ok bool) {
 	for {
 		q.mu.Lock()
-		if (q.dirty || q.force) && q.ready.len() == 0 {
-			q.dirty, q.force, q.scanning = false, false, true
+		if q.canScanLocked() && (q.force || !forced) {
+			force = q.force
 			q.mu.Unlock()
-			return true
+			return force, true
 		}
-		ch := q.changed
+		ch := q.gate
 		q.mu.Unlock()
 		select {
 		case <-ctx.Done():
-			return false
+			return false, false
 		case <-ch:
 		}
 	}
 }
 
+// waitScanNow is waitScan without the wait: whether a scan can start
+// now, and whether one is forced.
+func (q *queue) waitScanNow() (force, ok bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.force, q.canScanLocked()
+}
+
+// watchContext returns the context of one wait for a store change: it
+// ends with ctx, or when a scan is forced (stopWatch). since is the
+// volume table index the last scan read.
+func (q *queue) watchContext(ctx context.Context) (wctx context.Context, since uint64, done func()) {
+	wctx, cancel := context.WithCancel(ctx)
+	q.mu.Lock()
+	if q.force {
+		cancel()
+	}
+	q.stopWatch = cancel
+	since = q.lastScanned
+	q.mu.Unlock()
+	return wctx, since, func() {
+		q.mu.Lock()
+		q.stopWatch = nil
+		q.mu.Unlock()
+		cancel()
+	}
+}
+
+// beginScan marks a scan as started: it covers any forced one.
+func (q *queue) beginScan() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.force, q.scanning = false, true
+}
+
+// forceScanLocked makes a scan due now.
+func (q *queue) forceScanLocked() {
+	q.force = true
+	if q.stopWatch != nil {
+		q.stopWatch()
+	}
+	q.openGateLocked()
+}
+
 // pop blocks until a volume is ready and marks it running. It returns
-// false when ctx ends.
+// false when ctx ends. A worker waiting here is woken by the volume
+// that becomes ready for it, not by every change of the queue.
 func (q *queue) pop(ctx context.Context) (*entry, bool) {
 	for {
 		q.mu.Lock()
@@ -212,16 +291,20 @@ func (q *queue) pop(ctx context.Context) (*entry, bool) {
 			e.state = stateRunning
 			e.seen = 0
 			q.running++
+			if q.canScanLocked() {
+				q.openGateLocked()
+			}
 			q.notifyLocked()
 			q.mu.Unlock()
 			return e, true
 		}
-		ch := q.changed
+		turn := make(chan struct{})
+		q.idle = append(q.idle, turn)
 		q.mu.Unlock()
 		select {
 		case <-ctx.Done():
 			return nil, false
-		case <-ch:
+		case <-turn:
 		}
 	}
 }
@@ -232,6 +315,11 @@ func (q *queue) finish(e *entry, o outcome, delayFor func(attempts int, final bo
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.running--
+	defer func() {
+		if q.canScanLocked() {
+			q.openGateLocked()
+		}
+	}()
 	switch o.kind {
 	case outcomeAborted:
 		delete(q.entries, e.key)
@@ -289,7 +377,7 @@ func (q *queue) fire(scanInterval time.Duration) {
 		}
 	}
 	if !q.nextScan.After(now) {
-		q.force = true
+		q.forceScanLocked()
 		q.nextScan = now.Add(scanInterval)
 		changed = true
 	}

@@ -23,15 +23,20 @@ import (
 //     ControllerUnpublish per (node, CSI node ID), only when no live
 //     claim of the volume is on that node and no other past claim there
 //     still waits for its node step (or none at all when the plugin
-//     needs no ControllerUnpublish); then free each claim of the group.
-//     The free is the step's checkpoint;
+//     needs no ControllerUnpublish); then free the claims of the group,
+//     together. The free is the step's checkpoint;
 //  3. free for claims in ControllerDetached or ReadyToFree (written by
 //     another writer, such as an earlier version of this worker).
 //
-// Every checkpoint is written only after its step succeeded, so a run
-// cut short at any point (crash, lost leadership) leaves each claim at
-// the last finished step, and the next run resumes there. A claim whose
-// step failed is left alone for the rest of the run; the others go on.
+// Every checkpoint is written only after its step succeeded, and a pass
+// waits for its writes before it ends, so a claim's next step never
+// starts before the previous one's checkpoint is written: a run cut
+// short at any point (crash, lost leadership) leaves each claim at the
+// last finished step, and the next run resumes there. The writes of a
+// pass are submitted without waiting, so the step of one claim overlaps
+// the checkpoint of the one before, and the frees of a group go out in
+// one transaction. A claim whose step failed is left alone for the rest
+// of the run; the others go on.
 
 // failure is a failed step of one claim in the current run.
 type failure struct {
@@ -46,6 +51,9 @@ type volumeRun struct {
 	key      volKey
 	failures map[string]*failure // by allocation ID
 	deferred bool
+	// pending are the checkpoints and frees submitted to the committer
+	// and not yet collected (settle), in submission order.
+	pending []pendingWrite
 	// plugin decision, computed at most once per pass
 	ctrlKnown  bool
 	ctrlNeeded bool
@@ -102,24 +110,32 @@ func (w *Worker) releaseVolume(ctx context.Context, k volKey) outcome {
 // pass moves each past claim of v forward by one step. progress reports
 // whether any write happened; allFreed whether every past claim of v was
 // freed.
+//
+// A step's write is submitted as soon as the step succeeded, and the
+// pass goes on with the next claim's step (or the next node's) while
+// the committer writes it: steps of different claims do not depend on
+// each other's checkpoints, and writes that pile up meanwhile go out in
+// one transaction. Every write is collected (settle) before the pass
+// ends, so the next pass, and in particular the controller step of a
+// claim, starts only once the claim's node checkpoint is written.
 func (r *volumeRun) pass(ctx context.Context, v *csi.Volume) (progress, allFreed bool) {
 	claims := slices.SortedFunc(maps.Values(v.PastClaims), func(a, b *csi.Claim) int {
 		return cmp.Compare(a.AllocationID, b.AllocationID)
 	})
 
+	stepped := false
 	for _, c := range claims {
 		if c.State != csi.ClaimUnpublishing || r.failed(c) {
 			continue
 		}
-		if r.nodeStep(ctx, v, c) {
-			progress = true
-		}
+		stepped = r.nodeStep(ctx, v, c) || stepped
 		if ctx.Err() != nil {
-			return progress, false
+			break
 		}
 	}
-	if progress {
-		return true, false
+	if stepped {
+		wrote, _ := r.settle(ctx)
+		return wrote > 0, false
 	}
 
 	// Nodes where a past claim still waits for its node step: detaching
@@ -132,7 +148,7 @@ func (r *volumeRun) pass(ctx context.Context, v *csi.Volume) (progress, allFreed
 	}
 	type group struct{ node, external string }
 	groups := map[group][]*csi.Claim{}
-	freed := 0
+	var done []*csi.Claim
 	for _, c := range claims {
 		switch {
 		case r.failed(c):
@@ -140,28 +156,25 @@ func (r *volumeRun) pass(ctx context.Context, v *csi.Volume) (progress, allFreed
 			g := group{c.NodeID, c.ExternalNodeID}
 			groups[g] = append(groups[g], c)
 		case c.State >= csi.ClaimControllerDetached:
-			if r.free(ctx, v, c) {
-				progress = true
-				freed++
-			}
+			done = append(done, c)
 		}
 	}
+	r.free(done, false)
 	for _, g := range slices.SortedFunc(maps.Keys(groups), func(a, b group) int {
 		return cmp.Or(cmp.Compare(a.node, b.node), cmp.Compare(a.external, b.external))
 	}) {
 		if ctx.Err() != nil {
-			return progress, false
+			break
 		}
 		cs := groups[g]
 		if nodeBusy[g.node] || v.LiveClaimOnNode(g.node, cs[0].AllocationID) {
 			r.deferred = true
 			continue
 		}
-		n, wrote := r.controllerStep(ctx, v, cs)
-		freed += n
-		progress = progress || wrote
+		r.controllerStep(ctx, v, cs)
 	}
-	return progress, freed == len(claims)
+	wrote, freed := r.settle(ctx)
+	return wrote > 0, freed == len(claims)
 }
 
 func (r *volumeRun) failed(c *csi.Claim) bool { return r.failures[c.AllocationID] != nil }
@@ -176,8 +189,9 @@ func (r *volumeRun) fail(c *csi.Claim, step Step, err error) {
 		"allocation", c.AllocationID, "node", c.NodeID, "step", string(step), "final", final, "error", err)
 }
 
-// nodeStep runs the node step of c and checkpoints NodeDetached. It
-// reports whether the checkpoint was written.
+// nodeStep runs the node step of c and submits its NodeDetached
+// checkpoint (collected by settle). It reports whether the step
+// succeeded.
 func (r *volumeRun) nodeStep(ctx context.Context, v *csi.Volume, c *csi.Claim) bool {
 	w := r.w
 	st, err := w.cfg.NodeStatuses.NodeStatus(ctx, c.NodeID)
@@ -210,39 +224,37 @@ func (r *volumeRun) nodeStep(ctx context.Context, v *csi.Volume, c *csi.Claim) b
 			csi.ErrNodeNotReady, c.NodeID, st, r.key.id, c.AllocationID))
 		return false
 	}
-	if !r.checkpoint(ctx, c, csi.ClaimNodeDetached, StepNodeDetach) {
-		return false
-	}
-	w.steps[stepIndex(StepNodeDetach)].Add(1)
+	r.submit(c, StepNodeDetach, false, state.CheckpointClaim{
+		Namespace: r.key.namespace, VolumeID: r.key.id, AllocationID: c.AllocationID, State: csi.ClaimNodeDetached,
+	})
 	return true
 }
 
 // controllerStep detaches the volume from one node for the claims cs
-// (all NodeDetached, same node and CSI node ID), checkpoints them and
-// frees them. It returns how many were freed and whether anything was
-// written.
-func (r *volumeRun) controllerStep(ctx context.Context, v *csi.Volume, cs []*csi.Claim) (freed int, wrote bool) {
+// (all NodeDetached, same node and CSI node ID) and submits their frees,
+// in one batch, collected by settle.
+func (r *volumeRun) controllerStep(ctx context.Context, v *csi.Volume, cs []*csi.Claim) {
 	w := r.w
 	needed, err := r.controllerNeeded(v)
 	if err != nil {
 		for _, c := range cs {
 			r.fail(c, StepControllerDetach, err)
 		}
-		return 0, false
+		return
 	}
 	if needed {
 		sctx, cancel := context.WithTimeout(ctx, w.cfg.StepTimeout)
 		err := w.cfg.Controllers.ControllerDetach(sctx, v, cs[0])
 		cancel()
 		if ctx.Err() != nil {
-			return 0, false
+			return
 		}
 		if !csi.TeardownDone(err) {
 			err = fmt.Errorf("controller step: %w", err)
 			for _, c := range cs {
 				r.fail(c, StepControllerDetach, err)
 			}
-			return 0, false
+			return
 		}
 	}
 	// The free is the controller step's checkpoint: nothing can happen
@@ -250,16 +262,7 @@ func (r *volumeRun) controllerStep(ctx context.Context, v *csi.Volume, cs []*csi
 	// store write (and its wait) per claim and save nothing. A free that
 	// fails leaves the claim NodeDetached, and the controller step, like
 	// any step whose checkpoint did not land, runs again.
-	for _, c := range cs {
-		if r.free(ctx, v, c) {
-			freed++
-			wrote = true
-			if needed {
-				w.steps[stepIndex(StepControllerDetach)].Add(1)
-			}
-		}
-	}
-	return freed, wrote
+	r.free(cs, needed)
 }
 
 // controllerNeeded decides whether the volume's claims go through
@@ -333,37 +336,82 @@ func (w *Worker) pluginView(id string) (*csi.Plugin, error) {
 	return p, err
 }
 
-// checkpoint moves c to st through the Applier. A claim that is gone or
-// already further along (another worker got there) counts as done.
-func (r *volumeRun) checkpoint(ctx context.Context, c *csi.Claim, st csi.ClaimState, step Step) bool {
-	err := r.w.commit.apply(ctx, state.CheckpointClaim{
-		Namespace: r.key.namespace, VolumeID: r.key.id, AllocationID: c.AllocationID, State: st,
-	})
-	switch {
-	case err == nil, errors.Is(err, csi.ErrClaimNotFound):
-		return true
-	case ctx.Err() != nil:
-		return false
-	}
-	r.fail(c, step, fmt.Errorf("checkpoint the claim of allocation %s on volume %s as %s: %w", c.AllocationID, r.key.id, st, err))
-	return false
+// pendingWrite is a checkpoint or free submitted for claim c.
+type pendingWrite struct {
+	c    *csi.Claim
+	step Step // StepNodeDetach for a checkpoint, StepFree for a free
+	// detached: a free that follows a ControllerUnpublish this run made
+	detached bool
+	w        *write
 }
 
-// free removes c and reports whether it is gone.
-func (r *volumeRun) free(ctx context.Context, v *csi.Volume, c *csi.Claim) bool {
-	w := r.w
-	err := w.commit.apply(ctx, state.FreeClaim{
-		Namespace: r.key.namespace, VolumeID: r.key.id, AllocationID: c.AllocationID,
-	})
-	switch {
-	case errors.Is(err, csi.ErrClaimNotFound):
-		return true // freed by an earlier run whose outcome was lost
-	case err != nil:
-		if ctx.Err() == nil {
-			r.fail(c, StepFree, fmt.Errorf("free the claim of allocation %s on volume %s: %w", c.AllocationID, r.key.id, err))
-		}
-		return false
+// submit hands cmd, the write that ends step for claim c, to the
+// committer without waiting for it.
+func (r *volumeRun) submit(c *csi.Claim, step Step, detached bool, cmd state.Command) {
+	r.pending = append(r.pending, pendingWrite{c: c, step: step, detached: detached, w: r.w.commit.submit(cmd)[0]})
+}
+
+// free submits the frees of cs, together so that they go out in one
+// transaction. detached says their ControllerUnpublish was made.
+func (r *volumeRun) free(cs []*csi.Claim, detached bool) {
+	if len(cs) == 0 {
+		return
 	}
+	cmds := make([]state.Command, len(cs))
+	for i, c := range cs {
+		cmds[i] = state.FreeClaim{Namespace: r.key.namespace, VolumeID: r.key.id, AllocationID: c.AllocationID}
+	}
+	for i, w := range r.w.commit.submit(cmds...) {
+		r.pending = append(r.pending, pendingWrite{c: cs[i], step: StepFree, detached: detached, w: w})
+	}
+}
+
+// settle waits for every pending write and accounts for each: a claim
+// checkpointed or freed moves on (a claim that is gone, or already
+// further along because another worker got there, counts as done); a
+// failed write is a failed attempt at its step. It returns how many
+// writes landed and how many of them freed a claim. When ctx ends,
+// writes whose outcome is unknown are left alone: the next Worker reads
+// where they stand.
+func (r *volumeRun) settle(ctx context.Context) (wrote, freed int) {
+	w := r.w
+	for _, p := range r.pending {
+		err := p.w.wait(ctx)
+		if p.step == StepNodeDetach {
+			switch {
+			case err == nil, errors.Is(err, csi.ErrClaimNotFound):
+				wrote++
+				w.steps[stepIndex(StepNodeDetach)].Add(1)
+			case ctx.Err() == nil:
+				r.fail(p.c, StepNodeDetach, fmt.Errorf("checkpoint the claim of allocation %s on volume %s as %s: %w",
+					p.c.AllocationID, r.key.id, csi.ClaimNodeDetached, err))
+			}
+			continue
+		}
+		switch {
+		case err == nil:
+			r.freed(p.c)
+		case errors.Is(err, csi.ErrClaimNotFound):
+			// freed by an earlier run whose outcome was lost
+		case ctx.Err() == nil:
+			r.fail(p.c, StepFree, fmt.Errorf("free the claim of allocation %s on volume %s: %w", p.c.AllocationID, r.key.id, err))
+			continue
+		default:
+			continue
+		}
+		wrote++
+		freed++
+		if p.detached {
+			w.steps[stepIndex(StepControllerDetach)].Add(1)
+		}
+	}
+	r.pending = r.pending[:0]
+	return wrote, freed
+}
+
+// freed accounts for the free of c.
+func (r *volumeRun) freed(c *csi.Claim) {
+	w := r.w
 	var since = w.cfg.Clock.Now().Sub(c.ReleasedAt)
 	if c.ReleasedAt.IsZero() || since < 0 {
 		since = 0
@@ -377,8 +425,7 @@ func (r *volumeRun) free(ctx context.Context, v *csi.Volume, c *csi.Claim) bool 
 		}
 	}
 	w.cfg.Observer.ClaimFreed(r.key.namespace, r.key.id, c.AllocationID, since)
-	w.cfg.Logger.Debug("claim freed", "namespace", r.key.namespace, "volume", v.ID, "allocation", c.AllocationID, "since_released", since)
-	return true
+	w.cfg.Logger.Debug("claim freed", "namespace", r.key.namespace, "volume", r.key.id, "allocation", c.AllocationID, "since_released", since)
 }
 
 // recordFailures writes each failed claim's error (LastError) and says

@@ -164,29 +164,22 @@ func (w *Worker) waitDisabled(ctx context.Context, since uint64) {
 	}
 }
 
-// runEnabled runs one enabled period: the committer, the store watcher,
-// the scanner, the timer loop and Parallelism workers, until the Worker
-// is disabled (the disable count moves past disables) or ctx ends. It
-// returns after all of them stopped.
+// runEnabled runs one enabled period: the committer, the scanner, the
+// timer loop and Parallelism workers, until the Worker is disabled (the
+// disable count moves past disables) or ctx ends. It returns after all
+// of them stopped.
 func (w *Worker) runEnabled(parent context.Context, disables uint64) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
-	q := newQueue(w.cfg.Clock, w.cfg.Observer, w.cfg.ScanInterval)
+	q := newQueue(w.cfg.Clock, w.cfg.Observer, w.cfg.ScanInterval, w.cfg.Parallelism)
 	w.commit = newCommitter(w.cfg.Applier, &w.writes, &w.applies)
 	w.mu.Lock()
 	w.ep, w.epSince = q, disables
 	w.notifyLocked()
 	w.mu.Unlock()
 
-	// The first scan (forced) reads the store as of now or later; the
-	// watcher only needs to report what changes after this index.
-	start, err := w.cfg.Store.Index(state.TableVolumes)
-	if err != nil {
-		start = 0
-	}
 	var wg sync.WaitGroup
 	wg.Go(func() { w.commit.run(ctx) })
-	wg.Go(func() { w.watchStore(ctx, q, start) })
 	wg.Go(func() { w.scanLoop(ctx, q) })
 	wg.Go(func() { w.timerLoop(ctx, q) })
 	for range w.cfg.Parallelism {
@@ -203,38 +196,53 @@ func (w *Worker) runEnabled(parent context.Context, disables uint64) {
 	w.cfg.Observer.QueueChanged(0, 0, 0)
 }
 
-// watchStore turns changes of the volume table into scan requests. It
-// blocks in the store's Wait: no polling.
-func (w *Worker) watchStore(ctx context.Context, q *queue, idx uint64) {
-	failures := 0
-	for {
-		n, err := w.cfg.Store.Wait(ctx, state.TableVolumes, idx)
-		if ctx.Err() != nil {
-			return
-		}
-		if err != nil {
-			failures++
-			d := w.cfg.backoff().Delay(failures)
-			w.cfg.Logger.Warn("claim release worker cannot watch the volume table; retrying", "error", err, "retry_in", d)
-			if clock.Sleep(ctx, w.cfg.Clock, d) != nil {
-				return
-			}
-			continue
-		}
-		failures = 0
-		idx = n
-		q.storeChanged()
-	}
-}
-
-// scanLoop lists the volumes with past claims when the store changed,
-// a scan is forced, and the ready queue has drained. The list holds
-// keys and indexes only (state.VolumeReader.PastClaimVolumeIDs): a
-// volume is read when a worker releases it, so a scan of a large queue
-// does not copy every volume before the first release can start.
+// scanLoop lists the volumes with past claims and hands them to the
+// queue. It is also the store's watcher: between scans it blocks in the
+// store's Wait (no polling) until the volume table moves past the index
+// of the last scan, then scans from the same goroutine, so a stopped
+// allocation reaches a worker in one hand-off. It scans only when a scan
+// can start work (see queue.canScanLocked), when forced (the first scan
+// of an enabled period, the backstop, a retry after a failed read), and
+// never while the store has not moved since the last scan.
+//
+// The list holds keys and indexes only
+// (state.VolumeReader.PastClaimVolumeIDs): a volume is read when a
+// worker releases it, so a scan of a large queue does not copy every
+// volume before the first release can start.
 func (w *Worker) scanLoop(ctx context.Context, q *queue) {
 	failures := 0
-	for q.waitScan(ctx) {
+	// broken: the last wait for a store change failed; the next scan
+	// waits for the retry that watchFailed scheduled.
+	broken := false
+	for {
+		force, ok := q.waitScan(ctx, broken)
+		if !ok {
+			return
+		}
+		if !force {
+			wctx, since, done := q.watchContext(ctx)
+			_, err := w.cfg.Store.Wait(wctx, state.TableVolumes, since)
+			forced := wctx.Err() != nil
+			done()
+			switch {
+			case ctx.Err() != nil:
+				return
+			case err != nil && !forced:
+				failures++
+				d := w.cfg.backoff().Delay(failures)
+				w.cfg.Logger.Warn("claim release worker cannot watch the volume table; retrying", "error", err, "retry_in", d)
+				broken = true
+				q.watchFailed(w.cfg.Clock.Now().Add(d))
+				continue
+			case !forced:
+				// The store moved: scan if a scan can still start work,
+				// or wait until it can.
+				if _, ok := q.waitScanNow(); !ok {
+					continue
+				}
+			}
+		}
+		q.beginScan()
 		idx, err := w.cfg.Store.Index(state.TableVolumes)
 		var vols []state.VolumeStamp
 		if err == nil {
@@ -244,10 +252,11 @@ func (w *Worker) scanLoop(ctx context.Context, q *queue) {
 			failures++
 			d := w.cfg.backoff().Delay(failures)
 			w.cfg.Logger.Warn("claim release worker cannot list volumes with past claims; retrying", "error", err, "retry_in", d)
+			broken = true
 			q.scanFailed(w.cfg.Clock.Now().Add(d))
 			continue
 		}
-		failures = 0
+		failures, broken = 0, false
 		w.scans.Add(1)
 		q.offer(vols, idx)
 	}

@@ -47,7 +47,10 @@
 //
 //   - InmemTransport calls Handlers in the same process, through the same
 //     JSON and error encoding as the network, with SetDown to simulate a
-//     partition. Use it in tests and in single-process hosts.
+//     partition. Use it in tests and in single-process hosts. A
+//     NodeEndpoint's own methods run on the caller's goroutine (they end
+//     with ctx by construction); any other handler gets a goroutine per
+//     call, so the caller returns at ctx's end even if it ignores ctx.
 //   - GRPCTransport and GRPCNodeServer carry calls over gRPC as one unary
 //     method, NodeServiceName + "/Call", whose messages are JSON
 //     envelopes ({"method", "body"} and {"body", "error"}); no generated
@@ -110,7 +113,8 @@
 // Choosing a controller node: the candidates are the nodes whose
 // controller instance of the plugin is healthy, read from the store's
 // per-plugin index (state.Reader.HealthyControllers), so the cost does
-// not grow with the nodes of the cluster. They are tried in node ID
+// not grow with the nodes of the cluster, and read again only when the
+// plugin table's index moved: in between, a call reads that index only. They are tried in node ID
 // order, the node that last served the plugin first; a node that
 // NodeStatuses does not report ready is passed over, a Retryable or
 // Uncertain answer (the plugin not running there, csi.ErrPluginNotFound;

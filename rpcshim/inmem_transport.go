@@ -71,9 +71,13 @@ func (t *InmemTransport) SetDown(nodeID string, down bool) {
 	}
 }
 
-// Call implements Transport. The handler runs in its own goroutine so
-// that Call returns when ctx ends even if the handler ignores ctx, as it
-// would over gRPC; such a handler keeps running until it returns.
+// Call implements Transport. A handler runs in its own goroutine so that
+// Call returns when ctx ends even if the handler ignores ctx, as it would
+// over gRPC; such a handler keeps running until it returns. The methods
+// of a NodeEndpoint are the exception: they make only calls that end
+// with ctx (the plugin client's, the Unmounter's), so they run on the
+// caller's goroutine, which returns at ctx's end all the same. A method
+// a node agent added to the endpoint's Mux runs in its own goroutine.
 func (t *InmemTransport) Call(ctx context.Context, nodeID, method string, req, resp any) error {
 	if err := csi.ValidateNodeID(nodeID); err != nil {
 		return fmt.Errorf("rpcshim: call %s: %w", method, err)
@@ -104,23 +108,15 @@ func (t *InmemTransport) Call(ctx context.Context, nodeID, method string, req, r
 		return ctxError(nodeID, method, err)
 	}
 
-	type result struct {
-		body []byte
-		err  error
-	}
-	done := make(chan result, 1)
-	go func() {
-		b, err := h.ServeCall(ctx, method, body)
-		done <- result{b, err}
-	}()
 	var r result
-	select {
-	case r = <-done:
-	case <-ctx.Done():
-		// A reply that raced with the end of ctx still counts.
-		select {
-		case r = <-done:
-		default:
+	if ih, ok := h.(inlineHandler); ok && ih.servesInline(method) {
+		// The handler returns soon after ctx ends by construction, so it
+		// runs here: a goroutine per call would only add a hand-off (and
+		// a fresh stack for every decode) to each call.
+		r.body, r.err = h.ServeCall(ctx, method, body)
+	} else {
+		r = serveAsync(ctx, h, method, body)
+		if r.aborted {
 			return ctxError(nodeID, method, ctx.Err())
 		}
 	}
@@ -133,6 +129,37 @@ func (t *InmemTransport) Call(ctx context.Context, nodeID, method string, req, r
 		return EncodeError(r.err).Err()
 	}
 	return decodeReply(nodeID, method, r.body, resp)
+}
+
+// result is a handler's answer; aborted says ctx ended first.
+type result struct {
+	body    []byte
+	err     error
+	aborted bool
+}
+
+// serveAsync runs the handler in its own goroutine and waits for its
+// answer or for the end of ctx, whichever comes first: a handler that
+// ignores ctx keeps running, but the caller gets its answer at ctx's end,
+// as over the network.
+func serveAsync(ctx context.Context, h Handler, method string, body []byte) result {
+	done := make(chan result, 1)
+	go func() {
+		b, err := h.ServeCall(ctx, method, body)
+		done <- result{body: b, err: err}
+	}()
+	select {
+	case r := <-done:
+		return r
+	case <-ctx.Done():
+		// A reply that raced with the end of ctx still counts.
+		select {
+		case r := <-done:
+			return r
+		default:
+			return result{aborted: true}
+		}
+	}
 }
 
 // ctxEnded returns ctx's error, or context.DeadlineExceeded once its

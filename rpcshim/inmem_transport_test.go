@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/mounter"
 	"github.com/csikit/csikit/rpcshim"
 )
 
@@ -102,6 +103,68 @@ func TestInmemTransport_Call_HandlerIgnoresContext(t *testing.T) {
 	expectClass(t, err, csi.ClassUncertain)
 	close(release)
 	<-finished
+}
+
+// waitingUnmounter is an Unmounter that honours ctx: it tells started
+// and waits for the end of ctx.
+type waitingUnmounter struct{ started chan struct{} }
+
+func (u *waitingUnmounter) UnmountVolume(ctx context.Context, _ *mounter.UnmountRequest) error {
+	close(u.started)
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+// TestInmemTransport_Call_EndpointMethods checks that a call to a node
+// endpoint returns when ctx ends, whether the method is the endpoint's
+// own (which runs on the caller's goroutine and ends with ctx) or one a
+// node agent added to its Mux that ignores ctx (which runs on its own
+// goroutine, as any other handler), and that both still copy values.
+func TestInmemTransport_Call_EndpointMethods(t *testing.T) {
+	tests := []struct {
+		name   string
+		method string
+		req    any
+	}{
+		{"endpoint's own method", rpcshim.MethodNodeDetach, &rpcshim.NodeDetachRequest{NodeID: "n1", Namespace: "default", VolumeID: "v", AllocationID: "a"}},
+		{"agent's method that ignores ctx", "Agent.Stuck", struct{}{}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			u := &waitingUnmounter{started: make(chan struct{})}
+			ep, err := rpcshim.NewNodeEndpoint(rpcshim.NodeEndpointConfig{NodeID: "n1", Plugins: &epPlugins{}, Mounter: u})
+			must(t, err)
+			release := make(chan struct{})
+			defer close(release)
+			rpcshim.Handle(ep.Mux(), "Agent.Stuck", func(context.Context, *struct{}) (*struct{}, error) {
+				close(u.started)
+				<-release
+				return &struct{}{}, nil
+			})
+			tr := rpcshim.NewInmemTransport()
+			tr.Register("n1", ep)
+
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() { <-u.started; cancel() }()
+			err = tr.Call(ctx, "n1", tc.method, tc.req, nil)
+			expectIs(t, err, context.Canceled)
+			expectClass(t, err, csi.ClassUncertain)
+		})
+	}
+
+	// The endpoint's own methods get a copy of the request too.
+	u := &epUnmounter{}
+	ep, err := rpcshim.NewNodeEndpoint(rpcshim.NodeEndpointConfig{NodeID: "n1", Plugins: &epPlugins{}, Mounter: u})
+	must(t, err)
+	tr := rpcshim.NewInmemTransport()
+	tr.Register("n1", ep)
+	usage := mounter.Usage{ClaimMode: csi.ClaimWrite, AccessMode: csi.AccessModeSingleNodeWriter, AttachmentMode: csi.AttachmentModeFileSystem}
+	req := &rpcshim.NodeDetachRequest{NodeID: "n1", Namespace: "default", VolumeID: "v", AllocationID: "a", Usage: &usage}
+	must(t, tr.Call(context.Background(), "n1", rpcshim.MethodNodeDetach, req, nil))
+	req.Usage.ClaimMode = csi.ClaimRead
+	if got := u.requests(); len(got) != 1 || got[0].Usage.ClaimMode != csi.ClaimWrite {
+		t.Errorf("unmount requests = %+v, want one with the usage as sent", got)
+	}
 }
 
 // TestInmemTransport_Call_CopiesValues checks that caller and handler share

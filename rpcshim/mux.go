@@ -18,14 +18,25 @@ import (
 // calls; all methods are safe for concurrent use.
 type Mux struct {
 	mu       sync.RWMutex
-	handlers map[string]func(ctx context.Context, body []byte) ([]byte, error)
+	handlers map[string]muxMethod
 }
 
-var _ Handler = (*Mux)(nil)
+// muxMethod is one registered method.
+type muxMethod struct {
+	serve func(ctx context.Context, body []byte) ([]byte, error)
+	// inline: the function is this package's own and returns soon after
+	// ctx ends (see inlineHandler).
+	inline bool
+}
+
+var (
+	_ Handler       = (*Mux)(nil)
+	_ inlineHandler = (*Mux)(nil)
+)
 
 // NewMux returns a Mux with no methods.
 func NewMux() *Mux {
-	return &Mux{handlers: make(map[string]func(context.Context, []byte) ([]byte, error))}
+	return &Mux{handlers: make(map[string]muxMethod)}
 }
 
 // Handle registers fn for method on m. fn receives a freshly decoded *Req
@@ -39,6 +50,13 @@ func NewMux() *Mux {
 // Handle panics if method is empty, fn is nil, or method already has a
 // function: these are programmer errors found at start-up.
 func Handle[Req, Resp any](m *Mux, method string, fn func(ctx context.Context, req *Req) (*Resp, error)) {
+	handle(m, method, fn, false)
+}
+
+// handle is Handle; inline marks a function of this package that
+// returns soon after ctx ends, whatever the host plugged in below it
+// does not change that (see inlineHandler).
+func handle[Req, Resp any](m *Mux, method string, fn func(ctx context.Context, req *Req) (*Resp, error), inline bool) {
 	if method == "" {
 		panic("rpcshim: Handle called with an empty method name")
 	}
@@ -68,7 +86,7 @@ func Handle[Req, Resp any](m *Mux, method string, fn func(ctx context.Context, r
 	if _, dup := m.handlers[method]; dup {
 		panic("rpcshim: method " + method + " registered twice on one Mux")
 	}
-	m.handlers[method] = h
+	m.handlers[method] = muxMethod{serve: h, inline: inline}
 }
 
 // ServeCall implements Handler. An unknown method gives an error matching
@@ -82,5 +100,13 @@ func (m *Mux) ServeCall(ctx context.Context, method string, body []byte) ([]byte
 		return nil, fmt.Errorf("%w: the node does not serve method %q; check that server and node run compatible csikit versions",
 			csi.ErrNotSupported, method)
 	}
-	return h(ctx, body)
+	return h.serve(ctx, body)
+}
+
+// servesInline implements inlineHandler: only the methods this package
+// registered itself (the NodeEndpoint's) qualify, never those of Handle.
+func (m *Mux) servesInline(method string) bool {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	return m.handlers[method].inline
 }

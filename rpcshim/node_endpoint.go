@@ -67,7 +67,10 @@ type NodeEndpoint struct {
 	mux     *Mux
 }
 
-var _ Handler = (*NodeEndpoint)(nil)
+var (
+	_ Handler       = (*NodeEndpoint)(nil)
+	_ inlineHandler = (*NodeEndpoint)(nil)
+)
 
 // NewNodeEndpoint validates cfg and returns the endpoint with its methods
 // registered on a new Mux. It starts no goroutine.
@@ -86,7 +89,7 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 	}
 	m := NewMux()
 	e := &NodeEndpoint{nodeID: cfg.NodeID, plugins: cfg.Plugins, mounter: cfg.Mounter, logger: cfg.Logger, mux: m}
-	Handle(m, MethodControllerPublish, func(ctx context.Context, req *ControllerPublishRequest) (*ControllerPublishResponse, error) {
+	handle(m, MethodControllerPublish, func(ctx context.Context, req *ControllerPublishRequest) (*ControllerPublishResponse, error) {
 		c, err := e.controller(req.query(), "ControllerPublishVolume")
 		if err != nil {
 			return nil, err
@@ -96,8 +99,8 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 			return nil, e.pluginErr(req.query(), "ControllerPublishVolume", err)
 		}
 		return &ControllerPublishResponse{PublishContext: pc}, nil
-	})
-	Handle(m, MethodControllerUnpublish, func(ctx context.Context, req *ControllerUnpublishRequest) (*ControllerUnpublishResponse, error) {
+	}, true)
+	handle(m, MethodControllerUnpublish, func(ctx context.Context, req *ControllerUnpublishRequest) (*ControllerUnpublishResponse, error) {
 		c, err := e.controller(req.query(), "ControllerUnpublishVolume")
 		if err != nil {
 			return nil, err
@@ -106,8 +109,8 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 			return nil, e.pluginErr(req.query(), "ControllerUnpublishVolume", err)
 		}
 		return &ControllerUnpublishResponse{}, nil
-	})
-	Handle(m, MethodControllerValidateCapabilities, func(ctx context.Context, req *ValidateCapabilitiesRequest) (*ValidateCapabilitiesResponse, error) {
+	}, true)
+	handle(m, MethodControllerValidateCapabilities, func(ctx context.Context, req *ValidateCapabilitiesRequest) (*ValidateCapabilitiesResponse, error) {
 		c, err := e.controller(req.query(), "ValidateVolumeCapabilities")
 		if err != nil {
 			return nil, err
@@ -117,8 +120,8 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 			return nil, e.pluginErr(req.query(), "ValidateVolumeCapabilities", err)
 		}
 		return &ValidateCapabilitiesResponse{ValidateCapabilitiesResponse: *r}, nil
-	})
-	Handle(m, MethodControllerCreateVolume, func(ctx context.Context, req *CreateVolumeRequest) (*CreateVolumeResponse, error) {
+	}, true)
+	handle(m, MethodControllerCreateVolume, func(ctx context.Context, req *CreateVolumeRequest) (*CreateVolumeResponse, error) {
 		c, err := e.controller(req.query(), "CreateVolume")
 		if err != nil {
 			return nil, err
@@ -128,8 +131,8 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 			return nil, e.pluginErr(req.query(), "CreateVolume", err)
 		}
 		return &CreateVolumeResponse{Volume: *v}, nil
-	})
-	Handle(m, MethodControllerDeleteVolume, func(ctx context.Context, req *DeleteVolumeRequest) (*DeleteVolumeResponse, error) {
+	}, true)
+	handle(m, MethodControllerDeleteVolume, func(ctx context.Context, req *DeleteVolumeRequest) (*DeleteVolumeResponse, error) {
 		c, err := e.controller(req.query(), "DeleteVolume")
 		if err != nil {
 			return nil, err
@@ -138,8 +141,8 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 			return nil, e.pluginErr(req.query(), "DeleteVolume", err)
 		}
 		return &DeleteVolumeResponse{}, nil
-	})
-	Handle(m, MethodControllerListVolumes, func(ctx context.Context, req *ListVolumesRequest) (*ListVolumesResponse, error) {
+	}, true)
+	handle(m, MethodControllerListVolumes, func(ctx context.Context, req *ListVolumesRequest) (*ListVolumesResponse, error) {
 		c, err := e.controller(req.query(), "ListVolumes")
 		if err != nil {
 			return nil, err
@@ -149,8 +152,8 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 			return nil, e.pluginErr(req.query(), "ListVolumes", err)
 		}
 		return &ListVolumesResponse{ListVolumesResponse: *r}, nil
-	})
-	Handle(m, MethodControllerExpandVolume, func(ctx context.Context, req *ExpandVolumeRequest) (*ExpandVolumeResponse, error) {
+	}, true)
+	handle(m, MethodControllerExpandVolume, func(ctx context.Context, req *ExpandVolumeRequest) (*ExpandVolumeResponse, error) {
 		c, err := e.controller(req.query(), "ControllerExpandVolume")
 		if err != nil {
 			return nil, err
@@ -160,8 +163,8 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 			return nil, e.pluginErr(req.query(), "ControllerExpandVolume", err)
 		}
 		return &ExpandVolumeResponse{ControllerExpandResponse: *r}, nil
-	})
-	Handle(m, MethodControllerCreateSnapshot, func(ctx context.Context, req *CreateSnapshotRequest) (*CreateSnapshotResponse, error) {
+	}, true)
+	handle(m, MethodControllerCreateSnapshot, func(ctx context.Context, req *CreateSnapshotRequest) (*CreateSnapshotResponse, error) {
 		c, err := e.controller(req.query(), "CreateSnapshot")
 		if err != nil {
 			return nil, err
@@ -171,8 +174,8 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 			return nil, e.pluginErr(req.query(), "CreateSnapshot", err)
 		}
 		return &CreateSnapshotResponse{Snapshot: *s}, nil
-	})
-	Handle(m, MethodControllerDeleteSnapshot, func(ctx context.Context, req *DeleteSnapshotRequest) (*DeleteSnapshotResponse, error) {
+	}, true)
+	handle(m, MethodControllerDeleteSnapshot, func(ctx context.Context, req *DeleteSnapshotRequest) (*DeleteSnapshotResponse, error) {
 		c, err := e.controller(req.query(), "DeleteSnapshot")
 		if err != nil {
 			return nil, err
@@ -181,8 +184,8 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 			return nil, e.pluginErr(req.query(), "DeleteSnapshot", err)
 		}
 		return &DeleteSnapshotResponse{}, nil
-	})
-	Handle(m, MethodControllerListSnapshots, func(ctx context.Context, req *ListSnapshotsRequest) (*ListSnapshotsResponse, error) {
+	}, true)
+	handle(m, MethodControllerListSnapshots, func(ctx context.Context, req *ListSnapshotsRequest) (*ListSnapshotsResponse, error) {
 		c, err := e.controller(req.query(), "ListSnapshots")
 		if err != nil {
 			return nil, err
@@ -192,8 +195,8 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 			return nil, e.pluginErr(req.query(), "ListSnapshots", err)
 		}
 		return &ListSnapshotsResponse{ListSnapshotsResponse: *r}, nil
-	})
-	Handle(m, MethodNodeDetach, e.nodeDetach)
+	}, true)
+	handle(m, MethodNodeDetach, e.nodeDetach, true)
 	return e, nil
 }
 
@@ -201,6 +204,11 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 func (e *NodeEndpoint) ServeCall(ctx context.Context, method string, body []byte) ([]byte, error) {
 	return e.mux.ServeCall(ctx, method, body)
 }
+
+// servesInline implements inlineHandler: the endpoint's own methods make
+// only calls that end with ctx (the controller plugin's gRPC calls, the
+// Unmounter); methods a node agent added to Mux do not qualify.
+func (e *NodeEndpoint) servesInline(method string) bool { return e.mux.servesInline(method) }
 
 // Mux returns the Mux the endpoint's methods are registered on. A node
 // agent may Handle methods of its own on it, to serve them on the same

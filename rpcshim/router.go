@@ -20,8 +20,9 @@ import (
 type RouterConfig struct {
 	// Store is read for the controller instances of a plugin
 	// (HealthyControllers, an index whose cost does not grow with the
-	// nodes of the cluster) and, to explain a refusal, for the plugin's
-	// and a node's records. Required.
+	// nodes of the cluster, read again only when Index(TablePlugins)
+	// moved) and, to explain a refusal, for the plugin's and a node's
+	// records. Required.
 	Store state.Reader
 	// Transport carries the calls to the nodes. Required.
 	Transport Transport
@@ -79,7 +80,22 @@ type Router struct {
 	locks keyedLocks[attachKey]
 
 	mu     sync.Mutex
-	sticky map[string]string // plugin ID → node that last served it
+	sticky map[string]string       // plugin ID → node that last served it
+	views  map[string]*controllers // plugin ID → its healthy controllers as last read
+}
+
+// controllers is a plugin's healthy controller instances as read from
+// the store while the plugin table was at index. A routing decision
+// reads only the plugin table's index as long as it has not moved: the
+// instances and their fingerprints are copied from the store once per
+// change of the table, not once per call. A view is shared by every
+// call that uses it and never changed.
+type controllers struct {
+	index uint64
+	// infos are the healthy controller instances, keyed by host node ID.
+	infos map[string]*csi.PluginInfo
+	// nodes are the keys of infos, sorted.
+	nodes []string
 }
 
 // NewRouter validates cfg and returns a Router. It starts no goroutine.
@@ -104,6 +120,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		statuses:  cfg.NodeStatuses,
 		logger:    cfg.Logger,
 		sticky:    make(map[string]string),
+		views:     make(map[string]*controllers),
 	}, nil
 }
 
@@ -267,19 +284,23 @@ func (r *Router) NodeDetach(ctx context.Context, vol *csi.Volume, claim *csi.Cla
 	if err := csi.ValidateNodeID(claim.NodeID); err != nil {
 		return fmt.Errorf("rpcshim: node detach of volume %s for allocation %s: %w", vol.ID, claim.AllocationID, err)
 	}
-	what := fmt.Sprintf("node detach of volume %s for allocation %s on node %s", vol.ID, claim.AllocationID, claim.NodeID)
+	// Built on failure only: the success path of a release makes no
+	// error text.
+	what := func() string {
+		return fmt.Sprintf("node detach of volume %s for allocation %s on node %s", vol.ID, claim.AllocationID, claim.NodeID)
+	}
 	st, err := r.statuses.NodeStatus(ctx, claim.NodeID)
 	switch {
 	case err != nil:
-		return fmt.Errorf("%w: %s: the host cannot tell whether the node is ready (%w); retry later", csi.ErrNodeNotReady, what, err)
+		return fmt.Errorf("%w: %s: the host cannot tell whether the node is ready (%w); retry later", csi.ErrNodeNotReady, what(), err)
 	case st == csi.NodeStatusGone:
 		return fmt.Errorf("%w: %s: the node has left the cluster and cannot be reached; its node step needs no call",
-			csi.ErrNodeNotFound, what)
+			csi.ErrNodeNotFound, what())
 	case st != csi.NodeStatusReady:
-		return fmt.Errorf("%w: %s: the node is %s; retry once it is ready", csi.ErrNodeNotReady, what, st)
+		return fmt.Errorf("%w: %s: the node is %s; retry once it is ready", csi.ErrNodeNotReady, what(), st)
 	}
 	if err := r.transport.Call(ctx, claim.NodeID, MethodNodeDetach, newNodeDetachRequest(vol, claim), nil); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+		return fmt.Errorf("%s: %w", what(), err)
 	}
 	return nil
 }
@@ -359,7 +380,7 @@ func callController[Req, Resp any, PReq interface {
 // callAny tries the plugin's healthy controller nodes in order until one
 // serves the call.
 func (r *Router) callAny(ctx context.Context, op, pluginID string, call func(context.Context, string) error) (string, error) {
-	ctrls, err := r.store.HealthyControllers(pluginID)
+	view, err := r.controllers(pluginID)
 	if err != nil {
 		if errors.Is(err, csi.ErrPluginNotFound) {
 			r.forget(pluginID)
@@ -369,7 +390,26 @@ func (r *Router) callAny(ctx context.Context, op, pluginID string, call func(con
 		return "", fmt.Errorf("rpcshim: %s: read the controllers of plugin %s: %w", op, pluginID, err)
 	}
 	var passed []PassedOver
-	for _, node := range r.candidates(pluginID, ctrls) {
+	r.mu.Lock()
+	last := r.sticky[pluginID]
+	r.mu.Unlock()
+	if _, ok := view.infos[last]; !ok {
+		last = ""
+	}
+	// The node that last served the plugin goes first, then the others
+	// in node ID order.
+	for i := -1; i < len(view.nodes); i++ {
+		var node string
+		switch {
+		case i < 0 && last == "":
+			continue
+		case i < 0:
+			node = last
+		case view.nodes[i] == last:
+			continue
+		default:
+			node = view.nodes[i]
+		}
 		if err := ctx.Err(); err != nil {
 			return "", fmt.Errorf("rpcshim: %s for plugin %s stopped before trying node %s: %w", op, pluginID, node, err)
 		}
@@ -380,7 +420,9 @@ func (r *Router) callAny(ctx context.Context, op, pluginID string, call func(con
 		}
 		err := call(ctx, node)
 		if err == nil {
-			r.remember(pluginID, node)
+			if node != last {
+				r.remember(pluginID, node)
+			}
 			return node, nil
 		}
 		if ctx.Err() != nil || !csi.IsRetryable(err) {
@@ -394,21 +436,54 @@ func (r *Router) callAny(ctx context.Context, op, pluginID string, call func(con
 			"class", csi.Classify(err), "error", err)
 		passed = append(passed, PassedOver{NodeID: node, Reason: why})
 	}
-	return "", r.noController(op, pluginID, ctrls, passed)
+	return "", r.noController(op, pluginID, view.infos, passed)
 }
 
-// candidates orders the healthy controller nodes: by node ID, with the
-// node that last served the plugin first.
-func (r *Router) candidates(pluginID string, ctrls map[string]*csi.PluginInfo) []string {
-	nodes := slices.Sorted(maps.Keys(ctrls))
-	r.mu.Lock()
-	last := r.sticky[pluginID]
-	r.mu.Unlock()
-	if i := slices.Index(nodes, last); i > 0 {
-		copy(nodes[1:i+1], nodes[:i])
-		nodes[0] = last
+// controllers returns the plugin's healthy controllers, read from the
+// store again only when the plugin table moved since the last read
+// (state.Reader.HealthyControllers, whose cost grows with the plugin's
+// controller instances only). The index is read before the instances,
+// so a view is never older than the index it is kept under; a write in
+// between makes the next call read again.
+func (r *Router) controllers(pluginID string) (*controllers, error) {
+	idx, err := r.store.Index(state.TablePlugins)
+	if err != nil {
+		return nil, err
 	}
-	return nodes
+	r.mu.Lock()
+	v := r.views[pluginID]
+	r.mu.Unlock()
+	if v != nil && v.index == idx {
+		return v, nil
+	}
+	infos, err := r.store.HealthyControllers(pluginID)
+	if err != nil {
+		if errors.Is(err, csi.ErrPluginNotFound) {
+			r.mu.Lock()
+			delete(r.views, pluginID)
+			r.mu.Unlock()
+		}
+		return nil, err
+	}
+	v = &controllers{index: idx, infos: infos, nodes: slices.Sorted(maps.Keys(infos))}
+	r.mu.Lock()
+	if old := r.views[pluginID]; old == nil || old.index <= idx {
+		r.views[pluginID] = v
+	}
+	r.mu.Unlock()
+	return v, nil
+}
+
+// healthyControllers returns the healthy controller instances of a
+// plugin, keyed by host node ID, as the router sees them for its next
+// call (see controllers). The map and its values are shared: the caller
+// must not change them.
+func (r *Router) healthyControllers(pluginID string) (map[string]*csi.PluginInfo, error) {
+	v, err := r.controllers(pluginID)
+	if err != nil {
+		return nil, err
+	}
+	return v.infos, nil
 }
 
 func (r *Router) remember(pluginID, node string) {
@@ -483,7 +558,7 @@ func (r *Router) checkNamed(ctx context.Context, op, pluginID, node string) erro
 		return fmt.Errorf("%w: %s: the node is %s; retry once it is ready, or leave ControllerNodeID empty to use another controller",
 			csi.ErrNodeNotReady, what, st)
 	}
-	ctrls, err := r.store.HealthyControllers(pluginID)
+	ctrls, err := r.healthyControllers(pluginID)
 	if err != nil {
 		return fmt.Errorf("rpcshim: %s: %w", what, err)
 	}

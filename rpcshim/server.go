@@ -239,10 +239,10 @@ func (s *Server) RegisterVolume(ctx context.Context, req *VolumeRegisterRequest)
 }
 
 // hasController reports whether the plugin has a controller: a healthy
-// controller instance (the index read), or failing that the plugin's
-// own record, read whole only then.
+// controller instance (the router's view of the index), or failing that
+// the plugin's own record, read whole only then.
 func (s *Server) hasController(pluginID string) (bool, error) {
-	ctrls, err := s.store.HealthyControllers(pluginID)
+	ctrls, err := s.router.healthyControllers(pluginID)
 	if err != nil {
 		return false, err
 	}

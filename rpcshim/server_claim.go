@@ -105,12 +105,14 @@ func (s *Server) Claim(ctx context.Context, req *VolumeClaimRequest) (*VolumeCla
 
 // needsPublish decides whether claims of vol go through
 // ControllerPublishVolume. It reads only the plugin's healthy controller
-// instances (an index), not the whole plugin with its node instances.
+// instances (an index, through the router's view of it, which the
+// ControllerPublish that follows uses too), not the whole plugin with
+// its node instances.
 func (s *Server) needsPublish(op string, vol *csi.Volume) (bool, error) {
 	if !vol.ControllerRequired {
 		return false, nil
 	}
-	ctrls, err := s.store.HealthyControllers(vol.PluginID)
+	ctrls, err := s.router.healthyControllers(vol.PluginID)
 	if err != nil {
 		return false, fmt.Errorf("%s: the claim is written but the plugin's controllers cannot be read (retry the claim): %w", op, err)
 	}

@@ -67,3 +67,14 @@ type NodeStatuses interface {
 type Handler interface {
 	ServeCall(ctx context.Context, method string, body []byte) ([]byte, error)
 }
+
+// inlineHandler is implemented by this package's Handlers (Mux and
+// NodeEndpoint) to tell the in-memory transport which methods return
+// soon after ctx ends by construction: those it registered itself,
+// whose every blocking call takes ctx. The transport runs them on the
+// caller's goroutine. It is unexported on purpose: a host's Handler,
+// and a method added with Handle, keep a goroutine of their own, so
+// that a caller still gets its answer at ctx's end if they ignore ctx.
+type inlineHandler interface {
+	servesInline(method string) bool
+}

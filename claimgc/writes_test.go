@@ -1,0 +1,323 @@
+package claimgc_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/state"
+)
+
+// The tests of this file pin how the Worker's writes are ordered and
+// grouped: a claim's checkpoint before its next step, a node's frees in
+// one transaction, and a failed write handled like a failed step.
+
+// orderApplier applies commands through the harness's applier and adds
+// each Apply call to the harness's call order, next to the plugin
+// calls: "store:<kind> <allocations>", one entry per call (a batch lists
+// every command). fail, when set, refuses the calls it matches with its
+// error, before they reach the store.
+type orderApplier struct {
+	state.Applier
+	h *harness
+
+	mu   sync.Mutex
+	fail func(cmds []state.Command) error
+}
+
+func (a *orderApplier) Apply(ctx context.Context, cmd state.Command) (state.Result, error) {
+	cmds := []state.Command{cmd}
+	if b, ok := cmd.(state.Batch); ok {
+		cmds = b.Commands
+	}
+	a.mu.Lock()
+	fail := a.fail
+	a.mu.Unlock()
+	if fail != nil {
+		if err := fail(cmds); err != nil {
+			return state.Result{}, err
+		}
+	}
+	res, err := a.Applier.Apply(ctx, cmd)
+	if err == nil {
+		var parts []string
+		for _, c := range cmds {
+			parts = append(parts, describe(c))
+		}
+		a.h.order.add("store:" + strings.Join(parts, ","))
+	}
+	return res, err
+}
+
+func (a *orderApplier) setFail(f func([]state.Command) error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.fail = f
+}
+
+// describe names a command of the Worker with its allocation.
+func describe(c state.Command) string {
+	switch c := c.(type) {
+	case state.CheckpointClaim:
+		return fmt.Sprintf("checkpoint-%s-%s", c.State, c.AllocationID)
+	case state.FreeClaim:
+		return "free-" + c.AllocationID
+	case state.RecordClaimError:
+		return "error-" + c.AllocationID
+	}
+	return string(c.Kind())
+}
+
+// logError is what a host's log answers when it cannot commit: no csi
+// sentinel (so the committer does not retry the batch command by
+// command), Retryable.
+type logError struct{}
+
+func (logError) Error() string         { return "log unavailable: commit timed out" }
+func (logError) ErrorClass() csi.Class { return csi.ClassRetryable }
+
+// failOnce refuses the first Apply call that holds a command for which
+// match is true, with a logError.
+func failOnce(match func(state.Command) bool) func([]state.Command) error {
+	var once sync.Once
+	return func(cmds []state.Command) error {
+		if !slices.ContainsFunc(cmds, match) {
+			return nil
+		}
+		var err error
+		once.Do(func() { err = logError{} })
+		return err
+	}
+}
+
+func TestWorker_Release_WritesOfOneNode(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.addVolume("vol", csi.AccessModeMultiNodeMultiWriter)
+	h.claim("vol", "a1", "n2")
+	h.claim("vol", "a2", "n2")
+	h.claim("vol", "a3", "n2")
+	oa := &orderApplier{Applier: h.applier, h: h}
+	cfg := h.workerConfig()
+	cfg.Applier = oa
+	w := h.startWorker(cfg, true)
+	h.settle(w)
+	h.order.reset()
+
+	h.release("a1", "a2", "a3")
+	h.settle(w)
+	h.requireNoPastClaims("after the release")
+	got := h.order.list()
+	at := func(entry string) int {
+		for i, e := range got {
+			if slices.Contains(strings.Split(strings.TrimPrefix(e, "store:"), ","), entry) || e == entry {
+				return i
+			}
+		}
+		t.Fatalf("%s missing from %v", entry, got)
+		return -1
+	}
+	ctrl := at("ctrl:" + ctrlUnpublish + ":vol")
+	for _, a := range []string{"a1", "a2", "a3"} {
+		if cp := at("checkpoint-" + csi.ClaimNodeDetached.String() + "-" + a); cp > ctrl {
+			t.Errorf("%s's node checkpoint was written after the ControllerUnpublish: %v", a, got)
+		}
+	}
+	// The three frees end one step of one node: one transaction.
+	if last := got[len(got)-1]; last != "store:free-a1,free-a2,free-a3" {
+		t.Errorf("last write = %q, want the three frees in one batch (calls %v)", last, got)
+	}
+	if i := at("free-a1"); i < ctrl {
+		t.Errorf("a free was written before the ControllerUnpublish: %v", got)
+	}
+	if st := w.Stats(); st.Freed != 3 || st.NodeDetached != 3 || st.ControllerDetached != 3 || st.FailedAttempts != 0 {
+		t.Errorf("stats = %+v", st)
+	}
+	h.requireDetached("vol", "a1", "a2", "a3")
+	h.requireNoViolations()
+}
+
+func TestWorker_Release_FailedWrite(t *testing.T) {
+	tests := []struct {
+		name  string
+		match func(state.Command) bool
+		// state of the claim after the failed write, and the step its
+		// error names
+		wantState csi.ClaimState
+		wantStep  string
+		// plugin calls once the retry freed the claim
+		wantNodeUnpublish, wantCtrlUnpublish int
+	}{
+		{
+			name: "node checkpoint",
+			match: func(c state.Command) bool {
+				cp, ok := c.(state.CheckpointClaim)
+				return ok && cp.State == csi.ClaimNodeDetached
+			},
+			wantState: csi.ClaimUnpublishing,
+			wantStep:  "node-detach: checkpoint",
+			// The retry repeats the node step (the mounter has nothing
+			// left to do, so the plugin sees one call) and only then
+			// reaches the controller.
+			wantNodeUnpublish: 1, wantCtrlUnpublish: 1,
+		},
+		{
+			name: "free",
+			match: func(c state.Command) bool {
+				_, ok := c.(state.FreeClaim)
+				return ok
+			},
+			wantState: csi.ClaimNodeDetached,
+			wantStep:  "free: free the claim",
+			// A free that did not land repeats the controller step.
+			wantNodeUnpublish: 1, wantCtrlUnpublish: 2,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{})
+			h.addVolume("vol", csi.AccessModeSingleNodeWriter)
+			h.claim("vol", "a1", "n3")
+			oa := &orderApplier{Applier: h.applier, h: h}
+			oa.setFail(failOnce(tt.match))
+			cfg := h.workerConfig()
+			cfg.Applier = oa
+			w := h.startWorker(cfg, true)
+
+			h.release("a1")
+			h.settle(w)
+			c := h.claimOf("vol", "a1")
+			if c == nil || c.State != tt.wantState || !strings.HasPrefix(c.LastError, tt.wantStep) ||
+				!strings.Contains(c.LastError, "log unavailable") {
+				t.Fatalf("claim after the failed write = %+v, want %s with an error starting %q", c, tt.wantState, tt.wantStep)
+			}
+			if tt.wantState == csi.ClaimUnpublishing && h.ctrl.CallCount(ctrlUnpublish) != 0 {
+				t.Fatal("the controller step ran although the node checkpoint was not written")
+			}
+			if st := w.Stats(); st.FailedAttempts != 1 || st.Waiting != 1 {
+				t.Errorf("stats = %+v, want one failed attempt and the volume waiting for its retry", st)
+			}
+
+			h.advance(w, 8*time.Second)
+			h.requireNoPastClaims("after the retry")
+			n3 := h.nodes["n3"]
+			if got := n3.fake.CallCount(nodeUnpublish); got != tt.wantNodeUnpublish {
+				t.Errorf("NodeUnpublish calls = %d, want %d", got, tt.wantNodeUnpublish)
+			}
+			if got := h.ctrl.CallCount(ctrlUnpublish); got != tt.wantCtrlUnpublish {
+				t.Errorf("ControllerUnpublish calls = %d, want %d", got, tt.wantCtrlUnpublish)
+			}
+			h.requireDetached("vol", "a1")
+			h.requireNoViolations()
+		})
+	}
+}
+
+// TestWorker_Scan_WaitsForAFreeSlot checks that the Worker lists the
+// volumes with past claims only when a scan can start work: while every
+// worker slot is busy (here the only one), the releases' own writes do
+// not each cost a scan. The first scan (enabling) and the one that finds
+// the released volumes may be one or two; then one when the last volume
+// is done.
+func TestWorker_Scan_WaitsForAFreeSlot(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	var allocs []string
+	for i := range 4 {
+		vol := fmt.Sprintf("vol%d", i)
+		h.addVolume(vol, csi.AccessModeMultiNodeMultiWriter)
+		for j := range 2 {
+			a := fmt.Sprintf("a%d-%d", i, j)
+			h.claim(vol, a, h.nodeIDs[j])
+			allocs = append(allocs, a)
+		}
+	}
+	cfg := h.workerConfig()
+	cfg.Parallelism = 1
+	w := h.startWorker(cfg, true)
+	h.settle(w)
+	before := w.Stats().Scans
+
+	h.release(allocs...)
+	h.settle(w)
+	h.requireNoPastClaims("after the release")
+	st := w.Stats()
+	if st.Writes < 8 {
+		t.Fatalf("stats = %+v, want at least 8 writes (4 volumes, 2 claims each)", st)
+	}
+	if scans := st.Scans - before; scans > 2 {
+		t.Errorf("%d scans for one release while the only slot was busy, want at most 2 (stats %+v)", scans, st)
+	}
+}
+
+// failingWatch is the harness's store whose Wait fails while fails is
+// above zero. waited receives a value at each failure.
+type failingWatch struct {
+	*state.MemStore
+	mu     sync.Mutex
+	fails  int
+	calls  int
+	waited chan struct{}
+}
+
+func (s *failingWatch) Wait(ctx context.Context, table state.Table, minIndex uint64) (uint64, error) {
+	s.mu.Lock()
+	s.calls++
+	fail := s.fails > 0
+	if fail {
+		s.fails--
+	}
+	s.mu.Unlock()
+	if fail {
+		select {
+		case s.waited <- struct{}{}:
+		default:
+		}
+		return 0, errors.New("store unavailable")
+	}
+	return s.MemStore.Wait(ctx, table, minIndex)
+}
+
+func (s *failingWatch) waits() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// TestWorker_Watch_FailsThenRetries checks that when the store cannot be
+// watched, the Worker neither spins on it nor misses a release: it scans
+// again after the backoff, on the clock, and watches again once a scan
+// worked.
+func TestWorker_Watch_FailsThenRetries(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.addVolume("vol", csi.AccessModeSingleNodeWriter)
+	h.claim("vol", "a1", "n2")
+	store := &failingWatch{MemStore: h.store, fails: 1, waited: make(chan struct{}, 1)}
+	cfg := h.workerConfig()
+	cfg.Store = store
+	w := h.startWorker(cfg, true)
+	<-store.waited // the first scan is done and the watch failed
+	// The retry is scheduled right after; the hang guard is the test's.
+	for !w.NextScan().Before(epoch.Add(cfg.ScanInterval)) {
+		runtime.Gosched()
+	}
+
+	h.release("a1")
+	if got := store.waits(); got != 1 {
+		t.Fatalf("Wait calls before the retry = %d, want 1: a failed watch is retried after the backoff", got)
+	}
+	if c := h.claimOf("vol", "a1"); c == nil || c.State != csi.ClaimUnpublishing {
+		t.Fatalf("claim before the retry = %+v", c)
+	}
+	h.advance(w, 8*time.Second) // RetryMax: the backoff is over
+	h.requireNoPastClaims("after the retry")
+	if st := w.Stats(); st.Freed != 1 {
+		t.Errorf("stats = %+v, want the claim freed", st)
+	}
+	h.requireDetached("vol", "a1")
+}
