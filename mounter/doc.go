@@ -58,12 +58,12 @@
 //
 // # State and crashes
 //
-// The tracker keeps one file per volume under Config.StateDir
-// (volumes/<namespace>/<volume>.state), so operations on different
-// volumes never wait for each other's writes. Before each plugin call
-// that may widen what is staged or published, and before an unmount's
-// calls, the mounter makes its intent durable ("staging",
-// "publishing", "unpublishing", "unstaging"):
+// The tracker keeps each volume's record in a file of its own under
+// Config.StateDir, so operations on different volumes never wait for
+// each other's writes. Before each plugin call that may widen what is
+// staged or published, and before an unmount's calls, the mounter makes
+// its intent durable ("staging", "publishing", "unpublishing",
+// "unstaging"):
 //
 //   - a first mount writes once, before NodeStageVolume, with the stage
 //     intent and the publish intent together (the publish follows at
@@ -77,52 +77,65 @@
 // Outcomes that narrow what may be mounted (a stage or publish that
 // succeeded, a teardown done, a call the plugin refused) are written
 // without a sync: a restarted agent reads them, an OS crash may lose
-// them, and the volume's next synced write carries them. The file of a
-// volume that is fully torn down is removed, unsynced. A full
-// stage–publish–unpublish–unstage cycle thus makes two synced writes
-// for four plugin calls: the first creates the file (a sync of the file
-// and one of its directory), the second is a write in place (one
-// fdatasync). Stats counts the syncs. After a crash a new
-// Mounter reads the files back and treats every intent as "may have
-// happened": a volume staged before the restart is not staged again
-// (unless an OS crash lost the note of its success: then the next mount
-// stages it again, idempotently) and is unstaged when its last user
-// goes; an interrupted publish is re-issued by the next mount and
-// undone by the unmount; a publish intent whose NodePublishVolume never
-// ran (the agent died during the stage) is undone by
-// NodeUnpublishVolume like any other, which the plugin answers OK or
-// NotFound; interrupted teardowns are finished by the next call on the
-// volume. A file it cannot read fails New with ErrCorruptState: it
-// never starts from an empty state while mounts may exist.
+// them, and the volume's next synced write carries them. A volume that
+// is fully torn down frees its file, unsynced. Each durable write is
+// one fdatasync of a write in place: a full stage–publish–unpublish–
+// unstage cycle makes two, for four plugin calls (Stats counts them).
 //
-// A .state file (format version 3) is overwritten in place, so that a
-// durable write costs one fdatasync and no rename: it holds two slots
-// of S bytes (S a power of two, at least 4096, so the file is 2·S bytes
-// long), each a 32-byte header and a JSON record:
+// After a crash a new Mounter reads the files back and treats every
+// intent as "may have happened": a volume staged before the restart is
+// not staged again (unless an OS crash lost the note of its success:
+// then the next mount stages it again, idempotently) and is unstaged
+// when its last user goes; an interrupted publish is re-issued by the
+// next mount and undone by the unmount; a publish intent whose
+// NodePublishVolume never ran (the agent died during the stage) is
+// undone by NodeUnpublishVolume like any other, which the plugin
+// answers OK or NotFound; interrupted teardowns are finished by the next
+// call on the volume. A file it cannot read fails New with
+// ErrCorruptState: it never starts from an empty state while mounts may
+// exist.
+//
+// # State files
+//
+// The records live in a pool of files, StateDir/records/<n>.state
+// (format version 3). A record names its volume; a volume takes a free
+// file from the pool for its first write and frees it (writes an empty
+// record) when it tracks nothing any more, so volumes come and go
+// without a file being created, renamed or removed: on ext4 those
+// metadata operations cost far more than a write in place. The pool
+// grows when all its files are in use, and New removes free files
+// beyond 64.
+//
+// A file holds two slots of S bytes (S a power of two, at least 4096,
+// so the file is 2·S bytes long), each a 32-byte header and a record:
 //
 //	offset  size  field (little-endian)
 //	0       8     magic "csikitMS"
 //	8       4     format version, 3
 //	12      4     slot size S
-//	16      8     generation (from 1, one more for each write)
-//	24      4     record length L
+//	16      8     generation (one counter for the pool; from 1)
+//	24      4     record length L (0: the file is free)
 //	28      4     CRC-32C of bytes 0-27 and the record
 //	32      L     the record (JSON)
 //
-// A write goes to the slot that does not hold the newest record known
-// to be on disk, so a crash during a write leaves the previous record
-// whole; a reader takes the valid slot with the higher generation. A
-// file is created (a volume's first write, or a record that outgrew its
-// slots) whole under a temporary name, synced, renamed into place and
-// its directory synced, so a file at its final name always holds a
-// complete record, and one with no valid slot is corruption
-// (ErrCorruptState). Version 2 files (plain JSON, <volume>.json) and
-// version 1 files (stages keyed by Usage) are still read, and replaced
-// by a .state file with the volume's next write; a version 1 file that
-// has the volume staged at two paths for one StageUsage fails New with
-// ErrCorruptState saying so. An operator who must repair a volume's
-// state by hand can write a version 2 JSON file in place of the .state
-// file.
+// A write goes to the slot that does not hold the newest record known to
+// be on disk, so a crash during a write leaves the previous record
+// whole; a reader takes the valid slot with the higher generation, and
+// when two files name one volume (a release lost in an OS crash after
+// the volume had moved to another file), the record with the higher
+// generation. A file is created (when the pool grows, or for a record
+// that outgrew its slots) whole under a temporary name, synced, renamed
+// into place and its directory synced, so a file at its final name
+// always holds a complete record, and one with no valid slot is
+// corruption (ErrCorruptState).
+//
+// Files of version 2 (plain JSON, StateDir/volumes/<namespace>/
+// <volume>.json) and version 1 (stages keyed by Usage) are still read,
+// and moved to the pool with the volume's next write; a version 1 file
+// that has the volume staged at two paths for one StageUsage fails New
+// with ErrCorruptState saying so. An operator who must repair a
+// volume's state by hand can remove its file from the pool and write a
+// version 2 file instead.
 //
 // # Usage
 //

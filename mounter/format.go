@@ -7,14 +7,14 @@ import (
 	"hash/crc32"
 )
 
-// A version 3 state file holds two slots of S bytes each, slot 0 at
-// offset 0 and slot 1 at offset S, so the file is 2·S bytes long. S is a
-// power of two of at least minSlotSize (a multiple of the page size:
-// a slot write never shares a page with the other slot) and is written
-// in every slot header, so that a reader checks it against the file's
-// size rather than guessing it.
+// A version 3 state file (a file of the store's pool) holds two slots
+// of S bytes each, slot 0 at offset 0 and slot 1 at offset S, so the
+// file is 2·S bytes long. S is a power of two of at least minSlotSize
+// (a multiple of the page size: a slot write never shares a page with
+// the other slot) and is written in every slot header, so that a reader
+// checks it against the file's size rather than guessing it.
 //
-// A slot is a 32-byte header, the JSON record, and whatever older bytes
+// A slot is a 32-byte header, the record, and whatever older bytes
 // follow it up to the end of the slot (never read):
 //
 //	offset  size  field
@@ -24,11 +24,12 @@ import (
 //	16      8     generation, at least 1
 //	24      4     record length L (32+L <= S)
 //	28      4     CRC-32C (Castagnoli) of bytes 0-27, then of the record
-//	32      L     the record: a volumeRecord in JSON
+//	32      L     the record: a volumeRecord in JSON, or nothing (L = 0)
+//	              for a file that holds no volume (free)
 //
 // Each write of a record takes the next generation and goes to the slot
 // that does not hold the newest record sure to have been written
-// (store.write), so a write cut short by a crash spoils at most the
+// (store.writeSlot), so a write cut short by a crash spoils at most the
 // slot it was writing; its checksum gives it away. A reader takes the
 // valid slot with the higher generation (slotted). A file with no valid
 // slot is corrupt: it is never created that way (a new file is written

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -154,7 +155,7 @@ func TestNew_StateV3_Slots(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			state := t.TempDir()
-			p := filepath.Join(state, "volumes", "default", "vol1.state")
+			p := filepath.Join(state, "records", "1.state")
 			content := v3File(tc.slotSize, tc.slots)
 			writeState(t, p, string(content))
 			m, err := newOn(t, state)
@@ -200,21 +201,23 @@ func TestNew_StateV3_Corrupt(t *testing.T) {
 		{name: "same generation twice", content: v3File(4096, [2]*slot{{gen: 3, record: a1}, {gen: 3, record: recordFor("a2")}}), reason: "two records of generation 3"},
 		{name: "newest record not JSON", content: v3File(4096, [2]*slot{{gen: 1, record: a1}, {gen: 2, record: `{"Version":3,`}}), reason: "slot 1 (generation 2)"},
 		{name: "newest record unknown field", content: v3File(4096, [2]*slot{{gen: 1, record: a1}, {gen: 2, record: strings.Replace(a1, `"PluginID":"p"`, `"PluginID":"p","Extra":1`, 1)}})},
-		{name: "newest record of another volume", content: v3File(4096, [2]*slot{{gen: 2, record: strings.Replace(a1, `"VolumeID":"vol1"`, `"VolumeID":"vol2"`, 1)}, {gen: 1, record: a1}}), reason: "slot 0 (generation 2)"},
+		{name: "newest record with a bad volume ID", content: v3File(4096, [2]*slot{{gen: 2, record: strings.Replace(a1, `"VolumeID":"vol1"`, `"VolumeID":"../vol1"`, 1)}, {gen: 1, record: a1}}), reason: "slot 0 (generation 2)"},
+		{name: "record with a bad namespace", content: v3File(4096, [2]*slot{{gen: 1, record: strings.Replace(a1, `"Namespace":"default"`, `"Namespace":"a/b"`, 1)}, nil})},
 		{name: "version 2 record in a slot", content: v3File(4096, [2]*slot{{gen: 1, record: strings.Replace(a1, `"Version":3`, `"Version":2`, 1)}, nil}), reason: "format version 2"},
 		{name: "empty record", content: v3File(4096, [2]*slot{{gen: 1, record: `{"Version":3,"Namespace":"default","VolumeID":"vol1","ExternalID":"ext","PluginID":"p","Stages":{}}`}, nil}), reason: "tracks no stage"},
 		{name: "bad target in the record", content: v3File(4096, [2]*slot{{gen: 1, record: strings.Replace(a1, `"/mnt/per-alloc/a1/vol1/w-snw-fs"`, `"../x"`, 1)}, nil})},
-		{name: "invalid file name", file: "default/bad name.state", content: good},
-		{name: "wrong file name", file: "default/vol2.state", content: good},
-		{name: "directory as record", file: "default/vol1.state/"},
+		{name: "file name not a number", file: "vol1.state", content: good, reason: "positive number"},
+		{name: "file name with a leading zero", file: "01.state", content: good},
+		{name: "file number 0", file: "0.state", content: good},
+		{name: "directory as record", file: "1.state/"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			state := t.TempDir()
 			file := tc.file
 			if file == "" {
-				file = "default/vol1.state"
+				file = "1.state"
 			}
-			p := filepath.Join(state, "volumes", file)
+			p := filepath.Join(state, "records", file)
 			if strings.HasSuffix(file, "/") {
 				if err := os.MkdirAll(p, 0o700); err != nil {
 					t.Fatal(err)
@@ -248,13 +251,13 @@ func TestNew_StateV3_Corrupt(t *testing.T) {
 // TestMounter_StateFile_SlotWrites follows a volume's file through a
 // lifecycle: created whole with the first mount's intents, then written
 // in place, each write with the next generation into the slot that does
-// not hold the newest durable record, and removed with the last unmount.
-// A write torn by a crash (simulated by spoiling the slot it wrote)
-// leaves the record before it.
+// not hold the newest durable record, and freed (an empty record) by the
+// last unmount; the next volume takes the free file.
 func TestMounter_StateFile_SlotWrites(t *testing.T) {
 	e := newEnv(t, stageCaps)
 	e.volume("vol1")
-	p := filepath.Join(e.state, "volumes", testNS, "vol1.state")
+	e.volume("vol2")
+	p := filepath.Join(e.state, "records", "1.state")
 	// The hook reads the file as each plugin call arrives: what a crash
 	// at that moment leaves.
 	type seen struct {
@@ -275,7 +278,11 @@ func TestMounter_StateFile_SlotWrites(t *testing.T) {
 	mustUnmount(t, m, unmountReq("vol1", "a2"))
 	mustUnmount(t, m, unmountReq("vol1", "a1"))
 	if left := stateFiles(t, e.state); len(left) != 0 {
-		t.Fatalf("state files left: %v", left)
+		t.Fatalf("records left: %v", left)
+	}
+	_, slots := readV3(t, p)
+	if n := newest(slots); n < 0 || slots[n].record != "" || slots[n].gen != 9 {
+		t.Fatalf("after the last unmount the file holds %+v, want an empty record of generation 9", slots)
 	}
 
 	want := []struct {
@@ -294,8 +301,14 @@ func TestMounter_StateFile_SlotWrites(t *testing.T) {
 		// a2 gone (7), then a1's teardown intent (8).
 		{"NodeUnpublishVolume", 8, []string{`"Stage":"unstaging"`, `"a1":{"State":"unpublishing"`}},
 		{"NodeUnstageVolume", 8, []string{`"Stage":"unstaging"`}},
+		// vol2 takes the free file: its intents go in place (10).
+		{"NodeStageVolume", 10, []string{`"VolumeID":"vol2"`, `"Stage":"staging"`, `"b1":{"State":"publishing"`}},
 	}
-	if len(log) != len(want) {
+	mustMount(t, m, mountReq("vol2", "b1"))
+	if got := files(t, filepath.Join(e.state, "records")); len(got) != 1 {
+		t.Errorf("files of the pool: %v, want vol2 in the freed one", got)
+	}
+	if len(log) < len(want) {
 		t.Fatalf("%d plugin calls seen, want %d", len(log), len(want))
 	}
 	for i, w := range want {
@@ -313,16 +326,19 @@ func TestMounter_StateFile_SlotWrites(t *testing.T) {
 	}
 	// The synced records before each intent stay whole beside the next
 	// writes: when a2's intent (4) is read, the first mount's intent (1)
-	// must be in the other slot, and so on.
+	// must be in the other slot, and so on; vol2's intent went over the
+	// note that freed the file, beside vol1's last synced record.
 	for _, c := range []struct {
 		call    int
 		durable uint64
-	}{{2, 1}, {3, 4}, {4, 6}} {
+	}{{2, 1}, {3, 4}, {4, 6}, {6, 8}} {
 		other := log[c.call].slots[1-newest(log[c.call].slots)]
 		if !other.valid || other.gen != c.durable {
 			t.Errorf("call %d: the other slot holds %+v, want the synced record of generation %d", c.call, other, c.durable)
 		}
 	}
+	mustUnmount(t, m, unmountReq("vol2", "b1"))
+	e.p.RequireNoViolations(t)
 }
 
 // TestMounter_StateFile_TornWrite: a write cut short spoils the slot it
@@ -331,10 +347,10 @@ func TestMounter_StateFile_SlotWrites(t *testing.T) {
 func TestMounter_StateFile_TornWrite(t *testing.T) {
 	e := newEnv(t, stageCaps)
 	e.volume("vol1")
-	p := filepath.Join(e.state, "volumes", testNS, "vol1.state")
 	m := e.mounter()
 	mustMount(t, m, mountReq("vol1", "a1"))
 	mustMount(t, m, mountReq("vol1", "a2"))
+	p := poolFile(t, e.state, "vol1")
 	size, slots := readV3(t, p)
 	n := newest(slots)
 	if n < 0 || !strings.Contains(slots[n].record, `"a2":{"State":"published"`) {
@@ -387,7 +403,7 @@ func TestMounter_StateFile_TornWrite(t *testing.T) {
 func TestMounter_StateFile_Grows(t *testing.T) {
 	e := newEnv(t, stageCaps)
 	ext := e.volume("vol1")
-	p := filepath.Join(e.state, "volumes", testNS, "vol1.state")
+	p := filepath.Join(e.state, "records", "1.state")
 	m := e.mounter()
 	const allocs = 60
 	sizes := map[int]bool{}
@@ -427,10 +443,9 @@ func TestMounter_StateFile_Grows(t *testing.T) {
 func TestMounter_StateFile_Removed(t *testing.T) {
 	e := newEnv(t, stageCaps)
 	e.volume("vol1")
-	p := filepath.Join(e.state, "volumes", testNS, "vol1.state")
 	m := e.mounter()
 	mustMount(t, m, mountReq("vol1", "a1"))
-	if err := os.Remove(p); err != nil {
+	if err := os.Remove(poolFile(t, e.state, "vol1")); err != nil {
 		t.Fatal(err)
 	}
 	mustMount(t, m, mountReq("vol1", "a2"))
@@ -445,10 +460,10 @@ func TestMounter_StateFile_Removed(t *testing.T) {
 	e.p.RequireNoViolations(t)
 }
 
-// TestNew_StateVersion2_Replaced: a version 2 file is read, replaced by
-// a version 3 file with the volume's next write, and a version 2 file
-// left beside a version 3 one (its removal lost in a crash) is the
-// older record: the version 3 file wins and the other is removed.
+// TestNew_StateVersion2_Replaced: a version 2 file is read, and replaced
+// by a record in the pool with the volume's next write; a version 2 file
+// left beside a record of the volume in the pool (its removal lost in a
+// crash) is the older record: the pool's wins and the other is removed.
 func TestNew_StateVersion2_Replaced(t *testing.T) {
 	v2 := strings.Replace(recordFor("a1"), `"Version":3`, `"Version":2`, 1)
 	t.Run("replaced on the next write", func(t *testing.T) {
@@ -462,8 +477,8 @@ func TestNew_StateVersion2_Replaced(t *testing.T) {
 				`"snw-fs"`, `"snmw-fs"`, `"staged"`, `"staging"`, `"published"`, `"publishing"`).Replace(v2))
 		m := e.mounter()
 		mustMount(t, m, mountReq("vol1", "a2"))
-		if got := files(t, dir); len(got) != 1 || got[0] != "vol1.state" {
-			t.Fatalf("state files %v, want only vol1.state", got)
+		if got := stateFiles(t, e.state); len(got) != 1 || got[0] != "records/1.state: default/vol1" {
+			t.Fatalf("records %v, want only vol1's in the pool", got)
 		}
 		m2 := e.mounter()
 		for _, a := range []string{"a1", "a2"} {
@@ -476,7 +491,7 @@ func TestNew_StateVersion2_Replaced(t *testing.T) {
 		state := t.TempDir()
 		dir := filepath.Join(state, "volumes", "default")
 		writeState(t, filepath.Join(dir, "vol1.json"), v2)
-		writeState(t, filepath.Join(dir, "vol1.state"), string(v3File(4096, [2]*slot{{gen: 1, record: recordFor("a2")}, nil})))
+		writeState(t, filepath.Join(state, "records", "1.state"), string(v3File(4096, [2]*slot{{gen: 1, record: recordFor("a2")}, nil})))
 		m, err := newOn(t, state)
 		if err != nil {
 			t.Fatal(err)
@@ -487,15 +502,15 @@ func TestNew_StateVersion2_Replaced(t *testing.T) {
 		if has, _ := m.HasMount(context.Background(), "default", "vol1", "a2"); !has {
 			t.Error("the version 3 record was not read")
 		}
-		if got := files(t, dir); len(got) != 1 || got[0] != "vol1.state" {
-			t.Errorf("state files %v, want only vol1.state", got)
+		if got := stateFiles(t, state); len(got) != 1 || got[0] != "records/1.state: default/vol1" {
+			t.Errorf("records %v, want only vol1's in the pool", got)
 		}
 	})
 	t.Run("corrupt version 2 file beside a version 3 one", func(t *testing.T) {
 		state := t.TempDir()
 		dir := filepath.Join(state, "volumes", "default")
 		writeState(t, filepath.Join(dir, "vol1.json"), "{")
-		writeState(t, filepath.Join(dir, "vol1.state"), string(v3File(4096, [2]*slot{{gen: 1, record: recordFor("a2")}, nil})))
+		writeState(t, filepath.Join(state, "records", "1.state"), string(v3File(4096, [2]*slot{{gen: 1, record: recordFor("a2")}, nil})))
 		if _, err := newOn(t, state); err != nil {
 			t.Fatalf("New = %v: a superseded file is not read", err)
 		}
@@ -503,13 +518,16 @@ func TestNew_StateVersion2_Replaced(t *testing.T) {
 }
 
 // TestMounter_Stats_Syncs counts the syncs of each step of a lifecycle
-// (the default, syncing configuration): the first mount creates the
-// file (a file sync and a directory sync, plus one for the new
-// namespace directory); every later intent is one fdatasync of a write
-// in place; successes and the last unmount's removal are not synced.
+// (the default, syncing configuration): the first mount on a node
+// creates a file for the pool (a file sync and a directory sync); every
+// later intent, also of a volume that takes a freed file, is one
+// fdatasync of a write in place; successes and the last unmount's
+// release of the file are not synced.
 func TestMounter_Stats_Syncs(t *testing.T) {
 	e := newEnv(t, stageCaps)
-	e.volume("vol1")
+	for _, v := range []string{"vol1", "vol2", "vol3"} {
+		e.volume(v)
+	}
 	m := e.mounter()
 	type syncs struct{ file, dir uint64 }
 	for _, step := range []struct {
@@ -517,13 +535,19 @@ func TestMounter_Stats_Syncs(t *testing.T) {
 		do   func()
 		want syncs
 	}{
-		{"first mount", func() { mustMount(t, m, mountReq("vol1", "a1")) }, syncs{1, 2}},
+		{"first mount", func() { mustMount(t, m, mountReq("vol1", "a1")) }, syncs{1, 1}},
 		{"second mount", func() { mustMount(t, m, mountReq("vol1", "a2")) }, syncs{1, 0}},
 		{"repeated mount", func() { mustMount(t, m, mountReq("vol1", "a2")) }, syncs{0, 0}},
 		{"first unmount", func() { mustUnmount(t, m, unmountReq("vol1", "a2")) }, syncs{1, 0}},
 		{"last unmount", func() { mustUnmount(t, m, unmountReq("vol1", "a1")) }, syncs{1, 0}},
-		{"mount again, namespace known", func() { mustMount(t, m, mountReq("vol1", "a3")) }, syncs{1, 1}},
+		{"mount again, in the freed file", func() { mustMount(t, m, mountReq("vol1", "a3")) }, syncs{1, 0}},
+		{"another volume, in the freed file", func() { mustMount(t, m, mountReq("vol2", "b1")) }, syncs{1, 1}},
 		{"unmount again", func() { mustUnmount(t, m, unmountReq("vol1", "a3")) }, syncs{1, 0}},
+		{"a third volume, in the freed file", func() { mustMount(t, m, mountReq("vol3", "c1")) }, syncs{1, 0}},
+		{"unmount the others", func() {
+			mustUnmount(t, m, unmountReq("vol2", "b1"))
+			mustUnmount(t, m, unmountReq("vol3", "c1"))
+		}, syncs{2, 0}},
 	} {
 		before := m.Stats()
 		step.do()
@@ -537,13 +561,13 @@ func TestMounter_Stats_Syncs(t *testing.T) {
 
 // TestNew_StateV3_LeftoverTemp: a temporary file left by a creation that
 // a crash cut short (its rename never happened) is removed, and the
-// volume's record, if any, read from its .state file.
+// records read from the pool.
 func TestNew_StateV3_LeftoverTemp(t *testing.T) {
 	state := t.TempDir()
-	dir := filepath.Join(state, "volumes", "default")
-	writeState(t, filepath.Join(dir, "vol1.state"), string(v3File(4096, [2]*slot{{gen: 1, record: recordFor("a1")}, nil})))
-	writeState(t, filepath.Join(dir, "vol1.state.tmp"), string(v3File(8192, [2]*slot{{gen: 2, record: recordFor("a2")}, nil})[:5000]))
-	writeState(t, filepath.Join(dir, "vol2.state.tmp"), "")
+	dir := filepath.Join(state, "records")
+	writeState(t, filepath.Join(dir, "1.state"), string(v3File(4096, [2]*slot{{gen: 1, record: recordFor("a1")}, nil})))
+	writeState(t, filepath.Join(dir, "1.state.tmp"), string(v3File(8192, [2]*slot{{gen: 2, record: recordFor("a2")}, nil})[:5000]))
+	writeState(t, filepath.Join(dir, "2.state.tmp"), "")
 	m, err := newOn(t, state)
 	if err != nil {
 		t.Fatal(err)
@@ -551,7 +575,101 @@ func TestNew_StateV3_LeftoverTemp(t *testing.T) {
 	if has, err := m.HasMount(context.Background(), "default", "vol1", "a1"); err != nil || !has {
 		t.Errorf("HasMount(a1) = %v, %v", has, err)
 	}
-	if got := files(t, dir); len(got) != 1 || got[0] != "vol1.state" {
-		t.Errorf("files %v, want only vol1.state", got)
+	if got := files(t, dir); len(got) != 1 || got[0] != "1.state" {
+		t.Errorf("files %v, want only 1.state", got)
 	}
+}
+
+// TestNew_StateV3_Pool: files of the pool whose newest record is empty
+// are free, and two files naming one volume (a release lost in an OS
+// crash after the volume moved to another file) resolve by generation:
+// the older file is free. Free files are taken, lowest number first,
+// before the pool grows; at most 64 are kept.
+func TestNew_StateV3_Pool(t *testing.T) {
+	free := func(gen uint64) []byte {
+		return v3File(4096, [2]*slot{{gen: gen}, {gen: gen - 1, record: recordFor("old")}})
+	}
+	for _, tc := range []struct {
+		name    string
+		files   map[string][]byte
+		has     []string // allocations of vol1 tracked
+		reuse   string   // the file the next volume takes
+		maxLeft int      // files left after New, if set
+		reason  string   // New fails with this, if set
+	}{
+		{name: "free file", files: map[string][]byte{"1.state": free(5)}, reuse: "1.state"},
+		{name: "newer copy of a volume wins", files: map[string][]byte{
+			"3.state": v3File(4096, [2]*slot{{gen: 7, record: recordFor("a1")}, nil}),
+			"5.state": v3File(4096, [2]*slot{{gen: 9, record: recordFor("a2")}, {gen: 2}}),
+		}, has: []string{"a2"}, reuse: "3.state"},
+		{name: "newer copy in the lower file", files: map[string][]byte{
+			"3.state": v3File(4096, [2]*slot{{gen: 17, record: recordFor("a1")}, nil}),
+			"5.state": v3File(4096, [2]*slot{{gen: 9, record: recordFor("a2")}, nil}),
+		}, has: []string{"a1"}, reuse: "5.state"},
+		{name: "lowest free number first", files: map[string][]byte{
+			"2.state": free(3), "7.state": free(4), "4.state": free(8),
+		}, reuse: "2.state"},
+		{name: "pool full: a new file", files: map[string][]byte{
+			"1.state": v3File(4096, [2]*slot{{gen: 7, record: recordFor("a1")}, nil}),
+		}, has: []string{"a1"}, reuse: "2.state"},
+		{name: "same generation twice", files: map[string][]byte{
+			"1.state": v3File(4096, [2]*slot{{gen: 7, record: recordFor("a1")}, nil}),
+			"2.state": v3File(4096, [2]*slot{{gen: 7, record: recordFor("a2")}, nil}),
+		}, reason: "with generation 7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, stageCaps)
+			e.volume("vol2")
+			dir := filepath.Join(e.state, "records")
+			for name, content := range tc.files {
+				writeState(t, filepath.Join(dir, name), string(content))
+			}
+			m, err := mounter.New(mounter.Config{Root: e.root, StateDir: e.state, Plugins: e.reg})
+			if tc.reason != "" {
+				if !errors.Is(err, mounter.ErrCorruptState) || !strings.Contains(err.Error(), tc.reason) {
+					t.Fatalf("New = %v, want ErrCorruptState saying %q", err, tc.reason)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, a := range []string{"a1", "a2", "old"} {
+				want := slices.Contains(tc.has, a)
+				if has, err := m.HasMount(context.Background(), "default", "vol1", a); err != nil || has != want {
+					t.Errorf("HasMount(%s) = %v, %v; want %v", a, has, err, want)
+				}
+			}
+			mustMount(t, m, mountReq("vol2", "b1"))
+			if got := poolFile(t, e.state, "vol2"); filepath.Base(got) != tc.reuse {
+				t.Errorf("vol2 went to %s, want %s", filepath.Base(got), tc.reuse)
+			}
+			mustUnmount(t, m, unmountReq("vol2", "b1"))
+			e.p.RequireNoViolations(t)
+		})
+	}
+
+	t.Run("free files trimmed", func(t *testing.T) {
+		state := t.TempDir()
+		dir := filepath.Join(state, "records")
+		writeState(t, filepath.Join(dir, "1.state"), string(v3File(4096, [2]*slot{{gen: 500, record: recordFor("a1")}, nil})))
+		for i := 2; i <= 101; i++ {
+			writeState(t, filepath.Join(dir, fmt.Sprintf("%d.state", i)), string(free(uint64(i))))
+		}
+		if _, err := newOn(t, state); err != nil {
+			t.Fatal(err)
+		}
+		got := files(t, dir)
+		if len(got) != 1+64 {
+			t.Errorf("%d files left, want the record and 64 free ones", len(got))
+		}
+		for _, name := range []string{"1.state", "2.state", "65.state"} {
+			if !slices.Contains(got, name) {
+				t.Errorf("%s removed; the lowest numbers are kept", name)
+			}
+		}
+		if slices.Contains(got, "66.state") {
+			t.Error("66.state kept; the highest numbers go")
+		}
+	})
 }

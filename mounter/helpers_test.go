@@ -2,6 +2,7 @@ package mounter_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -191,16 +192,57 @@ func files(t testing.TB, dir string) []string {
 	return out
 }
 
-// stateFiles lists the volume records in the state directory.
+// stateFiles lists the volume records in the state directory: the
+// files of the pool that hold a volume (not free ones), as
+// "records/<n>.state: <namespace>/<volume>", and any version 1 or 2
+// file.
 func stateFiles(t testing.TB, state string) []string {
 	t.Helper()
 	var out []string
 	for _, f := range files(t, state) {
-		if strings.HasSuffix(f, ".state") || strings.HasSuffix(f, ".json") {
+		switch {
+		case strings.HasSuffix(f, ".json"):
 			out = append(out, f)
+		case strings.HasSuffix(f, ".state"):
+			if vol := poolVolume(t, filepath.Join(state, f)); vol != "" {
+				out = append(out, f+": "+vol)
+			}
 		}
 	}
 	return out
+}
+
+// poolVolume returns "<namespace>/<volume>" for a file of the pool that
+// holds a volume, "" for a free one, "unreadable" for one whose slots
+// are both invalid.
+func poolVolume(t testing.TB, p string) string {
+	t.Helper()
+	_, slots := readV3(t, p)
+	n := newest(slots)
+	if n < 0 {
+		return "unreadable"
+	}
+	if slots[n].record == "" {
+		return ""
+	}
+	var head struct{ Namespace, VolumeID string }
+	if err := json.Unmarshal([]byte(slots[n].record), &head); err != nil {
+		t.Fatalf("record in %s: %v", p, err)
+	}
+	return head.Namespace + "/" + head.VolumeID
+}
+
+// poolFile returns the file of the pool that holds the volume.
+func poolFile(t testing.TB, state, volumeID string) string {
+	t.Helper()
+	for _, f := range files(t, filepath.Join(state, "records")) {
+		p := filepath.Join(state, "records", f)
+		if strings.HasSuffix(f, ".state") && poolVolume(t, p) == testNS+"/"+volumeID {
+			return p
+		}
+	}
+	t.Fatalf("no file of the pool holds volume %s", volumeID)
+	return ""
 }
 
 func requireInside(t testing.TB, root, p string) {

@@ -321,8 +321,8 @@ func (m *Mounter) unpublish(ctx context.Context, client plugin.NodeClient, rec *
 }
 
 // settle writes the volume's record after a change that narrowed it
-// (an intent undone, a teardown done), without a sync, or removes the
-// file when nothing is tracked any more. It is best effort: if the write
+// (an intent undone, a teardown done), without a sync, or frees the
+// volume's file when nothing is tracked any more. It is best effort: if the write
 // fails or is lost, the file keeps the intent, which only makes the next
 // call repeat an idempotent plugin call.
 func (m *Mounter) settle(v *volume) {
@@ -333,8 +333,8 @@ func (m *Mounter) settle(v *volume) {
 	rec.prune()
 	if rec.empty() {
 		v.rec = nil
-		if err := m.store.remove(rec.Namespace, rec.VolumeID); err != nil {
-			m.logger.Warn("cannot remove mount state", "namespace", rec.Namespace, "volume", rec.VolumeID, "error", err)
+		if err := m.store.drop(rec.Namespace, rec.VolumeID); err != nil {
+			m.logger.Warn("cannot release mount state", "namespace", rec.Namespace, "volume", rec.VolumeID, "error", err)
 		}
 		return
 	}

@@ -174,8 +174,9 @@ type Stats struct {
 	// synced.
 	FileSyncs uint64
 	// DirSyncs counts fsyncs of a state directory: one per state file
-	// created (to make its rename durable), one per new namespace
-	// directory, and those of the directories read at New.
+	// created (to make its rename durable: the first volumes on a node,
+	// when every file of the pool is in use, or a record outgrowing its
+	// file), and those at New.
 	DirSyncs uint64
 }
 
@@ -192,9 +193,9 @@ func (m *Mounter) Stats() Stats {
 // on the volume. After a crash it may report true for an allocation
 // whose MountVolume died during NodeStageVolume (the publish intent is
 // written with the stage's), or, after an OS crash, for one whose
-// UnmountVolume had succeeded (the unsynced write or removal that
-// followed its teardown had not reached the disk); a further
-// UnmountVolume clears it.
+// UnmountVolume had succeeded (the unsynced write that followed its
+// teardown had not reached the disk); a further UnmountVolume clears
+// it.
 func (m *Mounter) HasMount(ctx context.Context, namespace, volumeID, allocID string) (bool, error) {
 	if err := validateTriple(namespace, volumeID, allocID); err != nil {
 		return false, err

@@ -371,7 +371,7 @@ func TestMounter_MountVolume_UnavailablePublish(t *testing.T) {
 // mounter wrote (one stage per full usage, at .../staging/<ns>/<vol>/
 // <usage>): the volume is not staged again, a reader of the same mode
 // publishes from the old staging path, the last user unstages it there,
-// and the file is replaced by one in the current format.
+// and the record moves to the current format.
 func TestNew_StateVersion1(t *testing.T) {
 	e := newEnv(t, stageCaps)
 	ext := e.volume("vol1")
@@ -417,10 +417,9 @@ func TestNew_StateVersion1(t *testing.T) {
 	if _, err := os.Stat(file); !os.IsNotExist(err) {
 		t.Errorf("the version 1 file is left: %v", err)
 	}
-	data, err := os.ReadFile(strings.TrimSuffix(file, ".json") + ".state")
-	if err != nil || !strings.HasPrefix(string(data), "csikitMS") || !strings.Contains(string(data), `"Version":3`) ||
-		!strings.Contains(string(data), `"snmw-fs"`) {
-		t.Errorf("state file not rewritten in version 3: %q %v", data, err)
+	_, slots := readV3(t, poolFile(t, e.state, "vol1"))
+	if n := newest(slots); n < 0 || !strings.Contains(slots[n].record, `"Version":3`) || !strings.Contains(slots[n].record, `"snmw-fs"`) {
+		t.Errorf("record not moved to version 3: %+v", slots)
 	}
 	// Another mode waits for both users, old and new.
 	if _, err := m.MountVolume(ctx, claimReq("vol1", "a3", csi.ClaimRead, multiReader())); !errors.Is(err, csi.ErrVolumeInUse) {

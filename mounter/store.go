@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,23 +20,37 @@ import (
 	"github.com/csikit/csikit/csi"
 )
 
-// store persists volume records, one file per volume:
+// store persists volume records in a pool of files, one volume per file
+// at a time:
 //
-//	<StateDir>/volumes/<namespace>/<volume>.state  format version 3 (format.go), written in place
-//	<StateDir>/volumes/<namespace>/<volume>.json   versions 1 and 2, read and replaced by a .state file
+//	<StateDir>/records/<n>.state                  format version 3 (format.go), written in place
+//	<StateDir>/volumes/<namespace>/<volume>.json  versions 1 and 2, read, then replaced by a record in the pool
 //
-// One file per volume means a write touches only its own volume:
-// operations on different volumes never wait for each other's writes.
+// A volume holds a file of its own while it is tracked, so a write
+// touches only its own volume: operations on different volumes never
+// wait for each other's writes. A record names its volume; a file whose
+// newest record is empty is free, and the next volume that needs a file
+// takes it, so a node's volumes come and go without creating, renaming
+// or removing files: metadata operations that cost far more than a
+// write in place (and on ext4 a rename over an existing file also
+// flushes the file's data). The pool grows when every file is in use.
 //
-// A .state file holds two slots and is overwritten in place: a write
-// puts the record, with the next generation, in the slot that does not
-// hold the newest record sure to be on disk, so a crash during a write
-// leaves the previous record whole beside a torn slot that its checksum
-// gives away. An in-place write changes no directory, so making it
-// durable takes one fdatasync and no rename. A file is created (a
-// volume's first write, or a record grown past the slot size) whole
-// under a temporary name, synced, renamed into place and its directory
-// synced: a file at its final name always holds a complete record.
+// A file holds two slots and is overwritten in place: a write puts the
+// record, with the next generation, in the slot that does not hold the
+// newest record sure to be on disk, so a crash during a write leaves
+// the previous record whole beside a torn slot that its checksum gives
+// away. Making a write in place durable takes one fdatasync. A file is
+// created (when the pool grows, or for a record grown past the slot
+// size) whole under a temporary name, synced, renamed into place and
+// the directory synced: a file at its final name always holds a
+// complete record.
+//
+// Generations are drawn from one counter for the whole pool, started at
+// New above every generation read, so that when two files name the same
+// volume (a file freed without a sync, its release lost in an OS crash,
+// while the volume had moved on to another file) the higher generation
+// is the newer record. The older one only holds teardowns that were
+// carried out before its file was freed.
 //
 // Writes come in two kinds, following the rule on volumeRecord:
 //
@@ -49,7 +63,9 @@ import (
 //     write or the kernel's writeback; an OS crash may lose it, leaving
 //     an older, more pessimistic record, which only makes the next call
 //     repeat an idempotent plugin call. note is best effort and skips
-//     what would need more than an overwrite in place.
+//     what would need more than a write in place.
+//
+// drop frees a volume's file with a note of the empty record.
 //
 // With Config.NoSync nothing is synced: each write is whole once it
 // has returned (the page cache survives the agent), and an OS crash may
@@ -59,41 +75,48 @@ import (
 // (the Mounter holds the volume's lock); for different volumes they
 // are.
 type store struct {
-	dir    string // <StateDir>/volumes
-	sync   bool
-	logger hclog.Logger
+	dir       string // <StateDir>/records
+	legacyDir string // <StateDir>/volumes
+	sync      bool
+	logger    hclog.Logger
 
 	fileSyncs atomic.Uint64
 	dirSyncs  atomic.Uint64
+	gen       atomic.Uint64 // the last generation handed out
 
-	nsMu    sync.Mutex
-	nsReady map[string]bool // namespace directories known to exist durably
-
-	mu    sync.Mutex
-	files map[volKey]*stateFile // guarded by mu; each entry by its volume's lock
+	mu   sync.Mutex
+	vols map[volKey]*volFiles // tracked volumes
+	free []*stateFile         // files holding no volume, the last freed first
+	next int                  // number of the next new file
 }
 
-// stateFile is what the store knows of one volume's files.
+// volFiles is what the store knows of one volume's files.
+type volFiles struct {
+	// file is the volume's file in the pool; nil until its first save.
+	file *stateFile
+	// legacy is the path of a version 1 or 2 file of the volume, removed
+	// once the volume's record is durable in the pool.
+	legacy string
+}
+
+// stateFile is one file of the pool. Its fields are used by the holder
+// of the volume that owns it, or under store.mu while it is free.
 type stateFile struct {
-	// slotSize is the slot size of the volume's .state file; 0 when
-	// there is none yet, or when it must be written whole again (its
+	num int // <dir>/<num>.state
+	// slotSize is the file's slot size; 0 when the file does not exist
+	// yet, or must be written whole again (it vanished, or its
 	// directory entry may not be durable): the next save creates it.
 	slotSize int
-	// gen is the highest generation written to the file or read from it.
-	gen uint64
 	// stable is the slot holding the newest record sure to survive the
 	// failures the store guards against (synced; with NoSync, written).
 	// Writes go to the other slot.
 	stable int
 	// unsure: the file was read at New with syncing on, and its newest
 	// record may have been written without a sync (a note, or a save
-	// cut short by a crash). The next save syncs the file before it
+	// cut short by a crash). The next write syncs the file before it
 	// overwrites the other slot, which until then may be the only copy
-	// on disk; a note skips the write.
+	// on disk.
 	unsure bool
-	// legacy: a version 1 or 2 file of the volume (.json) may still
-	// exist. Creating the .state file removes it.
-	legacy bool
 }
 
 const (
@@ -104,11 +127,12 @@ const (
 
 func newStore(stateDir string, sync bool, logger hclog.Logger) (*store, error) {
 	s := &store{
-		dir:     filepath.Join(stateDir, "volumes"),
-		sync:    sync,
-		logger:  logger,
-		nsReady: map[string]bool{},
-		files:   map[volKey]*stateFile{},
+		dir:       filepath.Join(stateDir, "records"),
+		legacyDir: filepath.Join(stateDir, "volumes"),
+		sync:      sync,
+		logger:    logger,
+		vols:      map[volKey]*volFiles{},
+		next:      1,
 	}
 	if err := os.MkdirAll(s.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create mounter state directory %s: %w", s.dir, err)
@@ -119,57 +143,89 @@ func newStore(stateDir string, sync bool, logger hclog.Logger) (*store, error) {
 	return s, nil
 }
 
-func (s *store) path(namespace, volumeID string) string {
-	return filepath.Join(s.dir, namespace, volumeID+recordExt)
+func (s *store) path(f *stateFile) string {
+	return filepath.Join(s.dir, strconv.Itoa(f.num)+recordExt)
 }
 
-func (s *store) legacyPath(namespace, volumeID string) string {
-	return filepath.Join(s.dir, namespace, volumeID+legacyExt)
-}
-
-// file returns the volume's entry, adding an empty one.
-func (s *store) file(k volKey) *stateFile {
+// volume returns the volume's entry, adding an empty one.
+func (s *store) volume(k volKey) *volFiles {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	f := s.files[k]
-	if f == nil {
-		f = &stateFile{}
-		s.files[k] = f
+	v := s.vols[k]
+	if v == nil {
+		v = &volFiles{}
+		s.vols[k] = v
 	}
+	return v
+}
+
+// take hands out a free file, or a new one to be created.
+func (s *store) take() *stateFile {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := len(s.free); n > 0 {
+		f := s.free[n-1]
+		s.free = s.free[:n-1]
+		return f
+	}
+	f := &stateFile{num: s.next}
+	s.next++
 	return f
 }
 
 // save writes rec durably: once it returns nil, a crash of the agent or
-// of the OS leaves rec or a later record on disk.
+// of the OS leaves rec or a later record of the volume on disk.
 func (s *store) save(rec *volumeRecord) error { return s.write(rec, true) }
 
-// note writes rec without syncing, if an overwrite in place can (see
-// store). It is for records that narrow the last saved one: losing it
-// is always safe.
+// note writes rec without syncing, if a write in place can (see store).
+// It is for records that narrow the last saved one: losing it is
+// always safe.
 func (s *store) note(rec *volumeRecord) error { return s.write(rec, false) }
 
 func (s *store) write(rec *volumeRecord, durable bool) error {
-	final := s.path(rec.Namespace, rec.VolumeID)
-	f := s.file(volKey{rec.Namespace, rec.VolumeID})
-	if !durable && (f.slotSize == 0 || f.unsure) {
+	v := s.volume(volKey{rec.Namespace, rec.VolumeID})
+	if v.file == nil {
+		if !durable {
+			return nil
+		}
+		v.file = s.take()
+	}
+	f := v.file
+	if !durable && f.slotSize == 0 {
 		return nil
 	}
 	rec.Version = formatVersion
 	data, err := json.Marshal(rec)
 	if err != nil {
-		return &persistError{path: final, err: err}
+		return &persistError{path: s.path(f), err: err}
 	}
-	if f.slotSize > 0 && slotHeaderSize+len(data) <= f.slotSize {
-		err := s.overwrite(f, final, data, durable)
-		if err == nil {
-			return nil
+	if err := s.put(f, data, durable); err != nil {
+		return &persistError{path: s.path(f), err: err}
+	}
+	if durable && v.legacy != "" {
+		// The record is durable in the pool, which a reader prefers: the
+		// old file's removal need not be.
+		if err := os.Remove(v.legacy); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.logger.Warn("cannot remove a superseded mount state file; the next start removes it", "path", v.legacy, "error", err)
+		} else {
+			v.legacy = ""
 		}
+	}
+	return nil
+}
+
+// put writes data to f: in place when it fits, else (for a durable
+// write) by creating the file whole. A note that does not fit is
+// skipped.
+func (s *store) put(f *stateFile, data []byte, durable bool) error {
+	if f.slotSize > 0 && slotHeaderSize+len(data) <= f.slotSize {
+		err := s.overwrite(f, data, durable)
 		if !errors.Is(err, fs.ErrNotExist) {
-			return &persistError{path: final, err: err}
+			return err
 		}
 		// The file was removed behind the Mounter's back: write it anew
 		// from the record, which is the whole truth.
-		s.logger.Warn("mount state file disappeared; writing it again", "path", final)
+		s.logger.Warn("mount state file disappeared; writing it again", "path", s.path(f))
 		f.slotSize = 0
 	}
 	if !durable {
@@ -177,27 +233,24 @@ func (s *store) write(rec *volumeRecord, durable bool) error {
 		// may as well be lost.
 		return nil
 	}
-	if err := s.create(f, rec.Namespace, rec.VolumeID, data); err != nil {
-		return &persistError{path: final, err: err}
-	}
-	return nil
+	return s.create(f, data)
 }
 
-// overwrite writes data to the slot of f's file that does not hold the
-// stable record, and syncs it for a durable write.
-func (s *store) overwrite(f *stateFile, final string, data []byte, durable bool) error {
-	fd, err := os.OpenFile(final, os.O_WRONLY, 0)
+// overwrite writes data to the slot of f that does not hold the stable
+// record, and syncs it for a durable write.
+func (s *store) overwrite(f *stateFile, data []byte, durable bool) error {
+	fd, err := os.OpenFile(s.path(f), os.O_WRONLY, 0)
 	if err != nil {
 		return err
 	}
-	err = s.put(fd, f, data, durable)
+	err = s.writeSlot(fd, f, data, durable)
 	if cerr := fd.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
 
-func (s *store) put(fd *os.File, f *stateFile, data []byte, durable bool) error {
+func (s *store) writeSlot(fd *os.File, f *stateFile, data []byte, durable bool) error {
 	if f.unsure {
 		// Make the newest record durable before the other slot, which
 		// may be the only record on disk, is overwritten.
@@ -207,9 +260,8 @@ func (s *store) put(fd *os.File, f *stateFile, data []byte, durable bool) error 
 		}
 		f.unsure = false
 	}
-	f.gen++
 	slot := 1 - f.stable
-	if _, err := fd.WriteAt(encodeSlot(f.slotSize, f.gen, data), int64(slot)*int64(f.slotSize)); err != nil {
+	if _, err := fd.WriteAt(encodeSlot(f.slotSize, s.gen.Add(1), data), int64(slot)*int64(f.slotSize)); err != nil {
 		return err
 	}
 	if durable && s.sync {
@@ -224,22 +276,14 @@ func (s *store) put(fd *os.File, f *stateFile, data []byte, durable bool) error 
 	return nil
 }
 
-// create writes the volume's .state file whole: the record in slot 0
-// and zeros in slot 1 (so that later overwrites of slot 1 allocate
-// nothing), to a temporary file that is synced and renamed into place,
-// then syncs the directory. It also serves a record grown past the
-// slot size, and the first write of a volume read from a .json file,
-// which it then removes.
-func (s *store) create(f *stateFile, namespace, volumeID string, data []byte) error {
-	final := s.path(namespace, volumeID)
-	nsDir := filepath.Dir(final)
-	if err := s.ensureNamespace(namespace, nsDir); err != nil {
-		return err
-	}
+// create writes f whole: the record in slot 0 and zeros in slot 1 (so
+// that later writes of slot 1 allocate nothing), to a temporary file
+// that is synced and renamed into place, then syncs the directory.
+func (s *store) create(f *stateFile, data []byte) error {
+	final := s.path(f)
 	size := slotSizeFor(len(data))
-	f.gen++
 	buf := make([]byte, 2*size)
-	copy(buf, encodeSlot(size, f.gen, data))
+	copy(buf, encodeSlot(size, s.gen.Add(1), data))
 	tmp := final + tempExt
 	if err := s.writeFile(tmp, buf); err != nil {
 		_ = os.Remove(tmp)
@@ -254,20 +298,11 @@ func (s *store) create(f *stateFile, namespace, volumeID string, data []byte) er
 	// Until the directory is synced the new name may not survive an OS
 	// crash; f keeps no slot size meanwhile, so that a failure here makes
 	// the next save write the file whole again.
-	if err := s.syncDir(nsDir); err != nil {
+	f.slotSize = 0
+	if err := s.syncDir(s.dir); err != nil {
 		return err
 	}
 	f.slotSize, f.stable, f.unsure = size, 0, false
-	if f.legacy {
-		// The .state file is durable and a reader prefers it: the old
-		// file's removal need not be.
-		old := s.legacyPath(namespace, volumeID)
-		if err := os.Remove(old); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			s.logger.Warn("cannot remove a superseded mount state file; the next start removes it", "path", old, "error", err)
-		} else {
-			f.legacy = false
-		}
-	}
 	return nil
 }
 
@@ -290,51 +325,44 @@ func (s *store) writeFile(name string, data []byte) error {
 	return f.Close()
 }
 
-// remove deletes a volume's file once it tracks nothing. The directory
-// is deliberately not synced: if the removal is lost in a crash, the
-// file that comes back holds only teardown intents that were already
-// carried out, and the next call on that volume repeats them (the plugin
-// answers NotFound or OK). That saves a sync per last unmount.
-func (s *store) remove(namespace, volumeID string) error {
+// drop frees a volume's file once the volume tracks nothing: a note of
+// the empty record, and the file goes back to the pool. It is not
+// synced: if the note is lost in a crash, the file that comes back
+// holds only teardown intents that were already carried out, and the
+// next call on that volume repeats them (the plugin answers NotFound or
+// OK); if the file was taken by another volume meanwhile, that
+// volume's record has the higher generation. That saves a sync per last
+// unmount. A failed note is reported, and the file is freed all the
+// same: whatever it holds, the next write to it is newer.
+func (s *store) drop(namespace, volumeID string) error {
 	k := volKey{namespace, volumeID}
 	s.mu.Lock()
-	f := s.files[k]
+	v := s.vols[k]
+	delete(s.vols, k)
 	s.mu.Unlock()
-	p := s.path(namespace, volumeID)
-	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return &persistError{path: p, err: err}
-	}
-	if f != nil {
-		f.slotSize = 0
-		if f.legacy {
-			old := s.legacyPath(namespace, volumeID)
-			if err := os.Remove(old); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return &persistError{path: old, err: err}
-			}
-		}
-	}
-	s.mu.Lock()
-	delete(s.files, k)
-	s.mu.Unlock()
-	return nil
-}
-
-// ensureNamespace creates a namespace directory and makes its entry in
-// the parent durable, once per namespace per process.
-func (s *store) ensureNamespace(namespace, nsDir string) error {
-	s.nsMu.Lock()
-	defer s.nsMu.Unlock()
-	if s.nsReady[namespace] {
+	if v == nil {
 		return nil
 	}
-	if err := os.Mkdir(nsDir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
-		return err
+	var err error
+	if v.legacy != "" {
+		if rerr := os.Remove(v.legacy); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = &persistError{path: v.legacy, err: rerr}
+		}
 	}
-	if err := s.syncDir(s.dir); err != nil {
-		return err
+	if f := v.file; f != nil {
+		if f.slotSize > 0 {
+			if werr := s.overwrite(f, nil, false); werr != nil {
+				if errors.Is(werr, fs.ErrNotExist) {
+					f.slotSize = 0
+				}
+				err = &persistError{path: s.path(f), err: werr}
+			}
+		}
+		s.mu.Lock()
+		s.free = append(s.free, f)
+		s.mu.Unlock()
 	}
-	s.nsReady[namespace] = true
-	return nil
+	return err
 }
 
 func (s *store) syncDir(dir string) error {
@@ -353,42 +381,105 @@ func (s *store) syncDir(dir string) error {
 	return err
 }
 
+// maxFreeKept bounds the free files kept at New: a node that once
+// tracked many volumes at a time does not keep as many files for ever.
+const maxFreeKept = 64
+
 // load reads every record. A file that cannot be read, parsed or
 // validated fails the whole load with a *StateError: forgetting a record
 // could leak a mount or unstage a volume still in use. Leftover
 // temporary files (a creation interrupted by a crash, whose rename never
-// happened) are removed, and so is a .json file beside a .state file of
-// the same volume (the .state file replaced it; only the removal was
-// lost).
+// happened) are removed, and so are free files beyond what the pool
+// needs, and a version 1 or 2 file of a volume that has a record in the
+// pool (which replaced it; only the removal was lost).
 //
-// With syncing on, the directories holding records are synced: an agent
-// that crashed between a rename and its directory sync may have left a
-// file whose name is not yet durable, and this Mounter overwrites files
-// in place without renaming them again.
+// With syncing on, the pool directory is synced: an agent that crashed
+// between a rename and its directory sync may have left a file whose
+// name is not yet durable, and this Mounter writes files in place
+// without renaming them again.
 func (s *store) load() (map[volKey]*volumeRecord, error) {
 	out := map[volKey]*volumeRecord{}
-	nss, err := os.ReadDir(s.dir)
+	entries, err := os.ReadDir(s.dir)
 	if err != nil {
 		return nil, &StateError{Path: s.dir, Reason: "cannot list the state directory", Err: err}
 	}
-	for _, ns := range nss {
-		nsDir := filepath.Join(s.dir, ns.Name())
-		if !ns.IsDir() || csi.ValidateNamespace(ns.Name()) != nil {
-			s.logger.Warn("ignoring unexpected entry in the mounter state directory", "path", nsDir)
+	type owner struct {
+		file *stateFile
+		gen  uint64
+		path string
+	}
+	owners := map[volKey]owner{}
+	var free []*stateFile
+	var maxGen uint64
+	for _, e := range entries {
+		name := e.Name()
+		p := filepath.Join(s.dir, name)
+		switch {
+		case strings.HasSuffix(name, tempExt) && e.Type().IsRegular():
+			s.logger.Debug("removing an interrupted state write", "path", p)
+			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, &StateError{Path: p, Reason: "cannot remove a leftover temporary file", Err: err}
+			}
+			continue
+		case !strings.HasSuffix(name, recordExt):
+			s.logger.Warn("ignoring unexpected entry in the mounter state directory", "path", p)
 			continue
 		}
-		s.nsReady[ns.Name()] = true
-		n, err := s.loadNamespace(ns.Name(), nsDir, out)
+		num, err := strconv.Atoi(strings.TrimSuffix(name, recordExt))
+		if err != nil || num < 1 || strconv.Itoa(num) != strings.TrimSuffix(name, recordExt) {
+			return nil, &StateError{Path: p, Reason: "is not named <n>.state with n a positive number"}
+		}
+		if !e.Type().IsRegular() {
+			return nil, &StateError{Path: p, Reason: "is not a regular file"}
+		}
+		s.next = max(s.next, num+1)
+		rec, f, gen, err := s.readState(p, num)
 		if err != nil {
 			return nil, err
 		}
-		if n > 0 {
-			if err := s.syncDir(nsDir); err != nil {
-				return nil, &StateError{Path: nsDir, Reason: "cannot sync the namespace directory", Err: err}
+		maxGen = max(maxGen, gen)
+		if rec == nil {
+			free = append(free, f)
+			continue
+		}
+		k := volKey{rec.Namespace, rec.VolumeID}
+		if o, dup := owners[k]; dup {
+			if o.gen == gen {
+				return nil, &StateError{Path: p, Reason: fmt.Sprintf("holds volume %s/%s with generation %d, as %s does", k.namespace, k.volumeID, gen, o.path)}
+			}
+			older := o
+			if gen < o.gen {
+				older = owner{f, gen, p}
+			} else {
+				owners[k], out[k] = owner{f, gen, p}, rec
+			}
+			s.logger.Info("a newer file holds the volume; the older one is free", "namespace", k.namespace, "volume", k.volumeID, "path", older.path)
+			free = append(free, older.file)
+			continue
+		}
+		owners[k], out[k] = owner{f, gen, p}, rec
+	}
+	s.gen.Store(maxGen)
+	for k, o := range owners {
+		s.vols[k] = &volFiles{file: o.file}
+	}
+	if err := s.loadLegacy(out); err != nil {
+		return nil, err
+	}
+	// Free files are handed out from the end of the list: lowest numbers
+	// first. Those with the highest numbers beyond what the pool may need
+	// are removed (unsynced: one that comes back is free all the same).
+	slices.SortFunc(free, func(a, b *stateFile) int { return b.num - a.num })
+	if keep := maxFreeKept; len(free) > keep {
+		for _, f := range free[:len(free)-keep] {
+			if err := os.Remove(s.path(f)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				return nil, &StateError{Path: s.path(f), Reason: "cannot remove a free state file", Err: err}
 			}
 		}
+		free = free[len(free)-keep:]
 	}
-	if len(s.nsReady) > 0 {
+	s.free = free
+	if len(entries) > 0 {
 		if err := s.syncDir(s.dir); err != nil {
 			return nil, &StateError{Path: s.dir, Reason: "cannot sync the state directory", Err: err}
 		}
@@ -396,98 +487,99 @@ func (s *store) load() (map[volKey]*volumeRecord, error) {
 	return out, nil
 }
 
-// loadNamespace reads the records of one namespace into out and returns
-// how many it read.
-func (s *store) loadNamespace(namespace, nsDir string, out map[volKey]*volumeRecord) (int, error) {
-	files, err := os.ReadDir(nsDir)
-	if err != nil {
-		return 0, &StateError{Path: nsDir, Reason: "cannot list the namespace directory", Err: err}
-	}
-	type found struct{ current, legacy bool }
-	vols := map[string]*found{}
-	for _, f := range files {
-		p := filepath.Join(nsDir, f.Name())
-		name := f.Name()
-		var ext string
-		switch {
-		case strings.HasSuffix(name, tempExt) && f.Type().IsRegular():
-			s.logger.Debug("removing an interrupted state write", "path", p)
-			if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return 0, &StateError{Path: p, Reason: "cannot remove a leftover temporary file", Err: err}
-			}
-			continue
-		case strings.HasSuffix(name, recordExt):
-			ext = recordExt
-		case strings.HasSuffix(name, legacyExt):
-			ext = legacyExt
-		default:
-			s.logger.Warn("ignoring unexpected entry in the mounter state directory", "path", p)
-			continue
-		}
-		volumeID := strings.TrimSuffix(name, ext)
-		if err := csi.ValidateVolumeID(volumeID); err != nil {
-			return 0, &StateError{Path: p, Reason: "the file name is not a valid volume ID", Err: err}
-		}
-		if !f.Type().IsRegular() {
-			return 0, &StateError{Path: p, Reason: "is not a regular file"}
-		}
-		v := vols[volumeID]
-		if v == nil {
-			v = &found{}
-			vols[volumeID] = v
-		}
-		if ext == recordExt {
-			v.current = true
-		} else {
-			v.legacy = true
-		}
-	}
-	for _, volumeID := range slices.Sorted(maps.Keys(vols)) {
-		v := vols[volumeID]
-		var rec *volumeRecord
-		var f *stateFile
-		if v.current {
-			if rec, f, err = s.readState(s.path(namespace, volumeID), namespace, volumeID); err != nil {
-				return 0, err
-			}
-			if v.legacy {
-				old := s.legacyPath(namespace, volumeID)
-				s.logger.Info("removing a mount state file that a version 3 file replaced", "path", old)
-				if err := os.Remove(old); err != nil && !errors.Is(err, fs.ErrNotExist) {
-					return 0, &StateError{Path: old, Reason: "cannot remove a superseded state file", Err: err}
-				}
-			}
-		} else {
-			if rec, err = s.readLegacy(s.legacyPath(namespace, volumeID), namespace, volumeID); err != nil {
-				return 0, err
-			}
-			f = &stateFile{legacy: true}
-		}
-		k := volKey{namespace, volumeID}
-		out[k] = rec
-		s.files[k] = f
-	}
-	return len(vols), nil
-}
-
-// readState reads a version 3 file.
-func (s *store) readState(p, namespace, volumeID string) (*volumeRecord, *stateFile, error) {
+// readState reads one file of the pool: its newest record (nil for a
+// free file), the file's state, and the record's generation, the
+// highest of the file's valid slots.
+func (s *store) readState(p string, num int) (*volumeRecord, *stateFile, uint64, error) {
 	data, err := os.ReadFile(p)
 	if err != nil {
-		return nil, nil, &StateError{Path: p, Reason: "cannot read", Err: err}
+		return nil, nil, 0, &StateError{Path: p, Reason: "cannot read", Err: err}
 	}
 	size, slot, gen, record, err := slotted(data)
 	if err != nil {
-		return nil, nil, &StateError{Path: p, Reason: err.Error()}
+		return nil, nil, 0, &StateError{Path: p, Reason: err.Error()}
+	}
+	f := &stateFile{num: num, slotSize: size, stable: slot, unsure: s.sync}
+	if len(record) == 0 {
+		return nil, f, gen, nil
+	}
+	bad := func(err error) error {
+		return &StateError{Path: p, Reason: fmt.Sprintf("slot %d (generation %d) is not a valid record", slot, gen), Err: err}
 	}
 	rec := new(volumeRecord)
 	if err := decodeStrict(record, rec); err != nil {
-		return nil, nil, &StateError{Path: p, Reason: fmt.Sprintf("slot %d (generation %d) is not a valid record", slot, gen), Err: err}
+		return nil, nil, 0, bad(err)
 	}
-	if err := rec.check(namespace, volumeID); err != nil {
-		return nil, nil, &StateError{Path: p, Reason: fmt.Sprintf("slot %d (generation %d) is not a valid record", slot, gen), Err: err}
+	if err := csi.ValidateNamespace(rec.Namespace); err != nil {
+		return nil, nil, 0, bad(err)
 	}
-	return rec, &stateFile{slotSize: size, gen: gen, stable: slot, unsure: s.sync}, nil
+	if err := csi.ValidateVolumeID(rec.VolumeID); err != nil {
+		return nil, nil, 0, bad(err)
+	}
+	if err := rec.check(rec.Namespace, rec.VolumeID); err != nil {
+		return nil, nil, 0, bad(err)
+	}
+	return rec, f, gen, nil
+}
+
+// loadLegacy reads the version 1 and 2 files of volumes that have no
+// record in the pool into out, and removes those of volumes that have.
+func (s *store) loadLegacy(out map[volKey]*volumeRecord) error {
+	nss, err := os.ReadDir(s.legacyDir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return &StateError{Path: s.legacyDir, Reason: "cannot list the state directory", Err: err}
+	}
+	for _, ns := range nss {
+		nsDir := filepath.Join(s.legacyDir, ns.Name())
+		if !ns.IsDir() || csi.ValidateNamespace(ns.Name()) != nil {
+			s.logger.Warn("ignoring unexpected entry in the mounter state directory", "path", nsDir)
+			continue
+		}
+		files, err := os.ReadDir(nsDir)
+		if err != nil {
+			return &StateError{Path: nsDir, Reason: "cannot list the namespace directory", Err: err}
+		}
+		for _, f := range files {
+			p := filepath.Join(nsDir, f.Name())
+			name := f.Name()
+			switch {
+			case strings.HasSuffix(name, tempExt) && f.Type().IsRegular():
+				s.logger.Debug("removing an interrupted state write", "path", p)
+				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return &StateError{Path: p, Reason: "cannot remove a leftover temporary file", Err: err}
+				}
+				continue
+			case !strings.HasSuffix(name, legacyExt):
+				s.logger.Warn("ignoring unexpected entry in the mounter state directory", "path", p)
+				continue
+			}
+			volumeID := strings.TrimSuffix(name, legacyExt)
+			if err := csi.ValidateVolumeID(volumeID); err != nil {
+				return &StateError{Path: p, Reason: "the file name is not a valid volume ID", Err: err}
+			}
+			if !f.Type().IsRegular() {
+				return &StateError{Path: p, Reason: "is not a regular file"}
+			}
+			k := volKey{ns.Name(), volumeID}
+			if out[k] != nil {
+				s.logger.Info("removing a mount state file that a version 3 record replaced", "path", p)
+				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					return &StateError{Path: p, Reason: "cannot remove a superseded state file", Err: err}
+				}
+				continue
+			}
+			rec, err := s.readLegacy(p, ns.Name(), volumeID)
+			if err != nil {
+				return err
+			}
+			out[k] = rec
+			s.vols[k] = &volFiles{legacy: p}
+		}
+	}
+	return nil
 }
 
 // readLegacy reads a version 1 or 2 file (plain JSON).
@@ -520,12 +612,12 @@ func (s *store) readLegacy(p, namespace, volumeID string) (*volumeRecord, error)
 		}
 		rec.Version = formatVersion
 	default:
-		return nil, &StateError{Path: p, Reason: fmt.Sprintf("has format version %d; this build reads versions 1 and 2 from .json files and version %d from .state files (written by another csikit version, or not a mounter state file?)", head.Version, formatVersion)}
+		return nil, &StateError{Path: p, Reason: fmt.Sprintf("has format version %d; this build reads versions 1 and 2 from volumes/<namespace>/<volume>.json files and version %d from records/<n>.state files (written by another csikit version, or not a mounter state file?)", head.Version, formatVersion)}
 	}
 	if err := rec.check(namespace, volumeID); err != nil {
 		return nil, &StateError{Path: p, Reason: "is not a valid record", Err: err}
 	}
-	s.logger.Info("read a version 1 or 2 mount state file; the volume's next change replaces it with a version 3 file",
+	s.logger.Info("read a version 1 or 2 mount state file; the volume's next change moves it to a version 3 record",
 		"path", p, "version", head.Version)
 	return rec, nil
 }

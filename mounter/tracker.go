@@ -11,12 +11,12 @@ import (
 )
 
 // formatVersion is the version of the state file format this package
-// writes: a .state file of two slots, each holding a volumeRecord in
-// JSON (format.go). It also reads the plain JSON .json files of version
+// writes: files of two slots, each holding a volumeRecord in JSON
+// (format.go, store.go). It also reads the plain JSON files of version
 // 2 (the same record) and version 1 (stages keyed by the full usage,
-// upgraded in memory); the volume's next write replaces them with a
-// .state file. A file of any other version is refused (StateError),
-// never guessed at.
+// upgraded in memory); the volume's next write moves them to version 3.
+// A file of any other version is refused (StateError), never guessed
+// at.
 const formatVersion = 3
 
 // stageState is where the staging of a volume under one stage usage
@@ -84,8 +84,9 @@ const (
 //   - Before a mount tears down an unused stage (finishStages), the
 //     synced record says "unstaging": a restarted agent must not take
 //     an unstaged volume for staged.
-//   - A record that tracks nothing is removed, without a sync: brought
-//     back by an OS crash, it holds only teardowns that were done.
+//   - A volume that tracks nothing frees its file (an empty record),
+//     without a sync: brought back by an OS crash, the volume's last
+//     record holds only teardowns that were done.
 type volumeRecord struct {
 	Version    int
 	Namespace  string

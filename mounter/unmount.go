@@ -109,8 +109,8 @@ func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) e
 	}
 
 	err = m.carryOut(ctx, client, rec, plan)
-	// What was torn down is noted, or the file removed if nothing is
-	// left (done all the same if that fails: the file left behind holds
+	// What was torn down is noted, or the file freed if nothing is left
+	// (done all the same if that fails: the record left behind holds
 	// only teardowns that the next call repeats harmlessly).
 	m.settle(v)
 	if err != nil {
