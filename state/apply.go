@@ -90,8 +90,13 @@ func (w *writer) plugin(id string) *pluginChange {
 	return pc
 }
 
+// putVolume stores v at the write's index. Every volume it stores is
+// normalized (normalizeVolume) or an edited copy of a stored one, whose
+// claim maps are the only part a write may have left empty.
 func (w *writer) putVolume(v *csi.Volume) {
-	normalizeVolume(v)
+	v.ReadClaims = nilIfEmpty(v.ReadClaims)
+	v.WriteClaims = nilIfEmpty(v.WriteClaims)
+	v.PastClaims = nilIfEmpty(v.PastClaims)
 	v.ModifyIndex = w.index
 	w.d.volumes.put(w.o, volumeSpec, v)
 	w.touched[tabVolumes] = true
@@ -347,6 +352,7 @@ func (c RegisterVolume) apply(w *writer) error {
 				csi.ErrInvalidRequest, name, v.Provider, v.PluginID, p.Provider)
 		}
 		v.CreateIndex = w.index
+		normalizeVolume(v)
 		w.putVolume(v)
 		return nil
 	}
@@ -514,7 +520,7 @@ func (d *db) checkMaxVolumes(v *csi.Volume, node string, limit int64) error {
 		return nil // no new attachment
 	}
 	var n int64
-	d.volumes.lookup(volumeSpec, volByNode, key2(node, v.PluginID), func(o *csi.Volume) bool {
+	d.volumes.lookup(volumeSpec, volByNode, node, key1(v.PluginID), func(o *csi.Volume) bool {
 		if attachedOn(o, node) {
 			n++
 		}
@@ -559,7 +565,7 @@ func (c ReleaseClaims) apply(w *writer) error {
 func (w *writer) releaseClaims(allocID string, at time.Time) error {
 	// Collect first: the writes below change the index being walked.
 	var vols []*csi.Volume
-	w.d.volumes.lookup(volumeSpec, volByAlloc, key1(allocID), func(v *csi.Volume) bool {
+	w.d.volumes.lookup(volumeSpec, volByAlloc, allocID, "", func(v *csi.Volume) bool {
 		vols = append(vols, v)
 		return true
 	})
@@ -871,7 +877,7 @@ func (d *db) recountPlugin(p *csi.Plugin) {
 			p.NodesHealthy += healthy(in.Info)
 		}
 	})
-	d.allocs.lookup(allocationSpec, allocByPlugin, key1(p.ID), func(a *csi.Allocation) bool {
+	d.allocs.lookup(allocationSpec, allocByPlugin, p.ID, "", func(a *csi.Allocation) bool {
 		c, n := expected(a, p.ID)
 		p.ControllersExpected += c
 		p.NodesExpected += n
@@ -1019,7 +1025,7 @@ func (w *writer) upsertAllocation(a *csi.Allocation, releasedAt time.Time) error
 // on whichever nodes reported them.
 func (w *writer) dropInstances(a *csi.Allocation) {
 	var nodes []string
-	w.d.instances.lookup(instanceSpec, instByAlloc, key1(a.ID), func(in *instance) bool {
+	w.d.instances.lookup(instanceSpec, instByAlloc, a.ID, "", func(in *instance) bool {
 		nodes = append(nodes, in.NodeID)
 		return true
 	})

@@ -65,33 +65,33 @@ func (s *MemStore) Volume(namespace, id string) (*csi.Volume, error) {
 	if err != nil {
 		return nil, err
 	}
-	return d.viewVolume(v, nil), nil
+	return d.viewVolumes([]*csi.Volume{v})[0], nil
 }
 
 // Volumes implements VolumeReader.
 func (s *MemStore) Volumes(namespace, idPrefix string) ([]*csi.Volume, error) {
 	d := s.read()
+	var rows []*csi.Volume
 	if namespace == "" {
-		var out []*csi.Volume
-		cache := map[string]*csi.Plugin{}
 		d.volumes.scan("", func(v *csi.Volume) bool {
 			if strings.HasPrefix(v.ID, idPrefix) {
-				out = append(out, d.viewVolume(v, cache))
+				rows = append(rows, v)
 			}
 			return true
 		})
-		return out, nil
+	} else {
+		if err := csi.ValidateNamespace(namespace); err != nil {
+			return nil, err
+		}
+		d.volumes.scan(key1(namespace)+idPrefix, func(v *csi.Volume) bool {
+			rows = append(rows, v)
+			return true
+		})
 	}
-	if err := csi.ValidateNamespace(namespace); err != nil {
-		return nil, err
+	if rows == nil {
+		return nil, nil
 	}
-	var out []*csi.Volume
-	cache := map[string]*csi.Plugin{}
-	d.volumes.scan(key1(namespace)+idPrefix, func(v *csi.Volume) bool {
-		out = append(out, d.viewVolume(v, cache))
-		return true
-	})
-	return out, nil
+	return d.viewVolumes(rows), nil
 }
 
 // VolumesByPlugin implements VolumeReader.
@@ -99,7 +99,7 @@ func (s *MemStore) VolumesByPlugin(pluginID string) ([]*csi.Volume, error) {
 	if err := csi.ValidatePluginID(pluginID); err != nil {
 		return nil, err
 	}
-	return s.read().volumesBy(volByPlugin, key1(pluginID)), nil
+	return s.read().volumesBy(volByPlugin, pluginID), nil
 }
 
 // VolumesByNode implements VolumeReader.
@@ -107,7 +107,7 @@ func (s *MemStore) VolumesByNode(nodeID string) ([]*csi.Volume, error) {
 	if err := csi.ValidateNodeID(nodeID); err != nil {
 		return nil, err
 	}
-	vols := s.read().volumesBy(volByNode, key1(nodeID))
+	vols := s.read().volumesBy(volByNode, nodeID)
 	// The index orders by (node, plugin, volume); the contract says
 	// (namespace, ID).
 	sortVolumes(vols)
@@ -123,7 +123,7 @@ func (s *MemStore) VolumesWithPastClaims() ([]*csi.Volume, error) {
 func (s *MemStore) PastClaimVolumeIDs() ([]VolumeStamp, error) {
 	d := s.read()
 	var out []VolumeStamp
-	d.volumes.lookup(volumeSpec, volPast, "", func(v *csi.Volume) bool {
+	d.volumes.lookup(volumeSpec, volPast, "", "", func(v *csi.Volume) bool {
 		// Stored volumes are never changed in place, and strings are
 		// immutable: the stamp can share the stored ID strings.
 		out = append(out, VolumeStamp{VolumeKey: VolumeKey{Namespace: v.Namespace, ID: v.ID}, ModifyIndex: v.ModifyIndex})
@@ -204,7 +204,7 @@ func (s *MemStore) AllocationsByNode(nodeID string) ([]*csi.Allocation, error) {
 		return nil, err
 	}
 	var out []*csi.Allocation
-	s.read().allocs.lookup(allocationSpec, allocByNode, key1(nodeID), func(a *csi.Allocation) bool {
+	s.read().allocs.lookup(allocationSpec, allocByNode, nodeID, "", func(a *csi.Allocation) bool {
 		out = append(out, a.Copy())
 		return true
 	})
@@ -261,20 +261,22 @@ func (d *db) eachInstance(pluginID string, role csi.PluginType, fn func(*instanc
 }
 
 func (d *db) hasInstances(pluginID string) bool {
-	_, _, ok := d.instances.rows.first(key1(pluginID))
+	_, ok := d.instances.first(key1(pluginID))
 	return ok
 }
 
-// volumesBy returns copies of the volumes of a volume index whose key
-// starts with p, in index order.
-func (d *db) volumesBy(index int, p string) []*csi.Volume {
-	var out []*csi.Volume
-	cache := map[string]*csi.Plugin{}
-	d.volumes.lookup(volumeSpec, index, p, func(v *csi.Volume) bool {
-		out = append(out, d.viewVolume(v, cache))
+// volumesBy returns copies of the volumes of one group of a volume
+// index, in index order.
+func (d *db) volumesBy(index int, group string) []*csi.Volume {
+	var rows []*csi.Volume
+	d.volumes.lookup(volumeSpec, index, group, "", func(v *csi.Volume) bool {
+		rows = append(rows, v)
 		return true
 	})
-	return out
+	if rows == nil {
+		return nil
+	}
+	return d.viewVolumes(rows)
 }
 
 func sortVolumes(vols []*csi.Volume) {
@@ -284,31 +286,6 @@ func sortVolumes(vols []*csi.Volume) {
 		}
 		return strings.Compare(a.ID, b.ID)
 	})
-}
-
-// viewVolume returns a copy of a stored volume with its plugin's fields
-// filled in. cache, if not nil, remembers plugins across a list.
-func (d *db) viewVolume(v *csi.Volume, cache map[string]*csi.Plugin) *csi.Volume {
-	p, ok := cache[v.PluginID]
-	if !ok {
-		p = d.plugin(v.PluginID)
-		if cache != nil {
-			cache[v.PluginID] = p
-		}
-	}
-	out := v.Copy()
-	if p != nil {
-		if p.Provider != "" {
-			out.Provider = p.Provider
-		}
-		out.ControllerRequired = p.ControllerRequired
-		out.Schedulable = p.Schedulable()
-		out.ControllersHealthy = p.ControllersHealthy
-		out.ControllersExpected = p.ControllersExpected
-		out.NodesHealthy = p.NodesHealthy
-		out.NodesExpected = p.NodesExpected
-	}
-	return out
 }
 
 // viewPlugin assembles a plugin from its row, its instances and the
@@ -325,7 +302,7 @@ func (d *db) viewPlugin(row *csi.Plugin) *csi.Plugin {
 		}
 		(*m)[in.NodeID] = in.Info.Copy()
 	})
-	d.allocs.lookup(allocationSpec, allocByPlugin, key1(row.ID), func(a *csi.Allocation) bool {
+	d.allocs.lookup(allocationSpec, allocByPlugin, row.ID, "", func(a *csi.Allocation) bool {
 		for _, ap := range a.Plugins {
 			if ap.PluginID == row.ID {
 				p.Allocations = append(p.Allocations, csi.PluginAllocation{

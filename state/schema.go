@@ -33,7 +33,14 @@ type db struct {
 
 // emptyDB returns the state of a new store.
 func emptyDB() *db {
-	d := &db{replaced: make(chan struct{})}
+	d := &db{
+		volumes:   newTable[*csi.Volume](),
+		plugins:   newTable[*csi.Plugin](),
+		instances: newTable[*instance](),
+		nodes:     newTable[*Node](),
+		allocs:    newTable[*csi.Allocation](),
+		replaced:  make(chan struct{}),
+	}
 	for t := range d.watch {
 		d.watch[t] = make(chan struct{})
 	}
@@ -84,9 +91,9 @@ type indexRow struct {
 // Keys are the concatenation of their parts, each ending in a NUL byte.
 // IDs never hold a NUL (csi.ValidateID), so keys of different parts
 // cannot collide, a prefix of whole parts selects exactly the rows that
-// share those parts, and keys sort by their parts in order. An index key
-// is the index's parts followed by the row's primary key, so the rows of
-// one index value come in primary key order.
+// share those parts, and keys sort by their parts in order. A key in an
+// index group is the index's remaining parts followed by the row's
+// primary key, so the rows of one index value come in primary key order.
 
 func key1(a string) string       { return a + "\x00" }
 func key2(a, b string) string    { return a + "\x00" + b + "\x00" }
@@ -98,33 +105,35 @@ func instanceKey(plugin string, role csi.PluginType, node string) string {
 	return key3(plugin, string(role), node)
 }
 
-// The indexes of each table, by position in table.idx.
+// The indexes of each table, by position in table.idx, with the group
+// each one keys its entries by.
 const (
-	// Volumes of a plugin. Key only: it never changes for a volume, so
-	// no claim write touches it.
+	// Volumes of a plugin, by plugin. Key only: it never changes for a
+	// volume, so no claim write touches it.
 	volByPlugin = iota
-	// One entry per node holding a claim (live or past) on the volume;
-	// the plugin in the key lets a claim count a node's volumes of one
-	// plugin.
+	// By node: one entry per node holding a claim (live or past) on
+	// the volume, keyed by plugin then volume, so that a claim can count
+	// a node's volumes of one plugin.
 	volByNode
-	// One entry per allocation holding a claim. Key only: a claim edit
-	// keeps its allocation, so only claims and releases touch it.
+	// By allocation: one entry per allocation holding a claim. Key
+	// only: a claim edit keeps its allocation, so only claims and
+	// releases touch it.
 	volByAlloc
-	// Only volumes with past claims, so the release worker's scan
-	// costs what it has to do.
+	// One group: only the volumes with past claims, so the release
+	// worker's scan costs what it has to do.
 	volPast
 )
 
 const (
-	// The instances a plugin allocation ran, so that a terminal
-	// allocation's instances go wherever they were reported.
+	// By allocation: the instances a plugin allocation ran, so that a
+	// terminal allocation's instances go wherever they were reported.
 	instByAlloc = iota
 )
 
 const (
-	// Every allocation, terminal ones too, in ID order per node.
+	// By node: every allocation, terminal ones too, in ID order.
 	allocByNode = iota
-	// Only running allocations: they are the plugins' expected
+	// By plugin: only running allocations, the plugins' expected
 	// instances.
 	allocByPlugin
 )
@@ -134,28 +143,29 @@ var volumeSpec = &tableSpec[*csi.Volume]{
 	indexes: []indexSpec[*csi.Volume]{
 		volByPlugin: {
 			keyOnly: true,
-			keys: func(v *csi.Volume, pk string) []string {
-				return []string{key1(v.PluginID) + pk}
+			keys: func(v *csi.Volume, pk string) []ikey {
+				return []ikey{{v.PluginID, pk}}
 			},
 			same: func(old, v *csi.Volume) bool { return old.PluginID == v.PluginID },
 		},
 		volByNode: {
-			keys: func(v *csi.Volume, pk string) []string {
+			keys: func(v *csi.Volume, pk string) []ikey {
 				nodes := claimNodes(v)
+				keys := make([]ikey, len(nodes))
 				for i, n := range nodes {
-					nodes[i] = key2(n, v.PluginID) + pk
+					keys[i] = ikey{n, key1(v.PluginID) + pk}
 				}
-				return nodes
+				return keys
 			},
 			same: func(old, v *csi.Volume) bool { return old.PluginID == v.PluginID && sameClaimants(old, v) },
 		},
 		volByAlloc: {
 			keyOnly: true,
-			keys: func(v *csi.Volume, pk string) []string {
-				var keys []string
+			keys: func(v *csi.Volume, pk string) []ikey {
+				var keys []ikey
 				for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims, v.PastClaims} {
 					for id := range m {
-						keys = append(keys, key1(id)+pk)
+						keys = append(keys, ikey{id, pk})
 					}
 				}
 				return keys
@@ -163,11 +173,11 @@ var volumeSpec = &tableSpec[*csi.Volume]{
 			same: sameClaimants,
 		},
 		volPast: {
-			keys: func(v *csi.Volume, pk string) []string {
+			keys: func(v *csi.Volume, pk string) []ikey {
 				if len(v.PastClaims) == 0 {
 					return nil
 				}
-				return []string{pk}
+				return []ikey{{"", pk}}
 			},
 			same: func(old, v *csi.Volume) bool { return (len(old.PastClaims) == 0) == (len(v.PastClaims) == 0) },
 		},
@@ -183,11 +193,11 @@ var instanceSpec = &tableSpec[*instance]{
 	indexes: []indexSpec[*instance]{
 		instByAlloc: {
 			keyOnly: true,
-			keys: func(i *instance, pk string) []string {
+			keys: func(i *instance, pk string) []ikey {
 				if i.Info.AllocationID == "" {
 					return nil
 				}
-				return []string{key1(i.Info.AllocationID) + pk}
+				return []ikey{{i.Info.AllocationID, pk}}
 			},
 			same: func(old, i *instance) bool { return old.Info.AllocationID == i.Info.AllocationID },
 		},
@@ -202,18 +212,19 @@ var allocationSpec = &tableSpec[*csi.Allocation]{
 	key: func(a *csi.Allocation) string { return key1(a.ID) },
 	indexes: []indexSpec[*csi.Allocation]{
 		allocByNode: {
-			keys: func(a *csi.Allocation, pk string) []string {
-				return []string{key1(a.NodeID) + pk}
+			keys: func(a *csi.Allocation, pk string) []ikey {
+				return []ikey{{a.NodeID, pk}}
 			},
 			same: func(old, a *csi.Allocation) bool { return old.NodeID == a.NodeID },
 		},
 		allocByPlugin: {
-			keys: func(a *csi.Allocation, pk string) []string {
+			keys: func(a *csi.Allocation, pk string) []ikey {
 				ids := allocPluginIDs(a)
+				keys := make([]ikey, len(ids))
 				for i, id := range ids {
-					ids[i] = key1(id) + pk
+					keys[i] = ikey{id, pk}
 				}
-				return ids
+				return keys
 			},
 			same: func(old, a *csi.Allocation) bool {
 				return old.Terminal == a.Terminal && slices.Equal(old.Plugins, a.Plugins)
