@@ -237,12 +237,11 @@ func (q *queue) waitScan(ctx context.Context, forced bool) (force, ok bool) {
 	}
 }
 
-// waitScanNow is waitScan without the wait: whether a scan can start
-// now, and whether one is forced.
-func (q *queue) waitScanNow() (force, ok bool) {
+// canScan reports whether a scan can start now (see canScanLocked).
+func (q *queue) canScan() bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return q.force, q.canScanLocked()
+	return q.canScanLocked()
 }
 
 // watchContext returns the context of one wait for a store change: it

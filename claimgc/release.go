@@ -134,8 +134,12 @@ func (r *volumeRun) pass(ctx context.Context, v *csi.Volume) (progress, allFreed
 		}
 	}
 	if stepped {
-		wrote, _ := r.settle(ctx)
-		return wrote > 0, false
+		// Written checkpoints end the pass: the next one reads the live
+		// claims as they are after the node steps. When none landed,
+		// the claims that were NodeDetached already go on below.
+		if wrote, _ := r.settle(ctx); wrote > 0 || ctx.Err() != nil {
+			return wrote > 0, false
+		}
 	}
 
 	// Nodes where a past claim still waits for its node step: detaching

@@ -227,19 +227,21 @@ func (w *Worker) scanLoop(ctx context.Context, q *queue) {
 			switch {
 			case ctx.Err() != nil:
 				return
-			case err != nil && !forced:
+			case forced:
+				// waitScan returns the forced scan once one can start.
+				continue
+			case err != nil:
 				failures++
 				d := w.cfg.backoff().Delay(failures)
 				w.cfg.Logger.Warn("claim release worker cannot watch the volume table; retrying", "error", err, "retry_in", d)
 				broken = true
 				q.watchFailed(w.cfg.Clock.Now().Add(d))
 				continue
-			case !forced:
-				// The store moved: scan if a scan can still start work,
-				// or wait until it can.
-				if _, ok := q.waitScanNow(); !ok {
-					continue
-				}
+			case !q.canScan():
+				// The store moved, but a scan would start nothing now:
+				// waitScan returns once it would, and the store's Wait
+				// then returns at once.
+				continue
 			}
 		}
 		q.beginScan()

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/mounter"
 	"github.com/csikit/csikit/state"
 )
 
@@ -320,4 +321,49 @@ func TestWorker_Watch_FailsThenRetries(t *testing.T) {
 		t.Errorf("stats = %+v, want the claim freed", st)
 	}
 	h.requireDetached("vol", "a1")
+}
+
+// TestWorker_Release_FailedCheckpointHoldsOnlyItsClaim checks that a
+// node checkpoint that cannot be written stops its own claim only: a
+// claim of the same volume on another node, whose node step was done
+// already, is detached and freed in the same run.
+func TestWorker_Release_FailedCheckpointHoldsOnlyItsClaim(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.addVolume("vol", csi.AccessModeMultiNodeMultiWriter)
+	h.claim("vol", "a1", "n1")
+	h.claim("vol", "a2", "n2")
+	oa := &orderApplier{Applier: h.applier, h: h}
+	oa.setFail(failOnce(func(c state.Command) bool {
+		cp, ok := c.(state.CheckpointClaim)
+		return ok && cp.AllocationID == "a1"
+	}))
+	cfg := h.workerConfig()
+	cfg.Applier = oa
+	w := h.startWorker(cfg, false)
+	// a2's node has reported its unmount (rpcshim's Server.Unpublish
+	// with NodeDetached), so only its controller step is left.
+	h.release("a1", "a2")
+	if err := h.nodes["n2"].mounter.UnmountVolume(context.Background(), &mounter.UnmountRequest{
+		Namespace: testNamespace, VolumeID: "vol", AllocationID: "a2",
+	}); err != nil {
+		t.Fatal(err)
+	}
+	h.apply(state.CheckpointClaim{Namespace: testNamespace, VolumeID: "vol", AllocationID: "a2", State: csi.ClaimNodeDetached})
+	w.SetEnabled(true)
+	h.settle(w)
+
+	if c := h.claimOf("vol", "a2"); c != nil {
+		t.Errorf("a2's claim = %+v, want freed in the run in which a1's checkpoint failed", c)
+	}
+	if c := h.claimOf("vol", "a1"); c == nil || c.State != csi.ClaimUnpublishing || !strings.Contains(c.LastError, "log unavailable") {
+		t.Fatalf("a1's claim = %+v, want unpublishing with the write's error", c)
+	}
+	calls := h.ctrl.CallsTo(ctrlUnpublish)
+	if len(calls) != 1 || !strings.Contains(calls[0].String(), "csi-n2") {
+		t.Errorf("ControllerUnpublish calls = %v, want one, for csi-n2", calls)
+	}
+	h.advance(w, 8*time.Second)
+	h.requireNoPastClaims("after the retry")
+	h.requireDetached("vol", "a1", "a2")
+	h.requireNoViolations()
 }
