@@ -176,8 +176,16 @@ func (c *Client) Close() error { return c.conn.Close() }
 // it returns is a *csi.RPCError.
 func (c *Client) call(ctx context.Context, full string, secrets csi.Secrets, req, resp proto.Message) error {
 	name := full[strings.LastIndexByte(full, '/')+1:]
-	ctx, cancel := context.WithTimeout(ctx, c.timeout)
-	defer cancel()
+	// A caller's deadline that comes before CallTimeout already bounds
+	// the call. csikit's own callers normally pass one (a step, a
+	// fingerprint, a claim release); wrapping their ctx again would only
+	// add a context's allocations and cancel bookkeeping to every call,
+	// and a level to each ctx.Value lookup grpc makes.
+	if d, ok := ctx.Deadline(); !ok || time.Until(d) > c.timeout {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, c.timeout)
+		defer cancel()
+	}
 	trace := c.logger.IsTrace()
 	if trace {
 		c.logger.Trace("plugin call", "method", name, "request", protosanitizer.StripSecrets(req).String())
@@ -192,13 +200,18 @@ func (c *Client) call(ctx context.Context, full string, secrets csi.Secrets, req
 		}
 		rerr := rpcError(ctx, name, err, secrets)
 		class := rerr.ErrorClass()
-		c.logger.Debug("plugin call failed", "method", name, "attempt", attempt+1,
-			"code", rerr.Code.String(), "class", class.String(), "message", rerr.Message)
+		debug := c.logger.IsDebug()
+		if debug {
+			c.logger.Debug("plugin call failed", "method", name, "attempt", attempt+1,
+				"code", rerr.Code.String(), "class", class.String(), "message", rerr.Message)
+		}
 		if class != csi.ClassRetryable || attempt >= c.maxRetries {
 			return rerr
 		}
 		delay := c.backoff.Delay(attempt + 1)
-		c.logger.Debug("retrying plugin call", "method", name, "delay", delay)
+		if debug {
+			c.logger.Debug("retrying plugin call", "method", name, "delay", delay)
+		}
 		if werr := clock.Sleep(ctx, c.clock, delay); werr != nil {
 			// The last attempt did not happen (its class is Retryable);
 			// keep its code and make the ctx error reachable too.

@@ -411,6 +411,11 @@ func TestClient_Call_Deadline(t *testing.T) {
 		ctx     func(t *testing.T) context.Context
 	}{
 		{"CallTimeout", 50 * time.Millisecond, func(t *testing.T) context.Context { return t.Context() }},
+		{"CallTimeout before a later ctx deadline", 50 * time.Millisecond, func(t *testing.T) context.Context {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Hour)
+			t.Cleanup(cancel)
+			return ctx
+		}},
 		{"ctx deadline", 0, func(t *testing.T) context.Context {
 			ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 			t.Cleanup(cancel)

@@ -61,5 +61,6 @@
 // and retries are logged at debug level. A plugin's error message is
 // scrubbed of the request's secret values before it reaches an error or
 // a log line. With the logger above trace level the hot path builds no
-// log arguments at all.
+// log arguments at all, and above debug level neither does a failed
+// attempt.
 package plugin
