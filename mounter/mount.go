@@ -144,9 +144,9 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 	// One synced write before the first plugin call: the publish intent,
 	// and the stage intent too when the volume is not known to be
 	// staged, since the publish follows the stage at once.
-	restage := stage && s.Stage != stageStaged
+	needStage := stage && s.Stage != stageStaged
 	prevStage, prevPath := s.Stage, s.StagingPath
-	if restage {
+	if needStage {
 		s.Stage, s.StagingPath = stageStaging, stagingPath
 	}
 	s.setPub(usage.ClaimMode, req.AllocationID, &allocRecord{State: publishPublishing, TargetPath: targetPath})
@@ -157,7 +157,7 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 		return nil, err
 	}
 
-	if restage {
+	if needStage {
 		m.calls.Add(1)
 		err := client.NodeStageVolume(ctx, &plugin.NodeStageRequest{
 			ExternalID:     req.ExternalID,
@@ -322,9 +322,9 @@ func (m *Mounter) unpublish(ctx context.Context, client plugin.NodeClient, rec *
 
 // settle writes the volume's record after a change that narrowed it
 // (an intent undone, a teardown done), without a sync, or frees the
-// volume's file when nothing is tracked any more. It is best effort: if the write
-// fails or is lost, the file keeps the intent, which only makes the next
-// call repeat an idempotent plugin call.
+// volume's file when nothing is tracked any more. It is best effort: if
+// the write fails or is lost, the file keeps the intent, which only
+// makes the next call repeat an idempotent plugin call.
 func (m *Mounter) settle(v *volume) {
 	rec := v.rec
 	if rec == nil {

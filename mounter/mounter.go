@@ -38,7 +38,7 @@ type VolumeMounter interface {
 	// it (whatever the outcome, unless the plugin refused it with a
 	// Final error) until an UnmountVolume for it has completed. After a
 	// crash of the agent it is also true for an allocation whose mount
-	// died before its NodePublishVolume; an UnmountVolume clears it.
+	// died during its NodeStageVolume; an UnmountVolume clears it.
 	HasMount(ctx context.Context, namespace, volumeID, allocID string) (bool, error)
 }
 
