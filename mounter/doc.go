@@ -79,8 +79,9 @@
 // without a sync: a restarted agent reads them, an OS crash may lose
 // them, and the volume's next synced write carries them. A volume that
 // is fully torn down frees its file, unsynced. Each durable write is
-// one fdatasync of a write in place: a full stage–publish–unpublish–
-// unstage cycle makes two, for four plugin calls (Stats counts them).
+// one fdatasync of a write in place (unless the pool of files must
+// grow, see below): a full stage–publish–unpublish–unstage cycle makes
+// two, for four plugin calls (Stats counts them).
 //
 // After a crash a new Mounter reads the files back and treats every
 // intent as "may have happened": a volume staged before the restart is
@@ -129,13 +130,13 @@
 // always holds a complete record, and one with no valid slot is
 // corruption (ErrCorruptState).
 //
-// Files of version 2 (plain JSON, StateDir/volumes/<namespace>/
-// <volume>.json) and version 1 (stages keyed by Usage) are still read,
-// and moved to the pool with the volume's next write; a version 1 file
-// that has the volume staged at two paths for one StageUsage fails New
-// with ErrCorruptState saying so. An operator who must repair a
-// volume's state by hand can remove its file from the pool and write a
-// version 2 file instead.
+// Files of version 2 (plain JSON,
+// StateDir/volumes/<namespace>/<volume>.json) and version 1 (stages
+// keyed by Usage) are still read, and moved to the pool with the
+// volume's next write; a version 1 file that has the volume staged at
+// two paths for one StageUsage fails New with ErrCorruptState saying
+// so. An operator who must repair a volume's state by hand can remove
+// its file from the pool and write a version 2 file instead.
 //
 // # Usage
 //
