@@ -89,7 +89,7 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 	}
 	m := NewMux()
 	e := &NodeEndpoint{nodeID: cfg.NodeID, plugins: cfg.Plugins, mounter: cfg.Mounter, logger: cfg.Logger, mux: m}
-	handle(m, MethodControllerPublish, func(ctx context.Context, req *ControllerPublishRequest) (*ControllerPublishResponse, error) {
+	handleDirect[ControllerPublishRequest, ControllerPublishResponse](m, MethodControllerPublish, func(ctx context.Context, req *ControllerPublishRequest) (*ControllerPublishResponse, error) {
 		c, err := e.controller(req.query(), "ControllerPublishVolume")
 		if err != nil {
 			return nil, err
@@ -99,8 +99,8 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 			return nil, e.pluginErr(req.query(), "ControllerPublishVolume", err)
 		}
 		return &ControllerPublishResponse{PublishContext: pc}, nil
-	}, true)
-	handle(m, MethodControllerUnpublish, func(ctx context.Context, req *ControllerUnpublishRequest) (*ControllerUnpublishResponse, error) {
+	})
+	handleDirect[ControllerUnpublishRequest, ControllerUnpublishResponse](m, MethodControllerUnpublish, func(ctx context.Context, req *ControllerUnpublishRequest) (*ControllerUnpublishResponse, error) {
 		c, err := e.controller(req.query(), "ControllerUnpublishVolume")
 		if err != nil {
 			return nil, err
@@ -109,8 +109,8 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 			return nil, e.pluginErr(req.query(), "ControllerUnpublishVolume", err)
 		}
 		return &ControllerUnpublishResponse{}, nil
-	}, true)
-	handle(m, MethodControllerValidateCapabilities, func(ctx context.Context, req *ValidateCapabilitiesRequest) (*ValidateCapabilitiesResponse, error) {
+	})
+	handleDirect[ValidateCapabilitiesRequest, ValidateCapabilitiesResponse](m, MethodControllerValidateCapabilities, func(ctx context.Context, req *ValidateCapabilitiesRequest) (*ValidateCapabilitiesResponse, error) {
 		c, err := e.controller(req.query(), "ValidateVolumeCapabilities")
 		if err != nil {
 			return nil, err
@@ -120,8 +120,8 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 			return nil, e.pluginErr(req.query(), "ValidateVolumeCapabilities", err)
 		}
 		return &ValidateCapabilitiesResponse{ValidateCapabilitiesResponse: *r}, nil
-	}, true)
-	handle(m, MethodControllerCreateVolume, func(ctx context.Context, req *CreateVolumeRequest) (*CreateVolumeResponse, error) {
+	})
+	handleDirect[CreateVolumeRequest, CreateVolumeResponse](m, MethodControllerCreateVolume, func(ctx context.Context, req *CreateVolumeRequest) (*CreateVolumeResponse, error) {
 		c, err := e.controller(req.query(), "CreateVolume")
 		if err != nil {
 			return nil, err
@@ -131,8 +131,8 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 			return nil, e.pluginErr(req.query(), "CreateVolume", err)
 		}
 		return &CreateVolumeResponse{Volume: *v}, nil
-	}, true)
-	handle(m, MethodControllerDeleteVolume, func(ctx context.Context, req *DeleteVolumeRequest) (*DeleteVolumeResponse, error) {
+	})
+	handleDirect[DeleteVolumeRequest, DeleteVolumeResponse](m, MethodControllerDeleteVolume, func(ctx context.Context, req *DeleteVolumeRequest) (*DeleteVolumeResponse, error) {
 		c, err := e.controller(req.query(), "DeleteVolume")
 		if err != nil {
 			return nil, err
@@ -141,7 +141,7 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 			return nil, e.pluginErr(req.query(), "DeleteVolume", err)
 		}
 		return &DeleteVolumeResponse{}, nil
-	}, true)
+	})
 	handle(m, MethodControllerListVolumes, func(ctx context.Context, req *ListVolumesRequest) (*ListVolumesResponse, error) {
 		c, err := e.controller(req.query(), "ListVolumes")
 		if err != nil {
@@ -196,7 +196,7 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 		}
 		return &ListSnapshotsResponse{ListSnapshotsResponse: *r}, nil
 	}, true)
-	handle(m, MethodNodeDetach, e.nodeDetach, true)
+	handleDirect[NodeDetachRequest, NodeDetachResponse](m, MethodNodeDetach, e.nodeDetach)
 	return e, nil
 }
 
@@ -209,6 +209,11 @@ func (e *NodeEndpoint) ServeCall(ctx context.Context, method string, body []byte
 // only calls that end with ctx (the controller plugin's gRPC calls, the
 // Unmounter); methods a node agent added to Mux do not qualify.
 func (e *NodeEndpoint) servesInline(method string) bool { return e.mux.servesInline(method) }
+
+// serveDirect implements inlineHandler.
+func (e *NodeEndpoint) serveDirect(ctx context.Context, method string, req, resp any) (bool, []byte, error) {
+	return e.mux.serveDirect(ctx, method, req, resp)
+}
 
 // Mux returns the Mux the endpoint's methods are registered on. A node
 // agent may Handle methods of its own on it, to serve them on the same
