@@ -90,20 +90,21 @@ func (w *writer) plugin(id string) *pluginChange {
 	return pc
 }
 
-// putVolume stores v at the write's index. Every volume it stores is
-// normalized (normalizeVolume) or an edited copy of a stored one, whose
-// claim maps are the only part a write may have left empty.
-func (w *writer) putVolume(v *csi.Volume) {
-	v.ReadClaims = nilIfEmpty(v.ReadClaims)
-	v.WriteClaims = nilIfEmpty(v.WriteClaims)
-	v.PastClaims = nilIfEmpty(v.PastClaims)
-	v.ModifyIndex = w.index
-	w.d.volumes.put(w.o, volumeSpec, v)
+// putVolume stores r at the write's index. Every row it stores is made
+// from a normalized volume (normalizeVolume) or is an edited copy of a
+// stored one, whose claim maps are the only part a write may have left
+// empty.
+func (w *writer) putVolume(r *volRow) {
+	r.v.ReadClaims = nilIfEmpty(r.v.ReadClaims)
+	r.v.WriteClaims = nilIfEmpty(r.v.WriteClaims)
+	r.v.PastClaims = nilIfEmpty(r.v.PastClaims)
+	r.v.ModifyIndex = w.index
+	w.d.volumes.put(w.o, volumeSpec, r)
 	w.touched[tabVolumes] = true
 }
 
-func (w *writer) deleteVolume(v *csi.Volume) {
-	w.d.volumes.remove(w.o, volumeSpec, volumeSpec.key(v))
+func (w *writer) deleteVolume(r *volRow) {
+	w.d.volumes.remove(w.o, volumeSpec, volumeSpec.key(r))
 	w.touched[tabVolumes] = true
 }
 
@@ -241,13 +242,10 @@ func nilIfEmptySlice[S ~[]E, E any](s S) S {
 	return s
 }
 
-// editable returns a shallow copy of a stored volume. Its claim maps are
-// still the stored ones: own a map before changing it. Claims themselves
-// stay shared: replace, never modify.
-func editable(v *csi.Volume) *csi.Volume {
-	c := *v
-	return &c
-}
+// editable returns a shallow copy of a stored volume row. Its claim maps
+// are still the stored ones: own a map before changing it. Claims
+// themselves stay shared: replace, never modify.
+func editable(r *volRow) *volRow { return r.clone() }
 
 // own replaces the claim map *m of an editable volume with a copy that
 // may be changed (an empty map for nil). Only the map a write changes is
@@ -281,21 +279,21 @@ func (w *writer) editClaim(ns, volID, allocID string, fn func(c *csi.Claim, past
 	if err := validateClaimRef(ns, volID, allocID); err != nil {
 		return err
 	}
-	v, err := w.d.getVolume(ns, volID)
+	r, err := w.d.getVolume(ns, volID)
 	if err != nil {
 		return err
 	}
-	m := claimMap(v, allocID)
+	m := claimMap(&r.v, allocID)
 	if m == nil {
 		return claimNotFound(ns, volID, allocID)
 	}
 	old := (*m)[allocID]
-	nc, err := fn(old, m == &v.PastClaims)
+	nc, err := fn(old, m == &r.v.PastClaims)
 	if err != nil || nc == old {
 		return err
 	}
-	nv := editable(v)
-	m = claimMap(nv, allocID)
+	nr := editable(r)
+	m = claimMap(&nr.v, allocID)
 	own(m)
 	if nc == nil {
 		delete(*m, allocID)
@@ -303,7 +301,7 @@ func (w *writer) editClaim(ns, volID, allocID string, fn func(c *csi.Claim, past
 		normalizeClaim(nc)
 		(*m)[allocID] = nc
 	}
-	w.putVolume(nv)
+	w.putVolume(nr)
 	return nil
 }
 
@@ -353,11 +351,11 @@ func (c RegisterVolume) apply(w *writer) error {
 		}
 		v.CreateIndex = w.index
 		normalizeVolume(v)
-		w.putVolume(v)
+		w.putVolume(newVolRow(v))
 		return nil
 	}
 
-	switch {
+	switch old := &old.v; {
 	case v.ExternalID != old.ExternalID:
 		return fmt.Errorf("%w: volume %s exists with external ID %q, not %q; deregister it first to register another external volume",
 			csi.ErrVolumeExists, name, old.ExternalID, v.ExternalID)
@@ -370,7 +368,7 @@ func (c RegisterVolume) apply(w *writer) error {
 		return fmt.Errorf("%w: volume %s exists with provider %q, not %q; deregister it first to change provider",
 			csi.ErrVolumeExists, name, old.Provider, v.Provider)
 	}
-	for _, m := range []map[string]*csi.Claim{old.ReadClaims, old.WriteClaims} {
+	for _, m := range []map[string]*csi.Claim{old.v.ReadClaims, old.v.WriteClaims} {
 		for _, id := range slices.Sorted(maps.Keys(m)) {
 			if cl := m[id]; !v.Allows(cl.Capability()) {
 				return fmt.Errorf("%w: volume %s: allocation %s claims it as %s; keep that capability until the claim is released",
@@ -378,13 +376,16 @@ func (c RegisterVolume) apply(w *writer) error {
 			}
 		}
 	}
-	v.ReadClaims, v.WriteClaims, v.PastClaims = old.ReadClaims, old.WriteClaims, old.PastClaims
-	v.CreateIndex, v.ModifyIndex = old.CreateIndex, old.ModifyIndex
+	v.ReadClaims, v.WriteClaims, v.PastClaims = old.v.ReadClaims, old.v.WriteClaims, old.v.PastClaims
+	v.CreateIndex, v.ModifyIndex = old.v.CreateIndex, old.v.ModifyIndex
 	normalizeVolume(v)
-	if reflect.DeepEqual(v, old) {
+	// Attributes are flattened in key order, so equal volumes make
+	// equal rows.
+	nr := newVolRow(v)
+	if reflect.DeepEqual(nr, old) {
 		return nil
 	}
-	w.putVolume(v)
+	w.putVolume(nr)
 	return nil
 }
 
@@ -392,11 +393,11 @@ func (c DeregisterVolume) apply(w *writer) error {
 	if err := validateVolumeRef(c.Namespace, c.VolumeID); err != nil {
 		return err
 	}
-	v, err := w.d.getVolume(c.Namespace, c.VolumeID)
+	r, err := w.d.getVolume(c.Namespace, c.VolumeID)
 	if err != nil {
 		return err
 	}
-	if v.InUse() && !c.Force {
+	if v := &r.v; v.InUse() && !c.Force {
 		var ids []string
 		for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims, v.PastClaims} {
 			ids = append(ids, slices.Collect(maps.Keys(m))...)
@@ -405,7 +406,7 @@ func (c DeregisterVolume) apply(w *writer) error {
 		return fmt.Errorf("%w: volume %s is still claimed by allocations %s; wait for the claims to be released, or force the deregistration if the attachments are gone",
 			csi.ErrVolumeInUse, volName(c.Namespace, c.VolumeID), strings.Join(ids, ", "))
 	}
-	w.deleteVolume(v)
+	w.deleteVolume(r)
 	return nil
 }
 
@@ -424,10 +425,11 @@ func (c ClaimVolume) apply(w *writer) error {
 			return fmt.Errorf("claim volume %s: %w", volName(c.Namespace, c.VolumeID), err)
 		}
 	}
-	v, err := w.d.getVolume(c.Namespace, c.VolumeID)
+	r, err := w.d.getVolume(c.Namespace, c.VolumeID)
 	if err != nil {
 		return err
 	}
+	v := &r.v
 	a := w.d.allocation(claim.AllocationID)
 	switch {
 	case a == nil:
@@ -485,14 +487,14 @@ func (c ClaimVolume) apply(w *writer) error {
 	claim.ReleasedAt = time.Time{}
 	claim.LastError = ""
 	normalizeClaim(claim)
-	nv := editable(v)
-	m := &nv.ReadClaims
+	nr := editable(r)
+	m := &nr.v.ReadClaims
 	if claim.Mode == csi.ClaimWrite {
-		m = &nv.WriteClaims
+		m = &nr.v.WriteClaims
 	}
 	own(m)
 	(*m)[claim.AllocationID] = claim
-	w.putVolume(nv)
+	w.putVolume(nr)
 	w.claim = claim.Copy()
 	return nil
 }
@@ -520,8 +522,8 @@ func (d *db) checkMaxVolumes(v *csi.Volume, node string, limit int64) error {
 		return nil // no new attachment
 	}
 	var n int64
-	d.volumes.lookup(volumeSpec, volByNode, node, key1(v.PluginID), func(o *csi.Volume) bool {
-		if attachedOn(o, node) {
+	d.volumes.lookup(volumeSpec, volByNode, node, key1(v.PluginID), func(o *volRow) bool {
+		if attachedOn(&o.v, node) {
 			n++
 		}
 		return true
@@ -564,27 +566,27 @@ func (c ReleaseClaims) apply(w *writer) error {
 // releaseClaims turns the allocation's live claims into past claims.
 func (w *writer) releaseClaims(allocID string, at time.Time) error {
 	// Collect first: the writes below change the index being walked.
-	var vols []*csi.Volume
-	w.d.volumes.lookup(volumeSpec, volByAlloc, allocID, "", func(v *csi.Volume) bool {
-		vols = append(vols, v)
+	var rows []*volRow
+	w.d.volumes.lookup(volumeSpec, volByAlloc, allocID, "", func(r *volRow) bool {
+		rows = append(rows, r)
 		return true
 	})
-	for _, v := range vols {
-		m := claimMap(v, allocID)
-		if m == nil || m == &v.PastClaims {
+	for _, r := range rows {
+		m := claimMap(&r.v, allocID)
+		if m == nil || m == &r.v.PastClaims {
 			continue
 		}
 		nc := (*m)[allocID].Copy()
 		nc.State = csi.ClaimUnpublishing
 		nc.ReleasedAt = at
 		normalizeClaim(nc)
-		nv := editable(v)
-		m = claimMap(nv, allocID)
+		nr := editable(r)
+		m = claimMap(&nr.v, allocID)
 		own(m)
 		delete(*m, allocID)
-		own(&nv.PastClaims)
-		nv.PastClaims[allocID] = nc
-		w.putVolume(nv)
+		own(&nr.v.PastClaims)
+		nr.v.PastClaims[allocID] = nc
+		w.putVolume(nr)
 	}
 	return nil
 }

@@ -23,7 +23,10 @@ import (
 type hmap[V any] struct {
 	root *hnode[V]
 	len  int
-	hash func(string) uint64
+	seed maphash.Seed
+	// mask is ANDed with every hash: all ones, except in tests that
+	// force shared fragments and collision lists.
+	mask uint64
 }
 
 // Each level of the trie takes hashBits bits of the hash, lowest first;
@@ -56,9 +59,10 @@ type hentry[V any] struct {
 // newHmap returns an empty map hashing keys with a seed of its own: key
 // order in the trie depends on it, and nothing observable does.
 func newHmap[V any]() hmap[V] {
-	seed := maphash.MakeSeed()
-	return hmap[V]{hash: func(k string) uint64 { return maphash.String(seed, k) }}
+	return hmap[V]{seed: maphash.MakeSeed(), mask: ^uint64(0)}
 }
+
+func (m *hmap[V]) hash(key string) uint64 { return maphash.String(m.seed, key) & m.mask }
 
 func fragment(h uint64, shift uint) uint32 { return uint32(h>>shift) & (hashFanout - 1) }
 

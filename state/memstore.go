@@ -61,21 +61,21 @@ func (s *MemStore) Volume(namespace, id string) (*csi.Volume, error) {
 		return nil, err
 	}
 	d := s.read()
-	v, err := d.getVolume(namespace, id)
+	r, err := d.getVolume(namespace, id)
 	if err != nil {
 		return nil, err
 	}
-	return d.viewVolumes([]*csi.Volume{v})[0], nil
+	return d.viewVolumes([]*volRow{r})[0], nil
 }
 
 // Volumes implements VolumeReader.
 func (s *MemStore) Volumes(namespace, idPrefix string) ([]*csi.Volume, error) {
 	d := s.read()
-	var rows []*csi.Volume
+	var rows []*volRow
 	if namespace == "" {
-		d.volumes.scan("", func(v *csi.Volume) bool {
-			if strings.HasPrefix(v.ID, idPrefix) {
-				rows = append(rows, v)
+		d.volumes.scan("", func(r *volRow) bool {
+			if strings.HasPrefix(r.v.ID, idPrefix) {
+				rows = append(rows, r)
 			}
 			return true
 		})
@@ -83,8 +83,8 @@ func (s *MemStore) Volumes(namespace, idPrefix string) ([]*csi.Volume, error) {
 		if err := csi.ValidateNamespace(namespace); err != nil {
 			return nil, err
 		}
-		d.volumes.scan(key1(namespace)+idPrefix, func(v *csi.Volume) bool {
-			rows = append(rows, v)
+		d.volumes.scan(key1(namespace)+idPrefix, func(r *volRow) bool {
+			rows = append(rows, r)
 			return true
 		})
 	}
@@ -123,10 +123,10 @@ func (s *MemStore) VolumesWithPastClaims() ([]*csi.Volume, error) {
 func (s *MemStore) PastClaimVolumeIDs() ([]VolumeStamp, error) {
 	d := s.read()
 	var out []VolumeStamp
-	d.volumes.lookup(volumeSpec, volPast, "", "", func(v *csi.Volume) bool {
+	d.volumes.lookup(volumeSpec, volPast, "", "", func(r *volRow) bool {
 		// Stored volumes are never changed in place, and strings are
 		// immutable: the stamp can share the stored ID strings.
-		out = append(out, VolumeStamp{VolumeKey: VolumeKey{Namespace: v.Namespace, ID: v.ID}, ModifyIndex: v.ModifyIndex})
+		out = append(out, VolumeStamp{VolumeKey: VolumeKey{Namespace: r.v.Namespace, ID: r.v.ID}, ModifyIndex: r.v.ModifyIndex})
 		return true
 	})
 	return out, nil
@@ -218,20 +218,21 @@ func get[T comparable](t *table[T], pk string) T {
 	return row
 }
 
-// getVolume returns the stored volume (not a copy) or ErrVolumeNotFound.
-func (d *db) getVolume(ns, id string) (*csi.Volume, error) {
-	v := get(&d.volumes, volumeKey(ns, id))
-	if v == nil {
+// getVolume returns the stored volume row (not a copy) or
+// ErrVolumeNotFound.
+func (d *db) getVolume(ns, id string) (*volRow, error) {
+	r := get(&d.volumes, volumeKey(ns, id))
+	if r == nil {
 		return nil, fmt.Errorf("%w: volume %s is not registered in namespace %s; register it first",
 			csi.ErrVolumeNotFound, id, ns)
 	}
-	return v, nil
+	return r, nil
 }
 
 // The stored row (not a copy), or nil.
-func (d *db) plugin(id string) *csi.Plugin         { return get(&d.plugins, key1(id)) }
-func (d *db) node(id string) *Node                 { return get(&d.nodes, key1(id)) }
-func (d *db) allocation(id string) *csi.Allocation { return get(&d.allocs, key1(id)) }
+func (d *db) plugin(id string) *csi.Plugin         { return get(&d.plugins, id) }
+func (d *db) node(id string) *Node                 { return get(&d.nodes, id) }
+func (d *db) allocation(id string) *csi.Allocation { return get(&d.allocs, id) }
 
 func (d *db) instance(pluginID string, role csi.PluginType, nodeID string) *instance {
 	return get(&d.instances, instanceKey(pluginID, role, nodeID))
@@ -268,9 +269,9 @@ func (d *db) hasInstances(pluginID string) bool {
 // volumesBy returns copies of the volumes of one group of a volume
 // index, in index order.
 func (d *db) volumesBy(index int, group string) []*csi.Volume {
-	var rows []*csi.Volume
-	d.volumes.lookup(volumeSpec, index, group, "", func(v *csi.Volume) bool {
-		rows = append(rows, v)
+	var rows []*volRow
+	d.volumes.lookup(volumeSpec, index, group, "", func(r *volRow) bool {
+		rows = append(rows, r)
 		return true
 	})
 	if rows == nil {

@@ -15,7 +15,7 @@ import (
 // rewrites one small row, not a plugin row holding every node's
 // instance; the plugin read assembles them.
 type db struct {
-	volumes   table[*csi.Volume]
+	volumes   table[*volRow]
 	plugins   table[*csi.Plugin]
 	instances table[*instance]
 	nodes     table[*Node]
@@ -34,7 +34,7 @@ type db struct {
 // emptyDB returns the state of a new store.
 func emptyDB() *db {
 	d := &db{
-		volumes:   newTable[*csi.Volume](),
+		volumes:   newTable[*volRow](),
 		plugins:   newTable[*csi.Plugin](),
 		instances: newTable[*instance](),
 		nodes:     newTable[*Node](),
@@ -88,12 +88,16 @@ type indexRow struct {
 	Index uint64
 }
 
-// Keys are the concatenation of their parts, each ending in a NUL byte.
+// A primary key of one part (plugins, nodes, allocations) is the ID
+// itself. Other keys are the concatenation of their parts, each ending in
+// a NUL byte.
 // IDs never hold a NUL (csi.ValidateID), so keys of different parts
 // cannot collide, a prefix of whole parts selects exactly the rows that
 // share those parts, and keys sort by their parts in order. A key in an
 // index group is the index's remaining parts followed by the row's
 // primary key, so the rows of one index value come in primary key order.
+// Both forms sort alike: for strings without a NUL, a < b exactly when
+// a+"\x00" < b+"\x00".
 
 func key1(a string) string       { return a + "\x00" }
 func key2(a, b string) string    { return a + "\x00" + b + "\x00" }
@@ -138,54 +142,56 @@ const (
 	allocByPlugin
 )
 
-var volumeSpec = &tableSpec[*csi.Volume]{
-	key: func(v *csi.Volume) string { return volumeKey(v.Namespace, v.ID) },
-	indexes: []indexSpec[*csi.Volume]{
+var volumeSpec = &tableSpec[*volRow]{
+	key: func(r *volRow) string { return volumeKey(r.v.Namespace, r.v.ID) },
+	indexes: []indexSpec[*volRow]{
 		volByPlugin: {
 			keyOnly: true,
-			keys: func(v *csi.Volume, pk string) []ikey {
-				return []ikey{{v.PluginID, pk}}
+			keys: func(r *volRow, pk string) []ikey {
+				return []ikey{{r.v.PluginID, pk}}
 			},
-			same: func(old, v *csi.Volume) bool { return old.PluginID == v.PluginID },
+			same: func(old, r *volRow) bool { return old.v.PluginID == r.v.PluginID },
 		},
 		volByNode: {
-			keys: func(v *csi.Volume, pk string) []ikey {
-				nodes := claimNodes(v)
+			keys: func(r *volRow, pk string) []ikey {
+				nodes := claimNodes(&r.v)
 				keys := make([]ikey, len(nodes))
 				for i, n := range nodes {
-					keys[i] = ikey{n, key1(v.PluginID) + pk}
+					keys[i] = ikey{n, key1(r.v.PluginID) + pk}
 				}
 				return keys
 			},
-			same: func(old, v *csi.Volume) bool { return old.PluginID == v.PluginID && sameClaimants(old, v) },
+			same: func(old, r *volRow) bool {
+				return old.v.PluginID == r.v.PluginID && sameClaimants(&old.v, &r.v)
+			},
 		},
 		volByAlloc: {
 			keyOnly: true,
-			keys: func(v *csi.Volume, pk string) []ikey {
+			keys: func(r *volRow, pk string) []ikey {
 				var keys []ikey
-				for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims, v.PastClaims} {
+				for _, m := range []map[string]*csi.Claim{r.v.ReadClaims, r.v.WriteClaims, r.v.PastClaims} {
 					for id := range m {
 						keys = append(keys, ikey{id, pk})
 					}
 				}
 				return keys
 			},
-			same: sameClaimants,
+			same: func(old, r *volRow) bool { return sameClaimants(&old.v, &r.v) },
 		},
 		volPast: {
-			keys: func(v *csi.Volume, pk string) []ikey {
-				if len(v.PastClaims) == 0 {
+			keys: func(r *volRow, pk string) []ikey {
+				if len(r.v.PastClaims) == 0 {
 					return nil
 				}
 				return []ikey{{"", pk}}
 			},
-			same: func(old, v *csi.Volume) bool { return (len(old.PastClaims) == 0) == (len(v.PastClaims) == 0) },
+			same: func(old, r *volRow) bool { return (len(old.v.PastClaims) == 0) == (len(r.v.PastClaims) == 0) },
 		},
 	},
 }
 
 var pluginSpec = &tableSpec[*csi.Plugin]{
-	key: func(p *csi.Plugin) string { return key1(p.ID) },
+	key: func(p *csi.Plugin) string { return p.ID },
 }
 
 var instanceSpec = &tableSpec[*instance]{
@@ -205,11 +211,11 @@ var instanceSpec = &tableSpec[*instance]{
 }
 
 var nodeSpec = &tableSpec[*Node]{
-	key: func(n *Node) string { return key1(n.ID) },
+	key: func(n *Node) string { return n.ID },
 }
 
 var allocationSpec = &tableSpec[*csi.Allocation]{
-	key: func(a *csi.Allocation) string { return key1(a.ID) },
+	key: func(a *csi.Allocation) string { return a.ID },
 	indexes: []indexSpec[*csi.Allocation]{
 		allocByNode: {
 			keys: func(a *csi.Allocation, pk string) []ikey {

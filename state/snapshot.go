@@ -79,7 +79,7 @@ func (s *MemStore) Snapshot(ctx context.Context, w io.Writer) error {
 			return err
 		}
 	}
-	writeRows(sw, snapVolumes, &d.volumes)
+	d.volumes.scan("", func(r *volRow) bool { return sw.row(snapVolumes, r.full()) == nil })
 	writeRows(sw, snapPlugins, &d.plugins)
 	writeRows(sw, snapNodes, &d.nodes)
 	writeRows(sw, snapAllocations, &d.allocs)
@@ -275,7 +275,11 @@ func restoreRow(w *writer, line []byte) error {
 		var v *csi.Volume
 		if v, err = decodeRow[csi.Volume](l.Row); err == nil {
 			if err = checkRestoredVolume(v); err == nil {
-				w.d.volumes.put(w.o, volumeSpec, v)
+				// A snapshot holds no empty attribute map (they are
+				// omitted), but a row stores none either way.
+				v.Parameters, v.Context = nilIfEmpty(v.Parameters), nilIfEmpty(v.Context)
+				v.Secrets = nilIfEmpty(v.Secrets)
+				w.d.volumes.put(w.o, volumeSpec, newVolRow(v))
 			}
 		}
 	case snapPlugins:

@@ -4,7 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"hash/crc32"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -170,5 +173,57 @@ func TestMemStore_Snapshot_Format(t *testing.T) {
 	}
 	if last := lines[len(lines)-1]; !strings.HasPrefix(last, `{"end":true,"rows":4,"crc32":`) {
 		t.Errorf("trailer = %s, want 4 rows (the table indexes)", last)
+	}
+}
+
+// resealed rebuilds a snapshot's trailer for body lines (the header
+// included), so that a test can change the rows and still pass the
+// checksum: what Restore then refuses, it refuses for the content.
+func resealed(lines []string) string {
+	body := strings.Join(lines, "\n") + "\n"
+	return body + fmt.Sprintf(`{"end":true,"rows":%d,"crc32":%d}`, len(lines)-1, crc32.ChecksumIEEE([]byte(body))) + "\n"
+}
+
+// TestMemStore_Restore_RefusedRows restores snapshots whose checksum is
+// right but whose rows the store cannot hold: each is refused with
+// ErrBadSnapshot, without a panic, and the store is left as it was.
+func TestMemStore_Restore_RefusedRows(t *testing.T) {
+	src, _ := smallCluster(t)
+	lines := strings.Split(strings.TrimSuffix(string(snapshotBytes(t, src)), "\n"), "\n")
+	lines = lines[:len(lines)-1] // the trailer
+	if got := resealed(lines); got != string(snapshotBytes(t, src)) {
+		t.Fatalf("resealed does not rebuild the snapshot it was given:\n%s", got)
+	}
+	edit := func(table, old, new string) []string {
+		out := slices.Clone(lines)
+		for i, l := range out {
+			if strings.HasPrefix(l, `{"table":"`+table+`"`) && strings.Contains(l, old) {
+				out[i] = strings.Replace(l, old, new, 1)
+				return out
+			}
+		}
+		t.Fatalf("no %s row holds %s", table, old)
+		return nil
+	}
+	for _, tc := range []struct {
+		name    string
+		lines   []string
+		mention string
+	}{
+		{"NullClaim", edit("volumes", `"WriteClaims":{"web-1":{`, `"WriteClaims":{"web-1":null,"x":{`), "null claim"},
+		{"NullPluginInstance", edit("nodes", `"Plugins":[`, `"Plugins":[null,`), "null plugin instance"},
+		{"IndexOfUnknownTable", edit("index", `"Table":"nodes"`, `"Table":"secrets"`), `unknown table "secrets"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst, _ := smallCluster(t)
+			before := snapshotBytes(t, dst)
+			err := dst.Restore(context.Background(), strings.NewReader(resealed(tc.lines)))
+			if !errors.Is(err, state.ErrBadSnapshot) || !strings.Contains(err.Error(), tc.mention) {
+				t.Errorf("Restore: %v, want ErrBadSnapshot naming %q", err, tc.mention)
+			}
+			if !bytes.Equal(snapshotBytes(t, dst), before) {
+				t.Errorf("a refused restore changed the store")
+			}
+		})
 	}
 }

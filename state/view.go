@@ -16,20 +16,21 @@ const viewChunk = 64
 // makes (the caller owns every map, slice and pointer in them), built
 // with fewer allocations: the structs, the claims and the capabilities
 // of a chunk of volumes each come from one slice.
-func (d *db) viewVolumes(rows []*csi.Volume) []*csi.Volume {
+func (d *db) viewVolumes(rows []*volRow) []*csi.Volume {
 	out := make([]*csi.Volume, len(rows))
 	var pc pluginCache
 	for start := 0; start < len(rows); start += viewChunk {
 		chunk := rows[start:min(start+viewChunk, len(rows))]
 		claims, caps := 0, 0
-		for _, v := range chunk {
-			claims += len(v.ReadClaims) + len(v.WriteClaims) + len(v.PastClaims)
-			caps += len(v.Capabilities)
+		for _, r := range chunk {
+			claims += len(r.v.ReadClaims) + len(r.v.WriteClaims) + len(r.v.PastClaims)
+			caps += len(r.v.Capabilities)
 		}
 		vols := make([]csi.Volume, len(chunk))
 		cs := make([]csi.Claim, claims)
 		cp := make([]csi.Capability, caps)
-		for i, v := range chunk {
+		for i, r := range chunk {
+			v := &r.v
 			c := &vols[i]
 			*c = *v
 			if v.Capabilities != nil {
@@ -37,9 +38,7 @@ func (d *db) viewVolumes(rows []*csi.Volume) []*csi.Volume {
 				c.Capabilities, cp = cp[:n:n], cp[n:]
 			}
 			c.MountOptions = v.MountOptions.Copy()
-			c.Secrets = v.Secrets.Copy()
-			c.Parameters = maps.Clone(v.Parameters)
-			c.Context = maps.Clone(v.Context)
+			c.Parameters, c.Context, c.Secrets = r.attrs.maps()
 			c.RequestedTopologies = v.RequestedTopologies.Copy()
 			if v.Topologies != nil {
 				c.Topologies = make([]*csi.Topology, len(v.Topologies))
