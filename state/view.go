@@ -101,14 +101,3 @@ func (pc *pluginCache) fill(d *db, v *csi.Volume) {
 	v.NodesHealthy = p.NodesHealthy
 	v.NodesExpected = p.NodesExpected
 }
-
-func copyStrings(m map[string]string) map[string]string {
-	if m == nil {
-		return nil
-	}
-	out := make(map[string]string, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
-}
