@@ -98,10 +98,10 @@ func TestCommitter_Write(t *testing.T) {
 			defer cancel()
 			a := &gateApplier{entered: make(chan struct{}), release: make(chan struct{})}
 			var writes, applies atomic.Uint64
-			c := newCommitter(a, &writes, &applies)
 			runCtx, stop := context.WithCancel(ctx)
+			c := newCommitter(runCtx, a, &writes, &applies)
 			var wg sync.WaitGroup
-			wg.Go(func() { c.run(runCtx) })
+			wg.Go(c.run)
 			defer func() { stop(); wg.Wait() }()
 
 			first := make(chan error, 1)
@@ -152,10 +152,10 @@ func TestCommitter_Write(t *testing.T) {
 func TestCommitter_Apply_StopsWithContext(t *testing.T) {
 	a := &gateApplier{entered: make(chan struct{}), release: make(chan struct{})}
 	var writes, applies atomic.Uint64
-	c := newCommitter(a, &writes, &applies)
 	runCtx, stop := context.WithCancel(context.Background())
+	c := newCommitter(runCtx, a, &writes, &applies)
 	var wg sync.WaitGroup
-	wg.Go(func() { c.run(runCtx) })
+	wg.Go(c.run)
 
 	first := make(chan error, 1)
 	go func() { first <- c.apply(context.Background(), free("first")) }()
@@ -173,21 +173,23 @@ func TestCommitter_Apply_StopsWithContext(t *testing.T) {
 }
 
 // TestCommitter_Submit checks that commands submitted together go out
-// in one batch, after the ones before them, and that each write's
-// outcome can be collected later and more than once.
+// in one batch, after the ones before them, written by the committer's
+// goroutine once kicked, and that each write's outcome can be collected
+// later and more than once.
 func TestCommitter_Submit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	a := &gateApplier{entered: make(chan struct{}), release: make(chan struct{})}
 	var writes, applies atomic.Uint64
-	c := newCommitter(a, &writes, &applies)
 	runCtx, stop := context.WithCancel(ctx)
+	c := newCommitter(runCtx, a, &writes, &applies)
 	var wg sync.WaitGroup
-	wg.Go(func() { c.run(runCtx) })
+	wg.Go(c.run)
 	defer func() { stop(); wg.Wait() }()
 
 	first := c.submit(free("first"))
-	<-a.entered // the first write is in flight
+	c.kick()
+	<-a.entered // the first write is in flight, made by the committer's goroutine
 	together := c.submit(free("a"), free("gone"), free("c"))
 	close(a.release)
 	for i, w := range append(first, together...) {

@@ -123,12 +123,21 @@ func (r *volumeRun) pass(ctx context.Context, v *csi.Volume) (progress, allFreed
 		return cmp.Compare(a.AllocationID, b.AllocationID)
 	})
 
-	stepped := false
+	var todo []*csi.Claim
 	for _, c := range claims {
-		if c.State != csi.ClaimUnpublishing || r.failed(c) {
-			continue
+		if c.State == csi.ClaimUnpublishing && !r.failed(c) {
+			todo = append(todo, c)
 		}
-		stepped = r.nodeStep(ctx, v, c) || stepped
+	}
+	stepped := false
+	for i, c := range todo {
+		if r.nodeStep(ctx, v, c) {
+			stepped = true
+			if i < len(todo)-1 {
+				// Written while the next node step runs.
+				r.w.commit.kick()
+			}
+		}
 		if ctx.Err() != nil {
 			break
 		}
@@ -164,11 +173,16 @@ func (r *volumeRun) pass(ctx context.Context, v *csi.Volume) (progress, allFreed
 		}
 	}
 	r.free(done, false)
-	for _, g := range slices.SortedFunc(maps.Keys(groups), func(a, b group) int {
+	order := slices.SortedFunc(maps.Keys(groups), func(a, b group) int {
 		return cmp.Or(cmp.Compare(a.node, b.node), cmp.Compare(a.external, b.external))
-	}) {
+	})
+	for _, g := range order {
 		if ctx.Err() != nil {
 			break
+		}
+		if len(r.pending) > 0 {
+			// Written while this group's controller step runs.
+			r.w.commit.kick()
 		}
 		cs := groups[g]
 		if nodeBusy[g.node] || v.LiveClaimOnNode(g.node, cs[0].AllocationID) {
@@ -379,6 +393,18 @@ func (r *volumeRun) free(cs []*csi.Claim, detached bool) {
 // where they stand.
 func (r *volumeRun) settle(ctx context.Context) (wrote, freed int) {
 	w := r.w
+	switch {
+	case len(r.pending) == 0:
+	case w.releasing.Load() <= 1:
+		// No other release runs, so no other write could join the
+		// batch: write it here rather than wake the committer and wait
+		// to be woken in turn.
+		w.commit.flush()
+	default:
+		// The committer gathers the writes of the releases running
+		// together into one batch.
+		w.commit.kick()
+	}
 	for _, p := range r.pending {
 		err := p.w.wait(ctx)
 		if p.step == StepNodeDetach {

@@ -39,6 +39,9 @@ type Worker struct {
 	freeLatencySum atomic.Int64     // nanoseconds
 	freeLatencyMax atomic.Int64
 	scans          atomic.Uint64
+	// releasing counts the volumes being released right now; a release
+	// alone writes its own batches (see volumeRun.settle).
+	releasing atomic.Int32
 	writes         atomic.Uint64
 	applies        atomic.Uint64
 }
@@ -172,14 +175,14 @@ func (w *Worker) runEnabled(parent context.Context, disables uint64) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	q := newQueue(w.cfg.Clock, w.cfg.Observer, w.cfg.ScanInterval, w.cfg.Parallelism)
-	w.commit = newCommitter(w.cfg.Applier, &w.writes, &w.applies)
+	w.commit = newCommitter(ctx, w.cfg.Applier, &w.writes, &w.applies)
 	w.mu.Lock()
 	w.ep, w.epSince = q, disables
 	w.notifyLocked()
 	w.mu.Unlock()
 
 	var wg sync.WaitGroup
-	wg.Go(func() { w.commit.run(ctx) })
+	wg.Go(w.commit.run)
 	wg.Go(func() { w.scanLoop(ctx, q) })
 	wg.Go(func() { w.timerLoop(ctx, q) })
 	for range w.cfg.Parallelism {
@@ -306,7 +309,9 @@ func (w *Worker) workLoop(ctx context.Context, q *queue) {
 		if !ok {
 			return
 		}
+		w.releasing.Add(1)
 		o := w.releaseVolume(ctx, e.key)
+		w.releasing.Add(-1)
 		if ctx.Err() != nil {
 			o = outcome{kind: outcomeAborted}
 		}
