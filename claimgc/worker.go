@@ -42,8 +42,8 @@ type Worker struct {
 	// releasing counts the volumes being released right now; a release
 	// alone writes its own batches (see volumeRun.settle).
 	releasing atomic.Int32
-	writes         atomic.Uint64
-	applies        atomic.Uint64
+	writes    atomic.Uint64
+	applies   atomic.Uint64
 }
 
 type runState int
