@@ -6,7 +6,8 @@ import (
 )
 
 // A tree is a persistent B-tree from string keys to values, ordered by
-// key bytes: the storage of every table and index of a MemStore state.
+// key bytes: the order of a table's primary keys, and the entries of
+// each group of an index.
 //
 // A published tree never changes. A write works on a copy of the tree
 // value (the root pointer and the length) and copies each node it

@@ -20,14 +20,14 @@ type Config struct {
 
 // MemStore is the in-memory Store. It is also a Snapshotter.
 //
-// Its state is immutable: every table and index is a copy-on-write
-// B-tree, and a write builds the next state beside the current one,
-// sharing what it did not change, then publishes it with one atomic
-// store. Reads run concurrently with each other and with writes, each on
-// the state published when it began, without locks. Writes (Apply,
-// Restore) are serialized. Stored objects are never changed in place: a
-// write copies what it changes and stores the copy, and every read
-// returns a copy the caller owns.
+// Its state is immutable: tables and indexes are copy-on-write hash
+// tries and B-trees, and a write builds the next state beside the
+// current one, sharing what it did not change, then publishes it with
+// one atomic store. Reads run concurrently with each other and with
+// writes, each on the state published when it began, without locks.
+// Writes (Apply, Restore) are serialized. Stored objects are never
+// changed in place: a write copies what it changes and stores the copy,
+// and every read returns a copy the caller owns.
 type MemStore struct {
 	logger hclog.Logger
 

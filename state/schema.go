@@ -8,8 +8,9 @@ import (
 
 // db is one state of a MemStore: every table with its indexes, and the
 // index of each public table. A published db never changes; a write
-// copies the struct (a few hundred bytes of tree roots), changes the
-// copy's trees copy-on-write (see tree), and publishes the copy.
+// copies the struct (the roots of its tries and trees, under a
+// kilobyte), changes the copy's tries and trees copy-on-write (see
+// hmap and tree), and publishes the copy.
 //
 // Instances are a table of their own so that a fingerprint from one node
 // rewrites one small row, not a plugin row holding every node's
