@@ -465,11 +465,11 @@ func (r *Router) controllers(pluginID string) (*controllers, error) {
 		}
 		return nil, err
 	}
+	// Kept even over a view of a higher index (a restore can move the
+	// index back): a view is only ever used at its own index.
 	v = &controllers{index: idx, infos: infos, nodes: slices.Sorted(maps.Keys(infos))}
 	r.mu.Lock()
-	if old := r.views[pluginID]; old == nil || old.index <= idx {
-		r.views[pluginID] = v
-	}
+	r.views[pluginID] = v
 	r.mu.Unlock()
 	return v, nil
 }

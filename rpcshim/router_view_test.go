@@ -1,6 +1,7 @@
 package rpcshim_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"sync/atomic"
@@ -64,6 +65,22 @@ func TestRouter_ControllerView(t *testing.T) {
 		}
 		if got := reads.healthy.Load(); got != s.wantReads {
 			t.Errorf("%s: %d reads of the controllers, want %d", s.name, got, s.wantReads)
+		}
+	}
+
+	// A restore takes the store back to an older state, and its lower
+	// index: the router reads that state, not the view it kept.
+	var snap bytes.Buffer
+	must(t, c.store.Snapshot(ctx, &snap)) // n1 alone, healthy
+	c.controller("n1", false, "disk full")
+	c.controller("n2", true, "")
+	if got := publish(); got != "n2" {
+		t.Fatalf("with n1 unhealthy: served by %s, want n2", got)
+	}
+	must(t, c.store.Restore(ctx, &snap))
+	for range 2 {
+		if got := publish(); got != "n1" {
+			t.Errorf("after the restore: served by %s, want n1 (healthy in the restored state)", got)
 		}
 	}
 
