@@ -346,10 +346,10 @@ func (w *Worker) pluginView(id string) (*csi.Plugin, error) {
 	if err != nil && !errors.Is(err, csi.ErrPluginNotFound) {
 		return nil, &storeError{what: "read plugin " + id, err: err}
 	}
+	// Kept even over an entry of a higher index: a restore can move the
+	// index back, and an entry is only used at its own index.
 	w.pluginMu.Lock()
-	if old, ok := w.plugins[id]; !ok || old.index <= idx {
-		w.plugins[id] = pluginEntry{index: idx, plugin: p, err: err}
-	}
+	w.plugins[id] = pluginEntry{index: idx, plugin: p, err: err}
 	w.pluginMu.Unlock()
 	return p, err
 }
