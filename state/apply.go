@@ -10,11 +10,11 @@ import (
 	"unicode/utf8"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/hashicorp/go-memdb"
 )
 
-// Apply implements Store. It builds the next state from the current one
-// and publishes it only if the whole command succeeded; a refused
-// command leaves nothing behind.
+// Apply implements Store. It runs cmd in one memdb write transaction and
+// commits only if the whole command succeeded.
 func (s *MemStore) Apply(index uint64, cmd Command) (Result, error) {
 	if isNil(cmd) {
 		return Result{}, fmt.Errorf("%w: apply a nil command", csi.ErrInvalidRequest)
@@ -28,44 +28,37 @@ func (s *MemStore) Apply(index uint64, cmd Command) (Result, error) {
 		return Result{}, fmt.Errorf("%w: apply %s at index %d, below the store's last write at %d; apply commands in log order",
 			csi.ErrInvalidRequest, cmd.Kind(), index, s.last)
 	}
-	cur := s.root.Load()
-	next := *cur
-	w := &writer{o: new(owner), d: &next, index: index}
+	txn := s.gen.Load().db.Txn(true)
+	defer txn.Abort() // no-op after Commit
+	w := &writer{txn: txn, index: index, touched: map[Table]bool{}, plugins: map[string]*pluginChange{}}
 	if err := cmd.apply(w); err != nil {
 		return Result{}, err
 	}
-	w.finishPlugins()
+	if err := w.finishPlugins(); err != nil {
+		return Result{}, err
+	}
 	res := Result{Index: index, Claim: w.claim}
-	if w.touched == [numTables]bool{} {
+	if len(w.touched) == 0 {
 		return res, nil
 	}
-	for t, touched := range w.touched {
-		if touched {
-			next.index[t] = index
-			next.watch[t] = make(chan struct{})
+	for _, t := range Tables() {
+		if w.touched[t] {
+			if err := txn.Insert(tIndex, &indexRow{Table: t, Index: index}); err != nil {
+				return Result{}, dbErr("write index", err)
+			}
 		}
 	}
-	s.root.Store(&next)
+	txn.Commit()
 	s.last = index
-	// Wake the waiters of the changed tables once the state they wait
-	// for is visible.
-	for t, touched := range w.touched {
-		if touched {
-			close(cur.watch[t])
-		}
-	}
 	res.Changed = true
 	return res, nil
 }
 
-// writer is one command's write: the next state, which only this write
-// changes, and what the write did to it.
+// writer is one command's write transaction.
 type writer struct {
-	o     *owner
-	d     *db
-	index uint64
-	// touched says which public tables the write changed.
-	touched [numTables]bool
+	txn     *memdb.Txn
+	index   uint64
+	touched map[Table]bool
 	// plugins collects, per plugin ID, what the command changed about
 	// its instances and allocations; finishPlugins writes the plugin rows.
 	plugins map[string]*pluginChange
@@ -78,74 +71,35 @@ type pluginChange struct {
 	metas                              []*csi.PluginInfo // healthy instances written, in order
 }
 
+func (w *writer) insert(table string, obj any) error {
+	if err := w.txn.Insert(table, obj); err != nil {
+		return dbErr("write "+table, err)
+	}
+	w.touched[tableOf(table)] = true
+	return nil
+}
+
+func (w *writer) delete(table string, obj any) error {
+	if err := w.txn.Delete(table, obj); err != nil {
+		return dbErr("delete from "+table, err)
+	}
+	w.touched[tableOf(table)] = true
+	return nil
+}
+
 func (w *writer) plugin(id string) *pluginChange {
 	pc := w.plugins[id]
 	if pc == nil {
-		if w.plugins == nil {
-			w.plugins = map[string]*pluginChange{}
-		}
 		pc = &pluginChange{}
 		w.plugins[id] = pc
 	}
 	return pc
 }
 
-// putVolume stores r at the write's index. Every row it stores is made
-// from a normalized volume (normalizeVolume) or is an edited copy of a
-// stored one, whose claim maps are the only part a write may have left
-// empty.
-func (w *writer) putVolume(r *volRow) {
-	r.v.ReadClaims = nilIfEmpty(r.v.ReadClaims)
-	r.v.WriteClaims = nilIfEmpty(r.v.WriteClaims)
-	r.v.PastClaims = nilIfEmpty(r.v.PastClaims)
-	r.v.ModifyIndex = w.index
-	w.d.volumes.put(w.o, volumeSpec, r)
-	w.touched[tabVolumes] = true
-}
-
-func (w *writer) deleteVolume(r *volRow) {
-	w.d.volumes.remove(w.o, volumeSpec, volumeSpec.key(r))
-	w.touched[tabVolumes] = true
-}
-
-func (w *writer) putPlugin(p *csi.Plugin) {
-	w.d.plugins.put(w.o, pluginSpec, p)
-	w.touched[tabPlugins] = true
-}
-
-func (w *writer) deletePlugin(p *csi.Plugin) {
-	w.d.plugins.remove(w.o, pluginSpec, pluginSpec.key(p))
-	w.touched[tabPlugins] = true
-}
-
-func (w *writer) putInstance(in *instance) {
-	w.d.instances.put(w.o, instanceSpec, in)
-	w.touched[tabPlugins] = true
-}
-
-func (w *writer) deleteInstance(pluginID string, role csi.PluginType, nodeID string) {
-	w.d.instances.remove(w.o, instanceSpec, instanceKey(pluginID, role, nodeID))
-	w.touched[tabPlugins] = true
-}
-
-func (w *writer) putNode(n *Node) {
-	w.d.nodes.put(w.o, nodeSpec, n)
-	w.touched[tabNodes] = true
-}
-
-func (w *writer) deleteNode(n *Node) {
-	w.d.nodes.remove(w.o, nodeSpec, nodeSpec.key(n))
-	w.touched[tabNodes] = true
-}
-
-func (w *writer) putAllocation(a *csi.Allocation) {
-	w.d.allocs.put(w.o, allocationSpec, a)
-	w.touched[tabAllocations] = true
-}
-
-func (w *writer) deleteAllocation(a *csi.Allocation) {
-	w.d.allocs.remove(w.o, allocationSpec, allocationSpec.key(a))
-	w.touched[tabAllocations] = true
+func (w *writer) putVolume(v *csi.Volume) error {
+	normalizeVolume(v)
+	v.ModifyIndex = w.index
+	return w.insert(tVolumes, v)
 }
 
 // --- validation and naming ---
@@ -242,20 +196,14 @@ func nilIfEmptySlice[S ~[]E, E any](s S) S {
 	return s
 }
 
-// editable returns a shallow copy of a stored volume row. Its claim maps
-// are still the stored ones: own a map before changing it. Claims
-// themselves stay shared: replace, never modify.
-func editable(r *volRow) *volRow { return r.clone() }
-
-// own replaces the claim map *m of an editable volume with a copy that
-// may be changed (an empty map for nil). Only the map a write changes is
-// copied; the others stay shared with the stored volume.
-func own(m *map[string]*csi.Claim) {
-	if *m == nil {
-		*m = map[string]*csi.Claim{}
-		return
-	}
-	*m = maps.Clone(*m)
+// editable returns a shallow copy of a stored volume whose claim maps
+// may be changed. Claims themselves stay shared: replace, never modify.
+func editable(v *csi.Volume) *csi.Volume {
+	c := *v
+	c.ReadClaims = maps.Clone(v.ReadClaims)
+	c.WriteClaims = maps.Clone(v.WriteClaims)
+	c.PastClaims = maps.Clone(v.PastClaims)
+	return &c
 }
 
 // claimMap returns the map of v holding allocID's claim, or nil.
@@ -279,30 +227,28 @@ func (w *writer) editClaim(ns, volID, allocID string, fn func(c *csi.Claim, past
 	if err := validateClaimRef(ns, volID, allocID); err != nil {
 		return err
 	}
-	r, err := w.d.getVolume(ns, volID)
+	v, err := getVolume(w.txn, ns, volID)
 	if err != nil {
 		return err
 	}
-	m := claimMap(&r.v, allocID)
+	m := claimMap(v, allocID)
 	if m == nil {
 		return claimNotFound(ns, volID, allocID)
 	}
 	old := (*m)[allocID]
-	nc, err := fn(old, m == &r.v.PastClaims)
+	nc, err := fn(old, m == &v.PastClaims)
 	if err != nil || nc == old {
 		return err
 	}
-	nr := editable(r)
-	m = claimMap(&nr.v, allocID)
-	own(m)
+	nv := editable(v)
+	m = claimMap(nv, allocID)
 	if nc == nil {
 		delete(*m, allocID)
 	} else {
 		normalizeClaim(nc)
 		(*m)[allocID] = nc
 	}
-	w.putVolume(nr)
-	return nil
+	return w.putVolume(nv)
 }
 
 func (b Batch) apply(w *writer) error {
@@ -318,7 +264,9 @@ func (b Batch) apply(w *writer) error {
 			return fmt.Errorf("batch command %d (%s): %w", i, c.Kind(), err)
 		}
 		// The next command must see the plugins as this one left them.
-		w.finishPlugins()
+		if err := w.finishPlugins(); err != nil {
+			return err
+		}
 	}
 	w.claim = nil
 	return nil
@@ -336,9 +284,15 @@ func (c RegisterVolume) apply(w *writer) error {
 	v.ControllerRequired, v.Schedulable = false, false
 	v.ControllersHealthy, v.ControllersExpected, v.NodesHealthy, v.NodesExpected = 0, 0, 0, 0
 
-	old := get(&w.d.volumes, volumeKey(v.Namespace, v.ID))
+	old, err := getOne[*csi.Volume](w.txn, tVolumes, v.Namespace, v.ID)
+	if err != nil {
+		return err
+	}
 	if old == nil {
-		p := w.d.plugin(v.PluginID)
+		p, err := getPlugin(w.txn, v.PluginID)
+		if err != nil {
+			return err
+		}
 		if p == nil {
 			return fmt.Errorf("register volume %s: %w", name, pluginNotFound(v.PluginID))
 		}
@@ -350,12 +304,10 @@ func (c RegisterVolume) apply(w *writer) error {
 				csi.ErrInvalidRequest, name, v.Provider, v.PluginID, p.Provider)
 		}
 		v.CreateIndex = w.index
-		normalizeVolume(v)
-		w.putVolume(newVolRow(v))
-		return nil
+		return w.putVolume(v)
 	}
 
-	switch old := &old.v; {
+	switch {
 	case v.ExternalID != old.ExternalID:
 		return fmt.Errorf("%w: volume %s exists with external ID %q, not %q; deregister it first to register another external volume",
 			csi.ErrVolumeExists, name, old.ExternalID, v.ExternalID)
@@ -368,7 +320,7 @@ func (c RegisterVolume) apply(w *writer) error {
 		return fmt.Errorf("%w: volume %s exists with provider %q, not %q; deregister it first to change provider",
 			csi.ErrVolumeExists, name, old.Provider, v.Provider)
 	}
-	for _, m := range []map[string]*csi.Claim{old.v.ReadClaims, old.v.WriteClaims} {
+	for _, m := range []map[string]*csi.Claim{old.ReadClaims, old.WriteClaims} {
 		for _, id := range slices.Sorted(maps.Keys(m)) {
 			if cl := m[id]; !v.Allows(cl.Capability()) {
 				return fmt.Errorf("%w: volume %s: allocation %s claims it as %s; keep that capability until the claim is released",
@@ -376,28 +328,24 @@ func (c RegisterVolume) apply(w *writer) error {
 			}
 		}
 	}
-	v.ReadClaims, v.WriteClaims, v.PastClaims = old.v.ReadClaims, old.v.WriteClaims, old.v.PastClaims
-	v.CreateIndex, v.ModifyIndex = old.v.CreateIndex, old.v.ModifyIndex
+	v.ReadClaims, v.WriteClaims, v.PastClaims = old.ReadClaims, old.WriteClaims, old.PastClaims
+	v.CreateIndex, v.ModifyIndex = old.CreateIndex, old.ModifyIndex
 	normalizeVolume(v)
-	// Attributes are flattened in key order, so equal volumes make
-	// equal rows.
-	nr := newVolRow(v)
-	if reflect.DeepEqual(nr, old) {
+	if reflect.DeepEqual(v, old) {
 		return nil
 	}
-	w.putVolume(nr)
-	return nil
+	return w.putVolume(v)
 }
 
 func (c DeregisterVolume) apply(w *writer) error {
 	if err := validateVolumeRef(c.Namespace, c.VolumeID); err != nil {
 		return err
 	}
-	r, err := w.d.getVolume(c.Namespace, c.VolumeID)
+	v, err := getVolume(w.txn, c.Namespace, c.VolumeID)
 	if err != nil {
 		return err
 	}
-	if v := &r.v; v.InUse() && !c.Force {
+	if v.InUse() && !c.Force {
 		var ids []string
 		for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims, v.PastClaims} {
 			ids = append(ids, slices.Collect(maps.Keys(m))...)
@@ -406,8 +354,7 @@ func (c DeregisterVolume) apply(w *writer) error {
 		return fmt.Errorf("%w: volume %s is still claimed by allocations %s; wait for the claims to be released, or force the deregistration if the attachments are gone",
 			csi.ErrVolumeInUse, volName(c.Namespace, c.VolumeID), strings.Join(ids, ", "))
 	}
-	w.deleteVolume(r)
-	return nil
+	return w.delete(tVolumes, v)
 }
 
 // --- claims ---
@@ -416,69 +363,78 @@ func (c ClaimVolume) apply(w *writer) error {
 	if err := validateVolumeRef(c.Namespace, c.VolumeID); err != nil {
 		return err
 	}
+	name := volName(c.Namespace, c.VolumeID)
 	claim := c.Claim.Copy()
 	if err := csi.ValidateClaim(claim); err != nil {
-		return fmt.Errorf("claim volume %s: %w", volName(c.Namespace, c.VolumeID), err)
+		return fmt.Errorf("claim volume %s: %w", name, err)
 	}
 	if claim.ExternalNodeID != "" {
 		if err := csi.ValidateExternalID("external node ID", claim.ExternalNodeID); err != nil {
-			return fmt.Errorf("claim volume %s: %w", volName(c.Namespace, c.VolumeID), err)
+			return fmt.Errorf("claim volume %s: %w", name, err)
 		}
 	}
-	r, err := w.d.getVolume(c.Namespace, c.VolumeID)
+	v, err := getVolume(w.txn, c.Namespace, c.VolumeID)
 	if err != nil {
 		return err
 	}
-	v := &r.v
-	a := w.d.allocation(claim.AllocationID)
+	a, err := getAllocation(w.txn, claim.AllocationID)
+	if err != nil {
+		return err
+	}
 	switch {
 	case a == nil:
-		return fmt.Errorf("claim volume %s: %w", volName(c.Namespace, c.VolumeID), allocationNotFound(claim.AllocationID))
+		return fmt.Errorf("claim volume %s: %w", name, allocationNotFound(claim.AllocationID))
 	case a.Terminal:
 		return fmt.Errorf("%w: allocation %s is terminal and cannot claim volume %s; place a new allocation",
-			csi.ErrAllocationTerminal, a.ID, volName(c.Namespace, c.VolumeID))
+			csi.ErrAllocationTerminal, a.ID, name)
 	case a.Namespace != v.Namespace:
 		return fmt.Errorf("%w: allocation %s is in namespace %s and cannot claim volume %s; claim a volume of its own namespace",
-			csi.ErrNamespaceMismatch, a.ID, a.Namespace, volName(c.Namespace, c.VolumeID))
+			csi.ErrNamespaceMismatch, a.ID, a.Namespace, name)
 	case a.NodeID != claim.NodeID:
 		return fmt.Errorf("%w: claim on volume %s names node %s but allocation %s runs on node %s",
-			csi.ErrInvalidRequest, volName(c.Namespace, c.VolumeID), claim.NodeID, a.ID, a.NodeID)
+			csi.ErrInvalidRequest, name, claim.NodeID, a.ID, a.NodeID)
 	}
 	if csi.IsRepeatClaim(v, claim) {
 		w.claim = v.Claim(claim.AllocationID).Copy()
 		return nil
 	}
 
-	p := w.d.plugin(v.PluginID)
+	p, err := getPlugin(w.txn, v.PluginID)
+	if err != nil {
+		return err
+	}
 	if p == nil {
-		return fmt.Errorf("claim volume %s: %w", volName(c.Namespace, c.VolumeID), pluginNotFound(v.PluginID))
+		return fmt.Errorf("claim volume %s: %w", name, pluginNotFound(v.PluginID))
 	}
 	if !p.Schedulable() {
 		return fmt.Errorf("%w: volume %s: plugin %s is not schedulable (%d healthy node instances, %d healthy controllers, controller required: %t); wait for healthy plugin instances",
-			csi.ErrPluginUnhealthy, volName(c.Namespace, c.VolumeID), p.ID, p.NodesHealthy, p.ControllersHealthy, p.ControllerRequired)
+			csi.ErrPluginUnhealthy, name, p.ID, p.NodesHealthy, p.ControllersHealthy, p.ControllerRequired)
 	}
-	in := w.d.instance(p.ID, csi.PluginTypeNode, claim.NodeID)
+	in, err := getInstance(w.txn, p.ID, csi.PluginTypeNode, claim.NodeID)
+	if err != nil {
+		return err
+	}
 	if in == nil {
 		return fmt.Errorf("%w: volume %s: plugin %s has no node instance on node %s; run its node plugin there or place the allocation elsewhere",
-			csi.ErrPluginNotFound, volName(c.Namespace, c.VolumeID), p.ID, claim.NodeID)
+			csi.ErrPluginNotFound, name, p.ID, claim.NodeID)
 	}
 	if !in.Info.Healthy {
 		return fmt.Errorf("%w: volume %s: the node instance of plugin %s on node %s is unhealthy (%s); wait for it to recover",
-			csi.ErrPluginUnhealthy, volName(c.Namespace, c.VolumeID), p.ID, claim.NodeID, in.Info.HealthDescription)
+			csi.ErrPluginUnhealthy, name, p.ID, claim.NodeID, in.Info.HealthDescription)
 	}
 	if err := csi.CheckClaim(v, claim); err != nil {
-		return fmt.Errorf("claim volume %s: %w", volName(c.Namespace, c.VolumeID), err)
+		return fmt.Errorf("claim volume %s: %w", name, err)
 	}
 	ni := in.Info.NodeInfo
 	if claim.ExternalNodeID == "" {
 		if ni == nil || ni.ID == "" {
 			return fmt.Errorf("%w: volume %s: the node instance of plugin %s on node %s reported no CSI node ID; wait for its next fingerprint",
-				csi.ErrPluginUnhealthy, volName(c.Namespace, c.VolumeID), p.ID, claim.NodeID)
+				csi.ErrPluginUnhealthy, name, p.ID, claim.NodeID)
 		}
 		claim.ExternalNodeID = ni.ID
 	}
 	if ni != nil && ni.MaxVolumes > 0 {
-		if err := w.d.checkMaxVolumes(v, claim.NodeID, ni.MaxVolumes); err != nil {
+		if err := checkMaxVolumes(w.txn, v, claim.NodeID, ni.MaxVolumes); err != nil {
 			return err
 		}
 	}
@@ -487,14 +443,18 @@ func (c ClaimVolume) apply(w *writer) error {
 	claim.ReleasedAt = time.Time{}
 	claim.LastError = ""
 	normalizeClaim(claim)
-	nr := editable(r)
-	m := &nr.v.ReadClaims
+	nv := editable(v)
+	m := &nv.ReadClaims
 	if claim.Mode == csi.ClaimWrite {
-		m = &nr.v.WriteClaims
+		m = &nv.WriteClaims
 	}
-	own(m)
+	if *m == nil {
+		*m = map[string]*csi.Claim{}
+	}
 	(*m)[claim.AllocationID] = claim
-	w.putVolume(nr)
+	if err := w.putVolume(nv); err != nil {
+		return err
+	}
 	w.claim = claim.Copy()
 	return nil
 }
@@ -517,17 +477,20 @@ func attachedOn(v *csi.Volume, node string) bool {
 	return false
 }
 
-func (d *db) checkMaxVolumes(v *csi.Volume, node string, limit int64) error {
+func checkMaxVolumes(txn *memdb.Txn, v *csi.Volume, node string, limit int64) error {
 	if attachedOn(v, node) {
 		return nil // no new attachment
 	}
+	it, err := txn.Get(tVolumes, iClaimNode, node, v.PluginID)
+	if err != nil {
+		return dbErr("count volumes on node", err)
+	}
 	var n int64
-	d.volumes.lookup(volumeSpec, volByNode, node, key1(v.PluginID), func(o *volRow) bool {
-		if attachedOn(&o.v, node) {
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		if attachedOn(raw.(*csi.Volume), node) {
 			n++
 		}
-		return true
-	})
+	}
 	if n >= limit {
 		return fmt.Errorf("%w: node %s has %d volumes of plugin %s attached, its limit is %d; cannot attach volume %s until one is released, or place the allocation elsewhere",
 			csi.ErrMaxVolumes, node, n, v.PluginID, limit, volName(v.Namespace, v.ID))
@@ -565,28 +528,32 @@ func (c ReleaseClaims) apply(w *writer) error {
 
 // releaseClaims turns the allocation's live claims into past claims.
 func (w *writer) releaseClaims(allocID string, at time.Time) error {
-	// Collect first: the writes below change the index being walked.
-	var rows []*volRow
-	w.d.volumes.lookup(volumeSpec, volByAlloc, allocID, "", func(r *volRow) bool {
-		rows = append(rows, r)
-		return true
-	})
-	for _, r := range rows {
-		m := claimMap(&r.v, allocID)
-		if m == nil || m == &r.v.PastClaims {
+	it, err := w.txn.Get(tVolumes, iClaimAlloc, allocID)
+	if err != nil {
+		return dbErr("list claims of allocation", err)
+	}
+	var vols []*csi.Volume
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		vols = append(vols, raw.(*csi.Volume))
+	}
+	for _, v := range vols {
+		m := claimMap(v, allocID)
+		if m == nil || m == &v.PastClaims {
 			continue
 		}
 		nc := (*m)[allocID].Copy()
 		nc.State = csi.ClaimUnpublishing
 		nc.ReleasedAt = at
 		normalizeClaim(nc)
-		nr := editable(r)
-		m = claimMap(&nr.v, allocID)
-		own(m)
-		delete(*m, allocID)
-		own(&nr.v.PastClaims)
-		nr.v.PastClaims[allocID] = nc
-		w.putVolume(nr)
+		nv := editable(v)
+		delete(*claimMap(nv, allocID), allocID)
+		if nv.PastClaims == nil {
+			nv.PastClaims = map[string]*csi.Claim{}
+		}
+		nv.PastClaims[allocID] = nc
+		if err := w.putVolume(nv); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -648,7 +615,7 @@ func (c FreeClaim) apply(w *writer) error {
 
 // --- nodes and plugins ---
 
-type pluginRole struct {
+type instanceKey struct {
 	plugin string
 	role   csi.PluginType
 }
@@ -665,11 +632,11 @@ func roles(t csi.PluginType) []csi.PluginType {
 	return nil
 }
 
-func expand(list []*csi.PluginInfo) map[pluginRole]*csi.PluginInfo {
-	m := map[pluginRole]*csi.PluginInfo{}
+func expand(list []*csi.PluginInfo) map[instanceKey]*csi.PluginInfo {
+	m := map[instanceKey]*csi.PluginInfo{}
 	for _, p := range list {
 		for _, r := range roles(p.Type) {
-			m[pluginRole{p.PluginID, r}] = p
+			m[instanceKey{p.PluginID, r}] = p
 		}
 	}
 	return m
@@ -706,7 +673,7 @@ func (c UpsertNodePlugins) apply(w *writer) error {
 	if err := csi.ValidateNodeID(c.NodeID); err != nil {
 		return err
 	}
-	seen := map[pluginRole]bool{}
+	seen := map[instanceKey]bool{}
 	list := make([]*csi.PluginInfo, 0, len(c.Plugins))
 	for i := range c.Plugins {
 		p := &c.Plugins[i]
@@ -714,7 +681,7 @@ func (c UpsertNodePlugins) apply(w *writer) error {
 			return err
 		}
 		for _, r := range roles(p.Type) {
-			k := pluginRole{p.PluginID, r}
+			k := instanceKey{p.PluginID, r}
 			if seen[k] {
 				return fmt.Errorf("%w: node %s reports plugin %s as a %s instance twice; send one fingerprint per plugin and role",
 					csi.ErrInvalidRequest, c.NodeID, p.PluginID, r)
@@ -722,7 +689,11 @@ func (c UpsertNodePlugins) apply(w *writer) error {
 			seen[k] = true
 		}
 		if p.AllocationID != "" {
-			if a := w.d.allocation(p.AllocationID); a != nil && a.Terminal {
+			a, err := getAllocation(w.txn, p.AllocationID)
+			if err != nil {
+				return err
+			}
+			if a != nil && a.Terminal {
 				continue // a late report from a stopped plugin task
 			}
 		}
@@ -736,30 +707,31 @@ func (c UpsertNodePlugins) apply(w *writer) error {
 		}
 		return strings.Compare(string(a.Type), string(b.Type))
 	})
-	w.setNodePlugins(c.NodeID, list, false)
-	return nil
+	return w.setNodePlugins(c.NodeID, list, false)
 }
 
 func (c DeleteNode) apply(w *writer) error {
 	if err := csi.ValidateNodeID(c.NodeID); err != nil {
 		return err
 	}
-	w.setNodePlugins(c.NodeID, nil, true)
-	return nil
+	return w.setNodePlugins(c.NodeID, nil, true)
 }
 
 // setNodePlugins replaces a node's instances with list (or deletes the
 // node when remove is set) and records the effect on each plugin.
-func (w *writer) setNodePlugins(nodeID string, list []*csi.PluginInfo, remove bool) {
-	old := w.d.node(nodeID)
+func (w *writer) setNodePlugins(nodeID string, list []*csi.PluginInfo, remove bool) error {
+	old, err := getNode(w.txn, nodeID)
+	if err != nil {
+		return err
+	}
 	if old == nil && remove {
-		return
+		return nil
 	}
 	var oldList []*csi.PluginInfo
 	if old != nil {
 		oldList = old.Plugins
 		if !remove && reflect.DeepEqual(oldList, nilIfEmptySlice(list)) {
-			return // a repeated report changes nothing and wakes no one
+			return nil // a repeated report changes nothing and wakes no one
 		}
 	}
 	oldM, newM := expand(oldList), expand(list)
@@ -769,7 +741,7 @@ func (w *writer) setNodePlugins(nodeID string, list []*csi.PluginInfo, remove bo
 			keys = append(keys, k)
 		}
 	}
-	slices.SortFunc(keys, func(a, b pluginRole) int {
+	slices.SortFunc(keys, func(a, b instanceKey) int {
 		if c := strings.Compare(a.plugin, b.plugin); c != 0 {
 			return c
 		}
@@ -785,23 +757,26 @@ func (w *writer) setNodePlugins(nodeID string, list []*csi.PluginInfo, remove bo
 			pc.nodesHealthy += d
 		}
 		if n == nil {
-			w.deleteInstance(k.plugin, k.role, nodeID)
+			if err := w.delete(tInstances, &instance{PluginID: k.plugin, Role: k.role, NodeID: nodeID}); err != nil {
+				return err
+			}
 			continue
 		}
-		w.putInstance(&instance{PluginID: k.plugin, Role: k.role, NodeID: nodeID, Info: n})
+		if err := w.insert(tInstances, &instance{PluginID: k.plugin, Role: k.role, NodeID: nodeID, Info: n}); err != nil {
+			return err
+		}
 		if n.Healthy {
 			pc.metas = append(pc.metas, n)
 		}
 	}
 	if remove {
-		w.deleteNode(old)
-		return
+		return w.delete(tNodes, old)
 	}
 	row := &Node{ID: nodeID, Plugins: nilIfEmptySlice(list), CreateIndex: w.index, ModifyIndex: w.index}
 	if old != nil {
 		row.CreateIndex = old.CreateIndex
 	}
-	w.putNode(row)
+	return w.insert(tNodes, row)
 }
 
 func healthy(p *csi.PluginInfo) int {
@@ -814,29 +789,38 @@ func healthy(p *csi.PluginInfo) int {
 // finishPlugins writes the plugin rows the command affected: it creates
 // a plugin from a healthy instance, updates counts and metadata, and
 // deletes a plugin left without instances.
-func (w *writer) finishPlugins() {
-	if len(w.plugins) == 0 {
-		return
-	}
+func (w *writer) finishPlugins() error {
 	ids := slices.Sorted(maps.Keys(w.plugins))
 	changes := w.plugins
-	w.plugins = nil
+	w.plugins = map[string]*pluginChange{}
 	for _, id := range ids {
 		pc := changes[id]
-		row := w.d.plugin(id)
-		exists := w.d.hasInstances(id)
+		row, err := getPlugin(w.txn, id)
+		if err != nil {
+			return err
+		}
+		exists, err := hasInstances(w.txn, id)
+		if err != nil {
+			return err
+		}
 		if row == nil {
 			if len(pc.metas) == 0 || !exists {
 				continue
 			}
 			p := &csi.Plugin{ID: id, CreateIndex: w.index, ModifyIndex: w.index}
 			setPluginMeta(p, pc.metas)
-			w.d.recountPlugin(p)
-			w.putPlugin(p)
+			if err := recountPlugin(w.txn, p); err != nil {
+				return err
+			}
+			if err := w.insert(tPlugins, p); err != nil {
+				return err
+			}
 			continue
 		}
 		if !exists {
-			w.deletePlugin(row)
+			if err := w.delete(tPlugins, row); err != nil {
+				return err
+			}
 			continue
 		}
 		p := row.Copy()
@@ -846,8 +830,11 @@ func (w *writer) finishPlugins() {
 		p.NodesExpected += pc.nodesExpected
 		setPluginMeta(p, pc.metas)
 		p.ModifyIndex = w.index
-		w.putPlugin(p)
+		if err := w.insert(tPlugins, p); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 // setPluginMeta takes a plugin's metadata from healthy instances, in the
@@ -870,21 +857,29 @@ func setPluginMeta(p *csi.Plugin, infos []*csi.PluginInfo) {
 // recountPlugin computes a new plugin row's counts from its instances and
 // running allocations. Later changes adjust them incrementally, so a
 // fingerprint from one node never walks every node of a large cluster.
-func (d *db) recountPlugin(p *csi.Plugin) {
+func recountPlugin(txn *memdb.Txn, p *csi.Plugin) error {
 	p.ControllersHealthy, p.NodesHealthy, p.ControllersExpected, p.NodesExpected = 0, 0, 0, 0
-	d.eachInstance(p.ID, "", func(in *instance) {
+	err := eachInstance(txn, p.ID, "", func(in *instance) error {
 		if in.Role == csi.PluginTypeController {
 			p.ControllersHealthy += healthy(in.Info)
 		} else {
 			p.NodesHealthy += healthy(in.Info)
 		}
+		return nil
 	})
-	d.allocs.lookup(allocationSpec, allocByPlugin, p.ID, "", func(a *csi.Allocation) bool {
-		c, n := expected(a, p.ID)
+	if err != nil {
+		return err
+	}
+	it, err := txn.Get(tAllocations, iPlugin, p.ID)
+	if err != nil {
+		return dbErr("list plugin allocations", err)
+	}
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		c, n := expected(raw.(*csi.Allocation), p.ID)
 		p.ControllersExpected += c
 		p.NodesExpected += n
-		return true
-	})
+	}
+	return nil
 }
 
 // allocPluginIDs returns the distinct plugins a running allocation runs,
@@ -980,7 +975,10 @@ func (w *writer) upsertAllocation(a *csi.Allocation, releasedAt time.Time) error
 	if len(a.Plugins) == 0 {
 		a.Plugins = nil
 	}
-	old := w.d.allocation(a.ID)
+	old, err := getAllocation(w.txn, a.ID)
+	if err != nil {
+		return err
+	}
 	a.CreateIndex, a.ModifyIndex = w.index, w.index
 	if old != nil {
 		switch {
@@ -1000,7 +998,9 @@ func (w *writer) upsertAllocation(a *csi.Allocation, releasedAt time.Time) error
 		}
 		a.ModifyIndex = w.index
 	}
-	w.putAllocation(a)
+	if err := w.insert(tAllocations, a); err != nil {
+		return err
+	}
 	for _, x := range []*csi.Allocation{old, a} {
 		sign := 1
 		if x == old {
@@ -1019,24 +1019,32 @@ func (w *writer) upsertAllocation(a *csi.Allocation, releasedAt time.Time) error
 	if err := w.releaseClaims(a.ID, releasedAt); err != nil {
 		return err
 	}
-	w.dropInstances(a)
-	return nil
+	return w.dropInstances(a)
 }
 
 // dropInstances removes the plugin instances a terminal allocation ran,
 // on whichever nodes reported them.
-func (w *writer) dropInstances(a *csi.Allocation) {
+func (w *writer) dropInstances(a *csi.Allocation) error {
+	it, err := w.txn.Get(tInstances, iAlloc, a.ID)
+	if err != nil {
+		return dbErr("list instances of allocation", err)
+	}
 	var nodes []string
-	w.d.instances.lookup(instanceSpec, instByAlloc, a.ID, "", func(in *instance) bool {
-		nodes = append(nodes, in.NodeID)
-		return true
-	})
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		nodes = append(nodes, raw.(*instance).NodeID)
+	}
 	slices.Sort(nodes)
 	for _, id := range slices.Compact(nodes) {
-		n := w.d.node(id)
+		n, err := getNode(w.txn, id)
+		if err != nil {
+			return err
+		}
 		keep := slices.DeleteFunc(slices.Clone(n.Plugins), func(p *csi.PluginInfo) bool { return p.AllocationID == a.ID })
-		w.setNodePlugins(id, keep, false)
+		if err := w.setNodePlugins(id, keep, false); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
 func (c DeleteAllocations) apply(w *writer) error {
@@ -1044,7 +1052,10 @@ func (c DeleteAllocations) apply(w *writer) error {
 		if err := csi.ValidateAllocationID(id); err != nil {
 			return err
 		}
-		a := w.d.allocation(id)
+		a, err := getAllocation(w.txn, id)
+		if err != nil {
+			return err
+		}
 		if a == nil {
 			continue
 		}
@@ -1052,7 +1063,9 @@ func (c DeleteAllocations) apply(w *writer) error {
 			return fmt.Errorf("%w: allocation %s is still running; upsert it as terminal before deleting it",
 				csi.ErrInvalidRequest, id)
 		}
-		w.deleteAllocation(a)
+		if err := w.delete(tAllocations, a); err != nil {
+			return err
+		}
 	}
 	return nil
 }

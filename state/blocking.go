@@ -3,25 +3,26 @@ package state
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/hashicorp/go-memdb"
 )
 
-func validTable(t Table) (tableID, error) {
-	id, ok := t.id()
-	if !ok {
-		return 0, fmt.Errorf("%w: unknown table %q; use one of %v", csi.ErrInvalidRequest, t, Tables())
+func validTable(t Table) error {
+	if !slices.Contains(Tables(), t) {
+		return fmt.Errorf("%w: unknown table %q; use one of %v", csi.ErrInvalidRequest, t, Tables())
 	}
-	return id, nil
+	return nil
 }
 
 // Index implements Watcher.
 func (s *MemStore) Index(table Table) (uint64, error) {
-	t, err := validTable(table)
-	if err != nil {
+	if err := validTable(table); err != nil {
 		return 0, err
 	}
-	return s.read().index[t], nil
+	_, idx, err := tableIndex(s.read(), table)
+	return idx, err
 }
 
 // LastIndex returns the highest index of any table: the log index of the
@@ -32,27 +33,40 @@ func (s *MemStore) LastIndex() uint64 {
 	return s.last
 }
 
-// Wait implements Watcher. It reads the table's index and watch channel
-// from one published state: a write that changes the table publishes
-// its state, then closes that channel, and a restore closes the
-// channel all states since the previous restore share. So Wait wakes on
-// exactly the writes that matter and starts no goroutine.
-func (s *MemStore) Wait(ctx context.Context, table Table, minIndex uint64) (uint64, error) {
-	t, err := validTable(table)
+func tableIndex(txn *memdb.Txn, table Table) (<-chan struct{}, uint64, error) {
+	ch, raw, err := txn.FirstWatch(tIndex, iID, string(table))
 	if err != nil {
+		return nil, 0, dbErr("read index of "+string(table), err)
+	}
+	if raw == nil {
+		return ch, 0, nil
+	}
+	return ch, raw.(*indexRow).Index, nil
+}
+
+// Wait implements Watcher. It watches the table's index row (a memdb
+// watch channel) and the current generation's restore channel, so it
+// wakes on exactly the writes that matter and starts no goroutine.
+func (s *MemStore) Wait(ctx context.Context, table Table, minIndex uint64) (uint64, error) {
+	if err := validTable(table); err != nil {
 		return 0, err
 	}
 	for {
-		d := s.read()
-		if idx := d.index[t]; idx > minIndex {
+		gen := s.gen.Load()
+		ch, idx, err := tableIndex(gen.db.Txn(false), table)
+		if err != nil {
+			return 0, err
+		}
+		if idx > minIndex {
 			return idx, nil
 		}
 		select {
-		case <-d.watch[t]:
-		case <-d.replaced:
-			return s.read().index[t], nil
+		case <-ch:
+		case <-gen.replaced:
+			_, idx, err := tableIndex(s.read(), table)
+			return idx, err
 		case <-ctx.Done():
-			return d.index[t], ctx.Err()
+			return idx, ctx.Err()
 		}
 	}
 }

@@ -4,12 +4,9 @@
 // Store is the contract: small reader interfaces (VolumeReader,
 // PluginReader, NodeReader, AllocationReader, Watcher) for the parts that
 // only read, and Apply, which takes a Command. MemStore implements it in
-// memory, as immutable states of copy-on-write hash tries and B-trees: a
-// write builds the next state beside the current one, sharing what it
-// did not change, and publishes it atomically, so reads never wait for
-// writes. Package statetest checks any implementation against the whole
-// contract, so a host that keeps CSI state in its own database can bring
-// its own Store.
+// memory on hashicorp/go-memdb; package statetest checks any
+// implementation against the whole contract, so a host that keeps CSI
+// state in its own database can bring its own Store.
 //
 // # Commands
 //

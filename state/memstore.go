@@ -9,6 +9,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/go-memdb"
 )
 
 // Config configures a MemStore.
@@ -18,16 +19,14 @@ type Config struct {
 	Logger hclog.Logger
 }
 
-// MemStore is the in-memory Store. It is also a Snapshotter.
+// MemStore is the in-memory Store, built on hashicorp/go-memdb. It is
+// also a Snapshotter.
 //
-// Its state is immutable: tables and indexes are copy-on-write hash
-// tries and B-trees, and a write builds the next state beside the
-// current one, sharing what it did not change, then publishes it with
-// one atomic store. Reads run concurrently with each other and with
-// writes, each on the state published when it began, without locks.
-// Writes (Apply, Restore) are serialized. Stored objects are never
-// changed in place: a write copies what it changes and stores the copy,
-// and every read returns a copy the caller owns.
+// Reads run concurrently with each other and with writes, each on a
+// consistent snapshot of the whole state. Writes (Apply, Restore) are
+// serialized. Stored objects are never changed in place: a write copies
+// what it changes and inserts the copy, and every read returns a copy the
+// caller owns.
 type MemStore struct {
 	logger hclog.Logger
 
@@ -35,7 +34,14 @@ type MemStore struct {
 	writeMu sync.Mutex
 	last    uint64
 
-	root atomic.Pointer[db]
+	gen atomic.Pointer[generation]
+}
+
+// generation is one database; Restore replaces it whole.
+type generation struct {
+	db *memdb.MemDB
+	// replaced is closed when a restore replaces db, to wake Wait.
+	replaced chan struct{}
 }
 
 var (
@@ -48,50 +54,56 @@ func NewMemStore(cfg Config) (*MemStore, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	db, err := newDB()
+	if err != nil {
+		return nil, err
+	}
 	s := &MemStore{logger: cfg.Logger}
-	s.root.Store(emptyDB())
+	s.gen.Store(&generation{db: db, replaced: make(chan struct{})})
 	return s, nil
 }
 
-func (s *MemStore) read() *db { return s.root.Load() }
+func newDB() (*memdb.MemDB, error) {
+	db, err := memdb.NewMemDB(schema())
+	if err != nil {
+		return nil, fmt.Errorf("state: build schema: %w", err)
+	}
+	txn := db.Txn(true)
+	defer txn.Abort()
+	for _, t := range Tables() {
+		if err := txn.Insert(tIndex, &indexRow{Table: t}); err != nil {
+			return nil, fmt.Errorf("state: init index of %s: %w", t, err)
+		}
+	}
+	txn.Commit()
+	return db, nil
+}
+
+func (s *MemStore) read() *memdb.Txn { return s.gen.Load().db.Txn(false) }
 
 // Volume implements VolumeReader.
 func (s *MemStore) Volume(namespace, id string) (*csi.Volume, error) {
 	if err := validateVolumeRef(namespace, id); err != nil {
 		return nil, err
 	}
-	d := s.read()
-	r, err := d.getVolume(namespace, id)
+	txn := s.read()
+	v, err := getVolume(txn, namespace, id)
 	if err != nil {
 		return nil, err
 	}
-	return d.viewVolumes([]*volRow{r})[0], nil
+	return viewVolume(txn, v, nil)
 }
 
 // Volumes implements VolumeReader.
 func (s *MemStore) Volumes(namespace, idPrefix string) ([]*csi.Volume, error) {
-	d := s.read()
-	var rows []*volRow
+	txn := s.read()
 	if namespace == "" {
-		d.volumes.scan("", func(r *volRow) bool {
-			if strings.HasPrefix(r.v.ID, idPrefix) {
-				rows = append(rows, r)
-			}
-			return true
-		})
-	} else {
-		if err := csi.ValidateNamespace(namespace); err != nil {
-			return nil, err
-		}
-		d.volumes.scan(key1(namespace)+idPrefix, func(r *volRow) bool {
-			rows = append(rows, r)
-			return true
-		})
+		return listVolumes(txn, iID, func(v *csi.Volume) bool { return strings.HasPrefix(v.ID, idPrefix) })
 	}
-	if rows == nil {
-		return nil, nil
+	if err := csi.ValidateNamespace(namespace); err != nil {
+		return nil, err
 	}
-	return d.viewVolumes(rows), nil
+	return listVolumes(txn, iID+"_prefix", nil, namespace, idPrefix)
 }
 
 // VolumesByPlugin implements VolumeReader.
@@ -99,7 +111,7 @@ func (s *MemStore) VolumesByPlugin(pluginID string) ([]*csi.Volume, error) {
 	if err := csi.ValidatePluginID(pluginID); err != nil {
 		return nil, err
 	}
-	return s.read().volumesBy(volByPlugin, pluginID), nil
+	return listVolumes(s.read(), iPlugin, nil, pluginID)
 }
 
 // VolumesByNode implements VolumeReader.
@@ -107,7 +119,10 @@ func (s *MemStore) VolumesByNode(nodeID string) ([]*csi.Volume, error) {
 	if err := csi.ValidateNodeID(nodeID); err != nil {
 		return nil, err
 	}
-	vols := s.read().volumesBy(volByNode, nodeID)
+	vols, err := listVolumes(s.read(), iClaimNode+"_prefix", nil, nodeID, "")
+	if err != nil {
+		return nil, err
+	}
 	// The index orders by (node, plugin, volume); the contract says
 	// (namespace, ID).
 	sortVolumes(vols)
@@ -116,19 +131,22 @@ func (s *MemStore) VolumesByNode(nodeID string) ([]*csi.Volume, error) {
 
 // VolumesWithPastClaims implements VolumeReader.
 func (s *MemStore) VolumesWithPastClaims() ([]*csi.Volume, error) {
-	return s.read().volumesBy(volPast, ""), nil
+	return listVolumes(s.read(), iPast, nil, "past")
 }
 
 // PastClaimVolumeIDs implements VolumeReader.
 func (s *MemStore) PastClaimVolumeIDs() ([]VolumeStamp, error) {
-	d := s.read()
+	it, err := s.read().Get(tVolumes, iPast, "past")
+	if err != nil {
+		return nil, dbErr("list volumes with past claims", err)
+	}
 	var out []VolumeStamp
-	d.volumes.lookup(volumeSpec, volPast, "", "", func(r *volRow) bool {
+	for raw := it.Next(); raw != nil; raw = it.Next() {
 		// Stored volumes are never changed in place, and strings are
 		// immutable: the stamp can share the stored ID strings.
-		out = append(out, VolumeStamp{VolumeKey: VolumeKey{Namespace: r.v.Namespace, ID: r.v.ID}, ModifyIndex: r.v.ModifyIndex})
-		return true
-	})
+		v := raw.(*csi.Volume)
+		out = append(out, VolumeStamp{VolumeKey: VolumeKey{Namespace: v.Namespace, ID: v.ID}, ModifyIndex: v.ModifyIndex})
+	}
 	return out, nil
 }
 
@@ -137,22 +155,32 @@ func (s *MemStore) Plugin(id string) (*csi.Plugin, error) {
 	if err := csi.ValidatePluginID(id); err != nil {
 		return nil, err
 	}
-	d := s.read()
-	p := d.plugin(id)
+	txn := s.read()
+	p, err := getPlugin(txn, id)
+	if err != nil {
+		return nil, err
+	}
 	if p == nil {
 		return nil, pluginNotFound(id)
 	}
-	return d.viewPlugin(p), nil
+	return viewPlugin(txn, p)
 }
 
 // Plugins implements PluginReader.
 func (s *MemStore) Plugins() ([]*csi.Plugin, error) {
-	d := s.read()
+	txn := s.read()
+	it, err := txn.Get(tPlugins, iID)
+	if err != nil {
+		return nil, dbErr("list plugins", err)
+	}
 	var out []*csi.Plugin
-	d.plugins.scan("", func(p *csi.Plugin) bool {
-		out = append(out, d.viewPlugin(p))
-		return true
-	})
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		p, err := viewPlugin(txn, raw.(*csi.Plugin))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
 	return out, nil
 }
 
@@ -161,17 +189,22 @@ func (s *MemStore) HealthyControllers(pluginID string) (map[string]*csi.PluginIn
 	if err := csi.ValidatePluginID(pluginID); err != nil {
 		return nil, err
 	}
-	d := s.read()
-	if d.plugin(pluginID) == nil {
+	txn := s.read()
+	p, err := getPlugin(txn, pluginID)
+	if err != nil {
+		return nil, err
+	}
+	if p == nil {
 		return nil, pluginNotFound(pluginID)
 	}
 	out := map[string]*csi.PluginInfo{}
-	d.eachInstance(pluginID, csi.PluginTypeController, func(in *instance) {
+	err = eachInstance(txn, pluginID, csi.PluginTypeController, func(in *instance) error {
 		if in.Info.Healthy {
 			out[in.NodeID] = in.Info.Copy()
 		}
+		return nil
 	})
-	return out, nil
+	return out, err
 }
 
 // Node implements NodeReader.
@@ -179,7 +212,10 @@ func (s *MemStore) Node(id string) (*Node, error) {
 	if err := csi.ValidateNodeID(id); err != nil {
 		return nil, err
 	}
-	n := s.read().node(id)
+	n, err := getNode(s.read(), id)
+	if err != nil {
+		return nil, err
+	}
 	if n == nil {
 		return nil, fmt.Errorf("%w: node %s has reported no plugins", csi.ErrNodeNotFound, id)
 	}
@@ -191,7 +227,10 @@ func (s *MemStore) Allocation(id string) (*csi.Allocation, error) {
 	if err := csi.ValidateAllocationID(id); err != nil {
 		return nil, err
 	}
-	a := s.read().allocation(id)
+	a, err := getAllocation(s.read(), id)
+	if err != nil {
+		return nil, err
+	}
 	if a == nil {
 		return nil, allocationNotFound(id)
 	}
@@ -203,39 +242,62 @@ func (s *MemStore) AllocationsByNode(nodeID string) ([]*csi.Allocation, error) {
 	if err := csi.ValidateNodeID(nodeID); err != nil {
 		return nil, err
 	}
+	it, err := s.read().Get(tAllocations, iNode, nodeID)
+	if err != nil {
+		return nil, dbErr("list allocations of node "+nodeID, err)
+	}
 	var out []*csi.Allocation
-	s.read().allocs.lookup(allocationSpec, allocByNode, nodeID, "", func(a *csi.Allocation) bool {
-		out = append(out, a.Copy())
-		return true
-	})
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		out = append(out, raw.(*csi.Allocation).Copy())
+	}
 	return out, nil
 }
 
 // --- lookups shared by reads and writes ---
 
-func get[T comparable](t *table[T], pk string) T {
-	row, _ := t.get(pk)
-	return row
+func dbErr(what string, err error) error {
+	return fmt.Errorf("state: %s: %w", what, err)
 }
 
-// getVolume returns the stored volume row (not a copy) or
-// ErrVolumeNotFound.
-func (d *db) getVolume(ns, id string) (*volRow, error) {
-	r := get(&d.volumes, volumeKey(ns, id))
-	if r == nil {
+func getOne[T any](txn *memdb.Txn, table string, args ...any) (T, error) {
+	var zero T
+	raw, err := txn.First(table, iID, args...)
+	if err != nil {
+		return zero, dbErr("read "+table, err)
+	}
+	if raw == nil {
+		return zero, nil
+	}
+	return raw.(T), nil
+}
+
+// getVolume returns the stored volume (not a copy) or ErrVolumeNotFound.
+func getVolume(txn *memdb.Txn, ns, id string) (*csi.Volume, error) {
+	v, err := getOne[*csi.Volume](txn, tVolumes, ns, id)
+	if err != nil {
+		return nil, err
+	}
+	if v == nil {
 		return nil, fmt.Errorf("%w: volume %s is not registered in namespace %s; register it first",
 			csi.ErrVolumeNotFound, id, ns)
 	}
-	return r, nil
+	return v, nil
 }
 
-// The stored row (not a copy), or nil.
-func (d *db) plugin(id string) *csi.Plugin         { return get(&d.plugins, id) }
-func (d *db) node(id string) *Node                 { return get(&d.nodes, id) }
-func (d *db) allocation(id string) *csi.Allocation { return get(&d.allocs, id) }
+func getPlugin(txn *memdb.Txn, id string) (*csi.Plugin, error) {
+	return getOne[*csi.Plugin](txn, tPlugins, id)
+}
 
-func (d *db) instance(pluginID string, role csi.PluginType, nodeID string) *instance {
-	return get(&d.instances, instanceKey(pluginID, role, nodeID))
+func getNode(txn *memdb.Txn, id string) (*Node, error) {
+	return getOne[*Node](txn, tNodes, id)
+}
+
+func getAllocation(txn *memdb.Txn, id string) (*csi.Allocation, error) {
+	return getOne[*csi.Allocation](txn, tAllocations, id)
+}
+
+func getInstance(txn *memdb.Txn, pluginID string, role csi.PluginType, nodeID string) (*instance, error) {
+	return getOne[*instance](txn, tInstances, pluginID, string(role), nodeID)
 }
 
 func pluginNotFound(id string) error {
@@ -249,35 +311,51 @@ func allocationNotFound(id string) error {
 }
 
 // eachInstance calls fn for every instance of a plugin in a role, or in
-// both roles when role is "", in (role, node) order.
-func (d *db) eachInstance(pluginID string, role csi.PluginType, fn func(*instance)) {
-	p := key1(pluginID)
+// both roles when role is "".
+func eachInstance(txn *memdb.Txn, pluginID string, role csi.PluginType, fn func(*instance) error) error {
+	args := []any{pluginID, ""}
 	if role != "" {
-		p = key2(pluginID, string(role))
+		args = []any{pluginID, string(role), ""}
 	}
-	d.instances.scan(p, func(in *instance) bool {
-		fn(in)
-		return true
-	})
+	it, err := txn.Get(tInstances, iID+"_prefix", args...)
+	if err != nil {
+		return dbErr("list plugin instances", err)
+	}
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		if err := fn(raw.(*instance)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-func (d *db) hasInstances(pluginID string) bool {
-	_, ok := d.instances.first(key1(pluginID))
-	return ok
+func hasInstances(txn *memdb.Txn, pluginID string) (bool, error) {
+	raw, err := txn.First(tInstances, iID+"_prefix", pluginID, "")
+	if err != nil {
+		return false, dbErr("read plugin instances", err)
+	}
+	return raw != nil, nil
 }
 
-// volumesBy returns copies of the volumes of one group of a volume
-// index, in index order.
-func (d *db) volumesBy(index int, group string) []*csi.Volume {
-	var rows []*volRow
-	d.volumes.lookup(volumeSpec, index, group, "", func(r *volRow) bool {
-		rows = append(rows, r)
-		return true
-	})
-	if rows == nil {
-		return nil
+func listVolumes(txn *memdb.Txn, index string, keep func(*csi.Volume) bool, args ...any) ([]*csi.Volume, error) {
+	it, err := txn.Get(tVolumes, index, args...)
+	if err != nil {
+		return nil, dbErr("list volumes", err)
 	}
-	return d.viewVolumes(rows)
+	plugins := map[string]*csi.Plugin{}
+	var out []*csi.Volume
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		v := raw.(*csi.Volume)
+		if keep != nil && !keep(v) {
+			continue
+		}
+		view, err := viewVolume(txn, v, plugins)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, view)
+	}
+	return out, nil
 }
 
 func sortVolumes(vols []*csi.Volume) {
@@ -289,11 +367,39 @@ func sortVolumes(vols []*csi.Volume) {
 	})
 }
 
+// viewVolume returns a copy of a stored volume with its plugin's fields
+// filled in. cache, if not nil, remembers plugins across a list.
+func viewVolume(txn *memdb.Txn, v *csi.Volume, cache map[string]*csi.Plugin) (*csi.Volume, error) {
+	p, ok := cache[v.PluginID]
+	if !ok {
+		var err error
+		if p, err = getPlugin(txn, v.PluginID); err != nil {
+			return nil, err
+		}
+		if cache != nil {
+			cache[v.PluginID] = p
+		}
+	}
+	out := v.Copy()
+	if p != nil {
+		if p.Provider != "" {
+			out.Provider = p.Provider
+		}
+		out.ControllerRequired = p.ControllerRequired
+		out.Schedulable = p.Schedulable()
+		out.ControllersHealthy = p.ControllersHealthy
+		out.ControllersExpected = p.ControllersExpected
+		out.NodesHealthy = p.NodesHealthy
+		out.NodesExpected = p.NodesExpected
+	}
+	return out, nil
+}
+
 // viewPlugin assembles a plugin from its row, its instances and the
 // running allocations that run it.
-func (d *db) viewPlugin(row *csi.Plugin) *csi.Plugin {
+func viewPlugin(txn *memdb.Txn, row *csi.Plugin) (*csi.Plugin, error) {
 	p := row.Copy()
-	d.eachInstance(row.ID, "", func(in *instance) {
+	err := eachInstance(txn, row.ID, "", func(in *instance) error {
 		m := &p.Nodes
 		if in.Role == csi.PluginTypeController {
 			m = &p.Controllers
@@ -302,8 +408,17 @@ func (d *db) viewPlugin(row *csi.Plugin) *csi.Plugin {
 			*m = map[string]*csi.PluginInfo{}
 		}
 		(*m)[in.NodeID] = in.Info.Copy()
+		return nil
 	})
-	d.allocs.lookup(allocationSpec, allocByPlugin, row.ID, "", func(a *csi.Allocation) bool {
+	if err != nil {
+		return nil, err
+	}
+	it, err := txn.Get(tAllocations, iPlugin, row.ID)
+	if err != nil {
+		return nil, dbErr("list plugin allocations", err)
+	}
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		a := raw.(*csi.Allocation)
 		for _, ap := range a.Plugins {
 			if ap.PluginID == row.ID {
 				p.Allocations = append(p.Allocations, csi.PluginAllocation{
@@ -311,8 +426,7 @@ func (d *db) viewPlugin(row *csi.Plugin) *csi.Plugin {
 				})
 			}
 		}
-		return true
-	})
+	}
 	// The index yields allocation order; the contract adds the type.
 	slices.SortStableFunc(p.Allocations, func(a, b csi.PluginAllocation) int {
 		if c := strings.Compare(a.AllocationID, b.AllocationID); c != 0 {
@@ -320,5 +434,5 @@ func (d *db) viewPlugin(row *csi.Plugin) *csi.Plugin {
 		}
 		return strings.Compare(string(a.Type), string(b.Type))
 	})
-	return p
+	return p, nil
 }

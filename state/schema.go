@@ -1,77 +1,51 @@
 package state
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/hashicorp/go-memdb"
 )
 
-// db is one state of a MemStore: every table with its indexes, and the
-// index of each public table. A published db never changes; a write
-// copies the struct (the roots of its tries and trees, under a
-// kilobyte), changes the copy's tries and trees copy-on-write (see
-// hmap and tree), and publishes the copy.
-//
-// Instances are a table of their own so that a fingerprint from one node
-// rewrites one small row, not a plugin row holding every node's
-// instance; the plugin read assembles them.
-type db struct {
-	volumes   table[*volRow]
-	plugins   table[*csi.Plugin]
-	instances table[*instance]
-	nodes     table[*Node]
-	allocs    table[*csi.Allocation]
-
-	// index is the log index of the last change of each public table.
-	index [numTables]uint64
-	// watch[t] is closed when a write publishes a state that changed
-	// table t: the blocking queries of Wait.
-	watch [numTables]chan struct{}
-	// replaced is shared by every state since the last restore, and
-	// closed when a restore replaces them.
-	replaced chan struct{}
-}
-
-// emptyDB returns the state of a new store.
-func emptyDB() *db {
-	d := &db{
-		volumes:   newTable[*volRow](),
-		plugins:   newTable[*csi.Plugin](),
-		instances: newTable[*instance](),
-		nodes:     newTable[*Node](),
-		allocs:    newTable[*csi.Allocation](),
-		replaced:  make(chan struct{}),
-	}
-	for t := range d.watch {
-		d.watch[t] = make(chan struct{})
-	}
-	return d
-}
-
-// tableID numbers the public tables, in the order of Tables.
-type tableID int
-
+// memdb table names. Instances are a table of their own so that a
+// fingerprint from one node rewrites one small row, not a plugin row
+// holding every node's instance; the plugin read assembles them.
 const (
-	tabVolumes tableID = iota
-	tabPlugins
-	tabNodes
-	tabAllocations
-	numTables
+	tVolumes     = "volumes"
+	tPlugins     = "plugins"
+	tInstances   = "instances"
+	tNodes       = "nodes"
+	tAllocations = "allocations"
+	tIndex       = "index"
 )
 
-// id returns t's number, or false for a name that is no table.
-func (t Table) id() (tableID, bool) {
+// memdb index names.
+const (
+	iID         = "id"
+	iPlugin     = "plugin"
+	iClaimNode  = "claim_node"
+	iClaimAlloc = "claim_alloc"
+	iPast       = "past"
+	iAlloc      = "alloc"
+	iNode       = "node"
+)
+
+// tableOf maps a memdb table to the public Table whose index a write to
+// it raises.
+func tableOf(t string) Table {
 	switch t {
-	case TableVolumes:
-		return tabVolumes, true
-	case TablePlugins:
-		return tabPlugins, true
-	case TableNodes:
-		return tabNodes, true
-	case TableAllocations:
-		return tabAllocations, true
+	case tVolumes:
+		return TableVolumes
+	case tPlugins, tInstances:
+		return TablePlugins
+	case tNodes:
+		return TableNodes
+	case tAllocations:
+		return TableAllocations
 	}
-	return 0, false
+	panic("state: no public table for memdb table " + t)
 }
 
 // instance is one plugin instance in one role on one node. A monolith
@@ -83,179 +57,86 @@ type instance struct {
 	Info     *csi.PluginInfo
 }
 
-// indexRow is how a table's index is written in a snapshot.
+// indexRow holds a table's index: the log index of its last change.
 type indexRow struct {
 	Table Table
 	Index uint64
 }
 
-// A primary key of one part (plugins, nodes, allocations) is the ID
-// itself. Other keys are the concatenation of their parts, each ending in
-// a NUL byte.
-// IDs never hold a NUL (csi.ValidateID), so keys of different parts
-// cannot collide, a prefix of whole parts selects exactly the rows that
-// share those parts, and keys sort by their parts in order. A key in an
-// index group is the index's remaining parts followed by the row's
-// primary key, so the rows of one index value come in primary key order.
-// Both forms sort alike: for strings without a NUL, a < b exactly when
-// a+"\x00" < b+"\x00".
-
-func key1(a string) string       { return a + "\x00" }
-func key2(a, b string) string    { return a + "\x00" + b + "\x00" }
-func key3(a, b, c string) string { return a + "\x00" + b + "\x00" + c + "\x00" }
-
-func volumeKey(ns, id string) string { return key2(ns, id) }
-
-func instanceKey(plugin string, role csi.PluginType, node string) string {
-	return key3(plugin, string(role), node)
-}
-
-// The indexes of each table, by position in table.idx, with the group
-// each one keys its entries by.
-const (
-	// Volumes of a plugin, by plugin. Key only: it never changes for a
-	// volume, so no claim write touches it.
-	volByPlugin = iota
-	// By node: one entry per node holding a claim (live or past) on
-	// the volume, keyed by plugin then volume, so that a claim can count
-	// a node's volumes of one plugin.
-	volByNode
-	// By allocation: one entry per allocation holding a claim. Key
-	// only: a claim edit keeps its allocation, so only claims and
-	// releases touch it.
-	volByAlloc
-	// One group: only the volumes with past claims, so the release
-	// worker's scan costs what it has to do.
-	volPast
-)
-
-const (
-	// By allocation: the instances a plugin allocation ran, so that a
-	// terminal allocation's instances go wherever they were reported.
-	instByAlloc = iota
-)
-
-const (
-	// By node: every allocation, terminal ones too, in ID order.
-	allocByNode = iota
-	// By plugin: only running allocations, the plugins' expected
-	// instances.
-	allocByPlugin
-)
-
-var volumeSpec = &tableSpec[*volRow]{
-	key: func(r *volRow) string { return volumeKey(r.v.Namespace, r.v.ID) },
-	indexes: []indexSpec[*volRow]{
-		volByPlugin: {
-			keyOnly: true,
-			keys: func(r *volRow, pk string) []ikey {
-				return []ikey{{r.v.PluginID, pk}}
-			},
-			same: func(old, r *volRow) bool { return old.v.PluginID == r.v.PluginID },
-		},
-		volByNode: {
-			keys: func(r *volRow, pk string) []ikey {
-				nodes := claimNodes(&r.v)
-				keys := make([]ikey, len(nodes))
-				for i, n := range nodes {
-					keys[i] = ikey{n, key1(r.v.PluginID) + pk}
+func schema() *memdb.DBSchema {
+	return &memdb.DBSchema{Tables: map[string]*memdb.TableSchema{
+		tVolumes: {Name: tVolumes, Indexes: map[string]*memdb.IndexSchema{
+			iID: {Name: iID, Unique: true, Indexer: single(2, func(v *csi.Volume) []string {
+				return []string{v.Namespace, v.ID}
+			})},
+			iPlugin: {Name: iPlugin, Indexer: single(1, func(v *csi.Volume) []string {
+				return []string{v.PluginID}
+			})},
+			// One key per node holding a claim (live or past); the plugin
+			// in the key lets a claim count a node's volumes of one plugin.
+			iClaimNode: {Name: iClaimNode, AllowMissing: true, Indexer: multi(2, func(v *csi.Volume) [][]string {
+				var keys [][]string
+				for _, n := range claimNodes(v) {
+					keys = append(keys, []string{n, v.PluginID})
 				}
 				return keys
-			},
-			same: func(old, r *volRow) bool {
-				return old.v.PluginID == r.v.PluginID && sameClaimants(&old.v, &r.v)
-			},
-		},
-		volByAlloc: {
-			keyOnly: true,
-			keys: func(r *volRow, pk string) []ikey {
-				var keys []ikey
-				for _, m := range []map[string]*csi.Claim{r.v.ReadClaims, r.v.WriteClaims, r.v.PastClaims} {
+			})},
+			iClaimAlloc: {Name: iClaimAlloc, AllowMissing: true, Indexer: multi(1, func(v *csi.Volume) [][]string {
+				var keys [][]string
+				for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims, v.PastClaims} {
 					for id := range m {
-						keys = append(keys, ikey{id, pk})
+						keys = append(keys, []string{id})
 					}
 				}
+				slices.SortFunc(keys, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
 				return keys
-			},
-			same: func(old, r *volRow) bool { return sameClaimants(&old.v, &r.v) },
-		},
-		volPast: {
-			keys: func(r *volRow, pk string) []ikey {
-				if len(r.v.PastClaims) == 0 {
+			})},
+			// Only volumes with past claims are in this index, so the
+			// release worker's scan costs what it has to do.
+			iPast: {Name: iPast, AllowMissing: true, Indexer: single(1, func(v *csi.Volume) []string {
+				if len(v.PastClaims) == 0 {
 					return nil
 				}
-				return []ikey{{"", pk}}
-			},
-			same: func(old, r *volRow) bool { return (len(old.v.PastClaims) == 0) == (len(r.v.PastClaims) == 0) },
-		},
-	},
-}
-
-var pluginSpec = &tableSpec[*csi.Plugin]{
-	key: func(p *csi.Plugin) string { return p.ID },
-}
-
-var instanceSpec = &tableSpec[*instance]{
-	key: func(i *instance) string { return instanceKey(i.PluginID, i.Role, i.NodeID) },
-	indexes: []indexSpec[*instance]{
-		instByAlloc: {
-			keyOnly: true,
-			keys: func(i *instance, pk string) []ikey {
+				return []string{"past"}
+			})},
+		}},
+		tPlugins: {Name: tPlugins, Indexes: map[string]*memdb.IndexSchema{
+			iID: {Name: iID, Unique: true, Indexer: single(1, func(p *csi.Plugin) []string { return []string{p.ID} })},
+		}},
+		tInstances: {Name: tInstances, Indexes: map[string]*memdb.IndexSchema{
+			iID: {Name: iID, Unique: true, Indexer: single(3, func(i *instance) []string {
+				return []string{i.PluginID, string(i.Role), i.NodeID}
+			})},
+			// A terminal allocation's instances go wherever they were reported.
+			iAlloc: {Name: iAlloc, AllowMissing: true, Indexer: single(1, func(i *instance) []string {
 				if i.Info.AllocationID == "" {
 					return nil
 				}
-				return []ikey{{i.Info.AllocationID, pk}}
-			},
-			same: func(old, i *instance) bool { return old.Info.AllocationID == i.Info.AllocationID },
-		},
-	},
-}
-
-var nodeSpec = &tableSpec[*Node]{
-	key: func(n *Node) string { return n.ID },
-}
-
-var allocationSpec = &tableSpec[*csi.Allocation]{
-	key: func(a *csi.Allocation) string { return a.ID },
-	indexes: []indexSpec[*csi.Allocation]{
-		allocByNode: {
-			keys: func(a *csi.Allocation, pk string) []ikey {
-				return []ikey{{a.NodeID, pk}}
-			},
-			same: func(old, a *csi.Allocation) bool { return old.NodeID == a.NodeID },
-		},
-		allocByPlugin: {
-			keys: func(a *csi.Allocation, pk string) []ikey {
-				ids := allocPluginIDs(a)
-				keys := make([]ikey, len(ids))
-				for i, id := range ids {
-					keys[i] = ikey{id, pk}
+				return []string{i.Info.AllocationID}
+			})},
+		}},
+		tNodes: {Name: tNodes, Indexes: map[string]*memdb.IndexSchema{
+			iID: {Name: iID, Unique: true, Indexer: single(1, func(n *Node) []string { return []string{n.ID} })},
+		}},
+		tAllocations: {Name: tAllocations, Indexes: map[string]*memdb.IndexSchema{
+			iID: {Name: iID, Unique: true, Indexer: single(1, func(a *csi.Allocation) []string { return []string{a.ID} })},
+			// Every allocation, terminal ones too; memdb orders a node's
+			// entries by allocation ID.
+			iNode: {Name: iNode, Indexer: single(1, func(a *csi.Allocation) []string { return []string{a.NodeID} })},
+			// Only running allocations: they are the plugins' expected
+			// instances.
+			iPlugin: {Name: iPlugin, AllowMissing: true, Indexer: multi(1, func(a *csi.Allocation) [][]string {
+				var keys [][]string
+				for _, id := range allocPluginIDs(a) {
+					keys = append(keys, []string{id})
 				}
 				return keys
-			},
-			same: func(old, a *csi.Allocation) bool {
-				return old.Terminal == a.Terminal && slices.Equal(old.Plugins, a.Plugins)
-			},
-		},
-	},
-}
-
-// sameClaimants reports whether two versions of a volume hold claims of
-// the same allocations on the same nodes, in whichever maps: then they
-// have the same keys in the claim-node and claim-allocation indexes. It
-// relies on an allocation holding at most one claim on a volume.
-func sameClaimants(old, v *csi.Volume) bool {
-	if len(old.ReadClaims)+len(old.WriteClaims)+len(old.PastClaims) != len(v.ReadClaims)+len(v.WriteClaims)+len(v.PastClaims) {
-		return false
-	}
-	for _, m := range [...]map[string]*csi.Claim{old.ReadClaims, old.WriteClaims, old.PastClaims} {
-		for id, c := range m {
-			if n := v.Claim(id); n == nil || n.NodeID != c.NodeID {
-				return false
-			}
-		}
-	}
-	return true
+			})},
+		}},
+		tIndex: {Name: tIndex, Indexes: map[string]*memdb.IndexSchema{
+			iID: {Name: iID, Unique: true, Indexer: single(1, func(r *indexRow) []string { return []string{string(r.Table)} })},
+		}},
+	}}
 }
 
 // claimNodes returns the distinct nodes of a volume's claims, sorted.
@@ -268,4 +149,107 @@ func claimNodes(v *csi.Volume) []string {
 	}
 	slices.Sort(nodes)
 	return slices.Compact(nodes)
+}
+
+// A key is the concatenation of its parts, each ending in a NUL byte.
+// IDs never hold a NUL (csi.ValidateID), so keys of different parts
+// cannot collide, and a prefix of whole parts selects exactly the rows
+// that share those parts.
+func encodeKey(parts []string) []byte {
+	n := 0
+	for _, p := range parts {
+		n += len(p) + 1
+	}
+	b := make([]byte, 0, n)
+	for _, p := range parts {
+		b = append(b, p...)
+		b = append(b, 0)
+	}
+	return b
+}
+
+// keyArgs turns query arguments into keys for an index of n parts.
+type keyArgs struct{ n int }
+
+func (k keyArgs) strings(args []any) ([]string, error) {
+	out := make([]string, len(args))
+	for i, a := range args {
+		s, ok := a.(string)
+		if !ok {
+			return nil, fmt.Errorf("index argument %d is %T, not a string", i, a)
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+func (k keyArgs) FromArgs(args ...any) ([]byte, error) {
+	if len(args) != k.n {
+		return nil, fmt.Errorf("index takes %d arguments, got %d", k.n, len(args))
+	}
+	parts, err := k.strings(args)
+	if err != nil {
+		return nil, err
+	}
+	return encodeKey(parts), nil
+}
+
+// PrefixFromArgs takes 1 to n arguments; every argument but the last is
+// a whole part, the last a prefix of its part.
+func (k keyArgs) PrefixFromArgs(args ...any) ([]byte, error) {
+	if len(args) == 0 || len(args) > k.n {
+		return nil, fmt.Errorf("prefix index takes 1 to %d arguments, got %d", k.n, len(args))
+	}
+	parts, err := k.strings(args)
+	if err != nil {
+		return nil, err
+	}
+	b := encodeKey(parts)
+	return b[:len(b)-1], nil
+}
+
+type singleIndex[T any] struct {
+	keyArgs
+	of func(T) []string
+}
+
+func single[T any](n int, of func(T) []string) *singleIndex[T] {
+	return &singleIndex[T]{keyArgs: keyArgs{n: n}, of: of}
+}
+
+func (s *singleIndex[T]) FromObject(raw any) (bool, []byte, error) {
+	obj, ok := raw.(T)
+	if !ok {
+		return false, nil, fmt.Errorf("index expects %T, got %T", obj, raw)
+	}
+	parts := s.of(obj)
+	if parts == nil {
+		return false, nil, nil
+	}
+	return true, encodeKey(parts), nil
+}
+
+type multiIndex[T any] struct {
+	keyArgs
+	of func(T) [][]string
+}
+
+func multi[T any](n int, of func(T) [][]string) *multiIndex[T] {
+	return &multiIndex[T]{keyArgs: keyArgs{n: n}, of: of}
+}
+
+func (m *multiIndex[T]) FromObject(raw any) (bool, [][]byte, error) {
+	obj, ok := raw.(T)
+	if !ok {
+		return false, nil, fmt.Errorf("index expects %T, got %T", obj, raw)
+	}
+	keys := m.of(obj)
+	if len(keys) == 0 {
+		return false, nil, nil
+	}
+	out := make([][]byte, len(keys))
+	for i, k := range keys {
+		out[i] = encodeKey(k)
+	}
+	return true, out, nil
 }

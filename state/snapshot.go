@@ -10,9 +10,11 @@ import (
 	"hash"
 	"hash/crc32"
 	"io"
+	"slices"
+
+	"github.com/hashicorp/go-memdb"
 
 	"github.com/csikit/csikit/csi"
-	"slices"
 )
 
 // ErrBadSnapshot is matched by every Restore error caused by the
@@ -34,16 +36,10 @@ const (
 	snapshotVersion = 1
 )
 
-// Snapshot table names, in the order they are written. The index rows
-// come first, sorted by table name; then the rows of each table in
-// primary key order.
-const (
-	snapIndex       = "index"
-	snapVolumes     = "volumes"
-	snapPlugins     = "plugins"
-	snapNodes       = "nodes"
-	snapAllocations = "allocations"
-)
+// snapshotTables are the tables written, in order.
+func snapshotTables() []string {
+	return []string{tIndex, tVolumes, tPlugins, tNodes, tAllocations}
+}
 
 type snapshotHeader struct {
 	Format  string `json:"format"`
@@ -61,72 +57,45 @@ type snapshotTrailer struct {
 	CRC32 uint32 `json:"crc32"`
 }
 
-// Snapshot implements Snapshotter. It writes the state published when it
-// began, so writes go on meanwhile.
+// Snapshot implements Snapshotter. It writes one consistent state, read
+// from a memdb snapshot, so writes go on meanwhile.
 func (s *MemStore) Snapshot(ctx context.Context, w io.Writer) error {
-	d := s.read()
+	txn := s.read()
 	bw := bufio.NewWriter(w)
 	sum := crc32.NewIEEE()
-	sw := &snapshotWriter{ctx: ctx, body: io.MultiWriter(bw, sum)}
-	if err := writeJSONLine(sw.body, snapshotHeader{Format: snapshotFormat, Version: snapshotVersion}); err != nil {
+	body := io.MultiWriter(bw, sum)
+	if err := writeJSONLine(body, snapshotHeader{Format: snapshotFormat, Version: snapshotVersion}); err != nil {
 		return err
 	}
-	tables := Tables()
-	slices.Sort(tables)
-	for _, t := range tables {
-		id, _ := t.id()
-		if err := sw.row(snapIndex, &indexRow{Table: t, Index: d.index[id]}); err != nil {
-			return err
+	rows := 0
+	for _, table := range snapshotTables() {
+		it, err := txn.Get(table, iID)
+		if err != nil {
+			return dbErr("snapshot "+table, err)
+		}
+		for raw := it.Next(); raw != nil; raw = it.Next() {
+			if rows%1024 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			row, err := json.Marshal(raw)
+			if err != nil {
+				return fmt.Errorf("state: snapshot %s row: %w", table, err)
+			}
+			if err := writeJSONLine(body, snapshotLine{Table: table, Row: row}); err != nil {
+				return err
+			}
+			rows++
 		}
 	}
-	d.volumes.scan("", func(r *volRow) bool { return sw.row(snapVolumes, r.full()) == nil })
-	writeRows(sw, snapPlugins, &d.plugins)
-	writeRows(sw, snapNodes, &d.nodes)
-	writeRows(sw, snapAllocations, &d.allocs)
-	if sw.err != nil {
-		return sw.err
-	}
-	if err := writeJSONLine(bw, snapshotTrailer{End: true, Rows: sw.rows, CRC32: sum.Sum32()}); err != nil {
+	if err := writeJSONLine(bw, snapshotTrailer{End: true, Rows: rows, CRC32: sum.Sum32()}); err != nil {
 		return err
 	}
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("state: write snapshot: %w", err)
 	}
 	return nil
-}
-
-// snapshotWriter writes row lines and counts them; it keeps the first
-// error and writes nothing after it.
-type snapshotWriter struct {
-	ctx  context.Context
-	body io.Writer
-	rows int
-	err  error
-}
-
-func (sw *snapshotWriter) row(table string, row any) error {
-	if sw.err != nil {
-		return sw.err
-	}
-	if sw.rows%1024 == 0 {
-		if sw.err = sw.ctx.Err(); sw.err != nil {
-			return sw.err
-		}
-	}
-	b, err := json.Marshal(row)
-	if err != nil {
-		sw.err = fmt.Errorf("state: snapshot %s row: %w", table, err)
-		return sw.err
-	}
-	if sw.err = writeJSONLine(sw.body, snapshotLine{Table: table, Row: b}); sw.err != nil {
-		return sw.err
-	}
-	sw.rows++
-	return nil
-}
-
-func writeRows[T comparable](sw *snapshotWriter, name string, t *table[T]) {
-	t.scan("", func(row T) bool { return sw.row(name, row) == nil })
 }
 
 func writeJSONLine(w io.Writer, v any) error {
@@ -140,16 +109,16 @@ func writeJSONLine(w io.Writer, v any) error {
 	return nil
 }
 
-// Restore implements Snapshotter. It builds a new state from the whole
+// Restore implements Snapshotter. It builds a new database from the whole
 // snapshot, checks the trailer, and only then swaps it in; blocked Wait
 // calls return.
 func (s *MemStore) Restore(ctx context.Context, r io.Reader) error {
-	d, last, err := readSnapshot(ctx, r)
+	db, last, err := readSnapshot(ctx, r)
 	if err != nil {
 		return err
 	}
 	s.writeMu.Lock()
-	old := s.root.Swap(d)
+	old := s.gen.Swap(&generation{db: db, replaced: make(chan struct{})})
 	s.last = last
 	s.writeMu.Unlock()
 	close(old.replaced)
@@ -186,7 +155,7 @@ func readLine(br *bufio.Reader, rows int) ([]byte, error) {
 	return line, nil
 }
 
-func readSnapshot(ctx context.Context, r io.Reader) (*db, uint64, error) {
+func readSnapshot(ctx context.Context, r io.Reader) (*memdb.MemDB, uint64, error) {
 	br := bufio.NewReader(r)
 	sum := crc32.NewIEEE()
 	line, err := readLine(br, 0)
@@ -203,7 +172,12 @@ func readSnapshot(ctx context.Context, r io.Reader) (*db, uint64, error) {
 	}
 	sum.Write(line)
 
-	w := &writer{o: new(owner), d: emptyDB()}
+	db, err := memdb.NewMemDB(schema())
+	if err != nil {
+		return nil, 0, fmt.Errorf("state: build schema: %w", err)
+	}
+	txn := db.Txn(true)
+	defer txn.Abort()
 	rows := 0
 	for {
 		if rows%1024 == 0 {
@@ -222,17 +196,24 @@ func readSnapshot(ctx context.Context, r io.Reader) (*db, uint64, error) {
 			break
 		}
 		sum.Write(line)
-		if err := restoreRow(w, line); err != nil {
+		if err := restoreRow(txn, line); err != nil {
 			return nil, 0, badSnapshot("row %d: %v", rows+1, err)
 		}
 		rows++
 	}
-	rebuildInstances(w)
+	if err := rebuildInstances(txn); err != nil {
+		return nil, 0, badSnapshot("%v", err)
+	}
 	var last uint64
-	for _, idx := range w.d.index {
+	for _, t := range Tables() {
+		_, idx, err := tableIndex(txn, t)
+		if err != nil {
+			return nil, 0, err
+		}
 		last = max(last, idx)
 	}
-	return w.d, last, nil
+	txn.Commit()
+	return db, last, nil
 }
 
 func checkTrailer(br *bufio.Reader, line []byte, rows int, sum hash.Hash32) error {
@@ -252,70 +233,77 @@ func checkTrailer(br *bufio.Reader, line []byte, rows int, sum hash.Hash32) erro
 	return nil
 }
 
-// restoreRow stores one snapshot line's row in the state w builds. A
-// row that the store could not hold (a null claim or plugin instance) is
-// refused rather than stored.
-func restoreRow(w *writer, line []byte) error {
+func restoreRow(txn *memdb.Txn, line []byte) error {
 	var l snapshotLine
 	if err := strictUnmarshal(line, &l); err != nil {
 		return err
 	}
+	var obj any
 	var err error
 	switch l.Table {
-	case snapIndex:
-		var r *indexRow
-		if r, err = decodeRow[indexRow](l.Row); err == nil {
-			id, ok := r.Table.id()
-			if !ok {
-				return fmt.Errorf("index of unknown table %q", r.Table)
-			}
-			w.d.index[id] = r.Index
-		}
-	case snapVolumes:
-		var v *csi.Volume
-		if v, err = decodeRow[csi.Volume](l.Row); err == nil {
-			if err = checkRestoredVolume(v); err == nil {
-				// A snapshot holds no empty attribute map (they are
-				// omitted), but a row stores none either way.
-				v.Parameters, v.Context = nilIfEmpty(v.Parameters), nilIfEmpty(v.Context)
-				v.Secrets = nilIfEmpty(v.Secrets)
-				w.d.volumes.put(w.o, volumeSpec, newVolRow(v))
-			}
-		}
-	case snapPlugins:
-		var p *csi.Plugin
-		if p, err = decodeRow[csi.Plugin](l.Row); err == nil {
-			w.d.plugins.put(w.o, pluginSpec, p)
-		}
-	case snapNodes:
-		var n *Node
-		if n, err = decodeRow[Node](l.Row); err == nil {
-			if slices.Contains(n.Plugins, nil) {
-				err = fmt.Errorf("node %s lists a null plugin instance", n.ID)
-			} else {
-				w.d.nodes.put(w.o, nodeSpec, n)
-			}
-		}
-	case snapAllocations:
-		var a *csi.Allocation
-		if a, err = decodeRow[csi.Allocation](l.Row); err == nil {
-			w.d.allocs.put(w.o, allocationSpec, a)
-		}
+	case tIndex:
+		obj, err = decodeRow[indexRow](l.Row)
+	case tVolumes:
+		obj, err = decodeRow[csi.Volume](l.Row)
+	case tPlugins:
+		obj, err = decodeRow[csi.Plugin](l.Row)
+	case tNodes:
+		obj, err = decodeRow[Node](l.Row)
+	case tAllocations:
+		obj, err = decodeRow[csi.Allocation](l.Row)
 	default:
 		return fmt.Errorf("unknown table %q", l.Table)
 	}
+	if err == nil {
+		err = checkRow(obj)
+	}
 	if err != nil {
+		return fmt.Errorf("%s: %v", l.Table, err)
+	}
+	if err := txn.Insert(l.Table, obj); err != nil {
 		return fmt.Errorf("%s: %v", l.Table, err)
 	}
 	return nil
 }
 
-func checkRestoredVolume(v *csi.Volume) error {
-	for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims, v.PastClaims} {
-		for id, c := range m {
-			if c == nil {
-				return fmt.Errorf("volume %s holds a null claim for allocation %s", volName(v.Namespace, v.ID), id)
+// checkRow refuses a decoded row that the store's indexes and readers
+// cannot hold: a null where a claim or a plugin instance must be (which
+// the indexers would dereference), or the index of a table the store
+// does not have. The store never writes such rows; a snapshot that
+// holds one was written by something else or edited.
+func checkRow(obj any) error {
+	nullClaim := func(ms ...map[string]*csi.Claim) error {
+		for _, m := range ms {
+			for alloc, c := range m {
+				if c == nil {
+					return fmt.Errorf("null claim for allocation %q", alloc)
+				}
 			}
+		}
+		return nil
+	}
+	nullInstance := func(where string, ms ...map[string]*csi.PluginInfo) error {
+		for _, m := range ms {
+			for node, in := range m {
+				if in == nil {
+					return fmt.Errorf("%s: null plugin instance on node %q", where, node)
+				}
+			}
+		}
+		return nil
+	}
+	switch r := obj.(type) {
+	case *indexRow:
+		return validTable(r.Table)
+	case *csi.Volume:
+		if err := nullClaim(r.ReadClaims, r.WriteClaims, r.PastClaims); err != nil {
+			return fmt.Errorf("volume %s/%s: %v", r.Namespace, r.ID, err)
+		}
+	case *csi.Plugin:
+		return nullInstance("plugin "+r.ID, r.Controllers, r.Nodes)
+	case *Node:
+		if slices.Contains(r.Plugins, nil) {
+			return fmt.Errorf("node %s: null plugin instance", r.ID)
 		}
 	}
 	return nil
@@ -330,11 +318,21 @@ func decodeRow[T any](b []byte) (*T, error) {
 }
 
 // rebuildInstances derives the instances table from the node rows.
-func rebuildInstances(w *writer) {
-	w.d.nodes.scan("", func(n *Node) bool {
+func rebuildInstances(txn *memdb.Txn) error {
+	it, err := txn.Get(tNodes, iID)
+	if err != nil {
+		return err
+	}
+	var nodes []*Node
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		nodes = append(nodes, raw.(*Node))
+	}
+	for _, n := range nodes {
 		for k, info := range expand(n.Plugins) {
-			w.d.instances.put(w.o, instanceSpec, &instance{PluginID: k.plugin, Role: k.role, NodeID: n.ID, Info: info})
+			if err := txn.Insert(tInstances, &instance{PluginID: k.plugin, Role: k.role, NodeID: n.ID, Info: info}); err != nil {
+				return fmt.Errorf("node %s: %v", n.ID, err)
+			}
 		}
-		return true
-	})
+	}
+	return nil
 }

@@ -11,7 +11,7 @@
 // Failures are reported per case with t.Errorf, so one run shows every
 // broken rule, not only the first.
 //
-// state.MemStore passes it; a host that keeps CSI state in its own
+// The memdb store passes it; a host that keeps CSI state in its own
 // database runs it against its implementation from a test:
 //
 //	func TestStore(t *testing.T) {
