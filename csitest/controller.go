@@ -9,6 +9,8 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/csikit/csikit/csi/plugin"
 )
 
 type controllerServer struct {
@@ -273,32 +275,7 @@ func (s controllerServer) ControllerGetCapabilities(context.Context, *csipb.Cont
 	p.mu.Lock()
 	c := p.ctrlCaps
 	p.mu.Unlock()
-	type rpc = csipb.ControllerServiceCapability_RPC_Type
-	var resp csipb.ControllerGetCapabilitiesResponse
-	add := func(on bool, t rpc) {
-		if on {
-			resp.Capabilities = append(resp.Capabilities, &csipb.ControllerServiceCapability{
-				Type: &csipb.ControllerServiceCapability_Rpc{Rpc: &csipb.ControllerServiceCapability_RPC{Type: t}},
-			})
-		}
-	}
-	add(c.CreateDeleteVolume, csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME)
-	add(c.PublishUnpublishVolume, csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME)
-	add(c.ListVolumes, csipb.ControllerServiceCapability_RPC_LIST_VOLUMES)
-	add(c.GetCapacity, csipb.ControllerServiceCapability_RPC_GET_CAPACITY)
-	add(c.CreateDeleteSnapshot, csipb.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT)
-	add(c.ListSnapshots, csipb.ControllerServiceCapability_RPC_LIST_SNAPSHOTS)
-	add(c.CloneVolume, csipb.ControllerServiceCapability_RPC_CLONE_VOLUME)
-	add(c.PublishReadonly, csipb.ControllerServiceCapability_RPC_PUBLISH_READONLY)
-	add(c.ExpandVolume, csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME)
-	add(c.ListVolumesPublishedNodes, csipb.ControllerServiceCapability_RPC_LIST_VOLUMES_PUBLISHED_NODES)
-	add(c.GetVolume, csipb.ControllerServiceCapability_RPC_GET_VOLUME)
-	add(c.SingleNodeMultiWriter, csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
-	add(c.ModifyVolume, csipb.ControllerServiceCapability_RPC_MODIFY_VOLUME)
-	add(c.GetSnapshot, csipb.ControllerServiceCapability_RPC_GET_SNAPSHOT)
-	add(c.GetVolumeHealth, csipb.ControllerServiceCapability_RPC_GET_VOLUME_HEALTH)
-	add(c.ListVolumeHealth, csipb.ControllerServiceCapability_RPC_LIST_VOLUME_HEALTH)
-	return &resp, nil
+	return &csipb.ControllerGetCapabilitiesResponse{Capabilities: plugin.ControllerCapabilitiesToPB(c)}, nil
 }
 
 func (s controllerServer) CreateSnapshot(_ context.Context, req *csipb.CreateSnapshotRequest) (*csipb.CreateSnapshotResponse, error) {

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/plugin"
 )
 
 type nodeServer struct {
@@ -344,22 +345,7 @@ func (s nodeServer) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabilit
 	p.mu.Lock()
 	c := p.nodeCaps
 	p.mu.Unlock()
-	var resp csipb.NodeGetCapabilitiesResponse
-	add := func(on bool, t csipb.NodeServiceCapability_RPC_Type) {
-		if on {
-			resp.Capabilities = append(resp.Capabilities, &csipb.NodeServiceCapability{
-				Type: &csipb.NodeServiceCapability_Rpc{Rpc: &csipb.NodeServiceCapability_RPC{Type: t}},
-			})
-		}
-	}
-	add(c.StageUnstageVolume, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)
-	add(c.GetVolumeStats, csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS)
-	add(c.ExpandVolume, csipb.NodeServiceCapability_RPC_EXPAND_VOLUME)
-	add(c.SingleNodeMultiWriter, csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER)
-	add(c.VolumeMountGroup, csipb.NodeServiceCapability_RPC_VOLUME_MOUNT_GROUP)
-	add(c.GetVolumeHealth, csipb.NodeServiceCapability_RPC_GET_VOLUME_HEALTH)
-	add(c.GetStorageHealth, csipb.NodeServiceCapability_RPC_GET_STORAGE_HEALTH)
-	return &resp, nil
+	return &csipb.NodeGetCapabilitiesResponse{Capabilities: plugin.NodeCapabilitiesToPB(c)}, nil
 }
 
 func (s nodeServer) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csipb.NodeGetInfoResponse, error) {

@@ -264,7 +264,7 @@ func pluginCapsToPB(c Capabilities) []*csipb.PluginCapability {
 }
 
 // controllerBits is the table behind controllerCapsFromPB and
-// controllerCapsToPB, over the flags of c, in the spec's enum order.
+// ControllerCapabilitiesToPB, over the flags of c, in the spec's enum order.
 func controllerBits(c *csi.ControllerCapabilities) [16]capBit[csipb.ControllerServiceCapability_RPC_Type] {
 	return [...]capBit[csipb.ControllerServiceCapability_RPC_Type]{
 		{csipb.ControllerServiceCapability_RPC_CREATE_DELETE_VOLUME, &c.CreateDeleteVolume},
@@ -303,9 +303,12 @@ func controllerCapsFromPB(list []*csipb.ControllerServiceCapability) csi.Control
 	return c
 }
 
-// controllerCapsToPB is the inverse of controllerCapsFromPB, in the
-// spec's enum order.
-func controllerCapsToPB(c csi.ControllerCapabilities) []*csipb.ControllerServiceCapability {
+// ControllerCapabilitiesToPB lists c as ControllerGetCapabilities
+// answers it, in the spec's enum order: the inverse of what the client
+// reads from a plugin. Like CapabilityToPB it is exported for code that
+// speaks the spec directly (fake plugins), so that csikit keeps one
+// table of the capability flags.
+func ControllerCapabilitiesToPB(c csi.ControllerCapabilities) []*csipb.ControllerServiceCapability {
 	bits := controllerBits(&c)
 	return bitsToPB(bits[:], func(t csipb.ControllerServiceCapability_RPC_Type) *csipb.ControllerServiceCapability {
 		return &csipb.ControllerServiceCapability{Type: &csipb.ControllerServiceCapability_Rpc{
@@ -313,7 +316,7 @@ func controllerCapsToPB(c csi.ControllerCapabilities) []*csipb.ControllerService
 	})
 }
 
-// nodeBits is the table behind nodeCapsFromPB and nodeCapsToPB, over
+// nodeBits is the table behind nodeCapsFromPB and NodeCapabilitiesToPB, over
 // the flags of c.
 func nodeBits(c *csi.NodeCapabilities) [7]capBit[csipb.NodeServiceCapability_RPC_Type] {
 	return [...]capBit[csipb.NodeServiceCapability_RPC_Type]{
@@ -342,8 +345,10 @@ func nodeCapsFromPB(list []*csipb.NodeServiceCapability) csi.NodeCapabilities {
 	return c
 }
 
-// nodeCapsToPB is the inverse of nodeCapsFromPB.
-func nodeCapsToPB(c csi.NodeCapabilities) []*csipb.NodeServiceCapability {
+// NodeCapabilitiesToPB lists c as NodeGetCapabilities answers it, in
+// the spec's enum order: the inverse of what the client reads from a
+// plugin. See ControllerCapabilitiesToPB.
+func NodeCapabilitiesToPB(c csi.NodeCapabilities) []*csipb.NodeServiceCapability {
 	bits := nodeBits(&c)
 	return bitsToPB(bits[:], func(t csipb.NodeServiceCapability_RPC_Type) *csipb.NodeServiceCapability {
 		return &csipb.NodeServiceCapability{Type: &csipb.NodeServiceCapability_Rpc{

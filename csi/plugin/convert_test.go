@@ -159,7 +159,7 @@ func allFlags[T any]() T {
 func TestConvert_ControllerCapabilities_BothWays(t *testing.T) {
 	seen := map[csipb.ControllerServiceCapability_RPC_Type]bool{}
 	eachFlag(t, func(t *testing.T, c csi.ControllerCapabilities) {
-		pb := controllerCapsToPB(c)
+		pb := ControllerCapabilitiesToPB(c)
 		must(t, len(pb) == 1, "each capability is one spec value, got %v", pb)
 		typ := pb[0].GetRpc().GetType()
 		must(t, typ != csipb.ControllerServiceCapability_RPC_UNKNOWN, "field maps to UNKNOWN")
@@ -169,10 +169,10 @@ func TestConvert_ControllerCapabilities_BothWays(t *testing.T) {
 	})
 	t.Run("all", func(t *testing.T) {
 		all := allFlags[csi.ControllerCapabilities]()
-		eq(t, all, controllerCapsFromPB(controllerCapsToPB(all)))
+		eq(t, all, controllerCapsFromPB(ControllerCapabilitiesToPB(all)))
 	})
 	t.Run("none", func(t *testing.T) {
-		eq(t, 0, len(controllerCapsToPB(csi.ControllerCapabilities{})))
+		eq(t, 0, len(ControllerCapabilitiesToPB(csi.ControllerCapabilities{})))
 		eq(t, csi.ControllerCapabilities{}, controllerCapsFromPB(nil))
 	})
 	rpc := func(t csipb.ControllerServiceCapability_RPC_Type) *csipb.ControllerServiceCapability {
@@ -200,7 +200,7 @@ func TestConvert_ControllerCapabilities_BothWays(t *testing.T) {
 func TestConvert_NodeCapabilities_BothWays(t *testing.T) {
 	seen := map[csipb.NodeServiceCapability_RPC_Type]bool{}
 	eachFlag(t, func(t *testing.T, c csi.NodeCapabilities) {
-		pb := nodeCapsToPB(c)
+		pb := NodeCapabilitiesToPB(c)
 		must(t, len(pb) == 1, "each capability is one spec value, got %v", pb)
 		typ := pb[0].GetRpc().GetType()
 		must(t, typ != csipb.NodeServiceCapability_RPC_UNKNOWN, "field maps to UNKNOWN")
@@ -210,7 +210,7 @@ func TestConvert_NodeCapabilities_BothWays(t *testing.T) {
 	})
 	t.Run("all", func(t *testing.T) {
 		all := allFlags[csi.NodeCapabilities]()
-		eq(t, all, nodeCapsFromPB(nodeCapsToPB(all)))
+		eq(t, all, nodeCapsFromPB(NodeCapabilitiesToPB(all)))
 	})
 	rpc := func(t csipb.NodeServiceCapability_RPC_Type) *csipb.NodeServiceCapability {
 		return &csipb.NodeServiceCapability{Type: &csipb.NodeServiceCapability_Rpc{Rpc: &csipb.NodeServiceCapability_RPC{Type: t}}}
