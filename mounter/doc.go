@@ -75,10 +75,14 @@
 //     being undone by an OS crash.
 //
 // Outcomes that narrow what may be mounted (a stage or publish that
-// succeeded, a teardown done, a call the plugin refused) are written
-// without a sync: a restarted agent reads them, an OS crash may lose
-// them, and the volume's next synced write carries them. A volume that
-// is fully torn down frees its file, unsynced. Each durable write is
+// succeeded, a teardown done) are written without a sync: a restarted
+// agent reads them, an OS crash may lose them, and the volume's next
+// synced write carries them. A volume that is fully torn down frees its
+// file, unsynced. The one narrowing that is synced is a failed mount's
+// withdrawal of its publish intent (the stage failed, or the plugin
+// refused the publish): the host's UnmountVolume then finds nothing to
+// do and writes nothing, so an OS crash must not bring the allocation
+// back. Each durable write is
 // one fdatasync of a write in place (unless the pool of files must
 // grow, see below): a full stage–publish–unpublish–unstage cycle makes
 // two, for four plugin calls (Stats counts them).

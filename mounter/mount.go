@@ -153,7 +153,7 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 	if err := m.store.save(rec); err != nil {
 		s.Stage, s.StagingPath = prevStage, prevPath
 		s.setPub(usage.ClaimMode, req.AllocationID, prior)
-		m.settle(v)
+		m.settle(v, false)
 		return nil, err
 	}
 
@@ -172,11 +172,14 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 			// NodePublishVolume never ran: its intent goes. Only a refusal
 			// proves nothing was staged; after any other error the volume
 			// may be staged, as the file already says.
+			// The withdrawal is synced: the host's UnmountVolume finds no
+			// publication to tear down and writes nothing, so an OS crash
+			// must not bring the intent back as a live user.
 			s.setPub(usage.ClaimMode, req.AllocationID, prior)
 			if csi.Classify(err) == csi.ClassFinal {
 				s.Stage, s.StagingPath = prevStage, prevPath
 			}
-			m.settle(v)
+			m.settle(v, prior == nil)
 			return nil, fmt.Errorf("NodeStageVolume: %w", err)
 		}
 		// Noted, so that a restarted agent does not stage again; an OS
@@ -203,9 +206,10 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 	if err := client.NodePublishVolume(ctx, pub); err != nil {
 		if csi.Classify(err) == csi.ClassFinal {
 			// The plugin refused: it did not publish. An earlier attempt
-			// whose outcome was unknown still may have.
+			// whose outcome was unknown still may have. A withdrawn intent
+			// is synced, as after a failed stage.
 			s.setPub(usage.ClaimMode, req.AllocationID, prior)
-			m.settle(v)
+			m.settle(v, prior == nil)
 		}
 		return nil, fmt.Errorf("NodePublishVolume: %w", err)
 	}
@@ -321,11 +325,19 @@ func (m *Mounter) unpublish(ctx context.Context, client plugin.NodeClient, rec *
 }
 
 // settle writes the volume's record after a change that narrowed it
-// (an intent undone, a teardown done), without a sync, or frees the
-// volume's file when nothing is tracked any more. It is best effort: if
-// the write fails or is lost, the file keeps the intent, which only
-// makes the next call repeat an idempotent plugin call.
-func (m *Mounter) settle(v *volume) {
+// (an intent undone, a teardown done), or frees the volume's file when
+// nothing is tracked any more. It is best effort: if the write fails or
+// is lost, the file keeps the intent, which makes the next call repeat
+// an idempotent plugin call.
+//
+// durable syncs the write. It is for a publish intent withdrawn without
+// a teardown (the mount failed before or at NodePublishVolume): the
+// host's UnmountVolume for that allocation then finds nothing to do and
+// writes nothing, so an unsynced withdrawal lost in an OS crash would
+// bring the allocation back as a live user that the host believes
+// unmounted. A teardown's outcome needs no sync: the unmount's intent
+// write already marks the allocation as being torn down.
+func (m *Mounter) settle(v *volume, durable bool) {
 	rec := v.rec
 	if rec == nil {
 		return
@@ -333,12 +345,18 @@ func (m *Mounter) settle(v *volume) {
 	rec.prune()
 	if rec.empty() {
 		v.rec = nil
-		if err := m.store.drop(rec.Namespace, rec.VolumeID); err != nil {
+		if err := m.store.drop(rec.Namespace, rec.VolumeID, durable); err != nil {
 			m.logger.Warn("cannot release mount state", "namespace", rec.Namespace, "volume", rec.VolumeID, "error", err)
 		}
 		return
 	}
-	m.note(v)
+	if !durable {
+		m.note(v)
+		return
+	}
+	if err := m.store.save(rec); err != nil {
+		m.logger.Warn("cannot write mount state", "namespace", rec.Namespace, "volume", rec.VolumeID, "error", err)
+	}
 }
 
 // note writes the volume's record, which narrows the last saved one,

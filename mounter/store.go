@@ -65,13 +65,13 @@ import (
 //     repeat an idempotent plugin call. note is best effort and skips
 //     what would need more than a write in place.
 //
-// drop frees a volume's file with a note of the empty record.
+// drop frees a volume's file with a write of the empty record.
 //
 // With Config.NoSync nothing is synced: each write is whole once it
 // has returned (the page cache survives the agent), and an OS crash may
 // lose recent writes or leave a file that New reports as corrupt.
 //
-// save, note and remove for one volume are never called concurrently
+// save, note and drop for one volume are never called concurrently
 // (the Mounter holds the volume's lock); for different volumes they
 // are.
 type store struct {
@@ -203,15 +203,26 @@ func (s *store) write(rec *volumeRecord, durable bool) error {
 		return &persistError{path: s.path(f), err: err}
 	}
 	if durable && v.legacy != "" {
-		// The record is durable in the pool, which a reader prefers: the
-		// old file's removal need not be.
-		if err := os.Remove(v.legacy); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			s.logger.Warn("cannot remove a superseded mount state file; the next start removes it", "path", v.legacy, "error", err)
+		// The record is durable in the pool, which a reader prefers, but
+		// only while the pool holds it: the volume's file is freed without
+		// a sync, so the old file's removal is made durable here (once per
+		// volume moved), lest an OS crash bring it back after the pool's
+		// record has gone.
+		if err := s.removeLegacy(v.legacy); err != nil {
+			s.logger.Warn("cannot remove a superseded mount state file; the next write or start removes it", "path", v.legacy, "error", err)
 		} else {
 			v.legacy = ""
 		}
 	}
 	return nil
+}
+
+// removeLegacy removes a version 1 or 2 file and syncs its directory.
+func (s *store) removeLegacy(p string) error {
+	if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return s.syncDir(filepath.Dir(p))
 }
 
 // put writes data to f: in place when it fits, else (for a durable
@@ -325,16 +336,23 @@ func (s *store) writeFile(name string, data []byte) error {
 	return f.Close()
 }
 
-// drop frees a volume's file once the volume tracks nothing: a note of
-// the empty record, and the file goes back to the pool. It is not
-// synced: if the note is lost in a crash, the file that comes back
-// holds only teardown intents that were already carried out, and the
-// next call on that volume repeats them (the plugin answers NotFound or
-// OK); if the file was taken by another volume meanwhile, that
-// volume's record has the higher generation. That saves a sync per last
-// unmount. A failed note is reported, and the file is freed all the
+// drop frees a volume's file once the volume tracks nothing: a write of
+// the empty record, and the file goes back to the pool. After a
+// teardown it is not synced (durable false): if the write is lost in a
+// crash, the file that comes back holds only teardown intents that were
+// already carried out, and the next call on that volume repeats them
+// (the plugin answers NotFound or OK); if the file was taken by another
+// volume meanwhile, that volume's record has the higher generation.
+// That saves a sync per last unmount. After a mount the plugin refused
+// it is synced (durable true): the file holds the refused publish
+// intent, which the host's UnmountVolume would find gone and so not
+// write over. A failed write is reported, and the file is freed all the
 // same: whatever it holds, the next write to it is newer.
-func (s *store) drop(namespace, volumeID string) error {
+//
+// A file whose slot size is unknown (its creation failed after the
+// rename) is removed instead: it may hold the volume's last saved
+// record at its final name.
+func (s *store) drop(namespace, volumeID string, durable bool) error {
 	k := volKey{namespace, volumeID}
 	s.mu.Lock()
 	v := s.vols[k]
@@ -345,17 +363,23 @@ func (s *store) drop(namespace, volumeID string) error {
 	}
 	var err error
 	if v.legacy != "" {
-		if rerr := os.Remove(v.legacy); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+		if rerr := s.removeLegacy(v.legacy); rerr != nil {
 			err = &persistError{path: v.legacy, err: rerr}
 		}
 	}
 	if f := v.file; f != nil {
 		if f.slotSize > 0 {
-			if werr := s.overwrite(f, nil, false); werr != nil {
+			if werr := s.overwrite(f, nil, durable); werr != nil {
 				if errors.Is(werr, fs.ErrNotExist) {
 					f.slotSize = 0
 				}
 				err = &persistError{path: s.path(f), err: werr}
+			}
+		} else if rerr := os.Remove(s.path(f)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+			err = &persistError{path: s.path(f), err: rerr}
+		} else if rerr == nil && durable {
+			if serr := s.syncDir(s.dir); serr != nil {
+				err = &persistError{path: s.dir, err: serr}
 			}
 		}
 		s.mu.Lock()
@@ -566,7 +590,7 @@ func (s *store) loadLegacy(out map[volKey]*volumeRecord) error {
 			k := volKey{ns.Name(), volumeID}
 			if out[k] != nil {
 				s.logger.Info("removing a mount state file that a version 3 record replaced", "path", p)
-				if err := os.Remove(p); err != nil && !errors.Is(err, fs.ErrNotExist) {
+				if err := s.removeLegacy(p); err != nil {
 					return &StateError{Path: p, Reason: "cannot remove a superseded state file", Err: err}
 				}
 				continue

@@ -113,7 +113,7 @@ func TestStore_Slots_Property(t *testing.T) {
 			case "note":
 				err = s.note(rec)
 			case "remove":
-				err = s.drop("default", "vol1")
+				err = s.drop("default", "vol1", false)
 			}
 			if err != nil {
 				t.Fatalf("%s: %v", op, err)
@@ -280,7 +280,7 @@ func BenchmarkStore_Lifecycle(b *testing.B) {
 				pub("a1", publishUnpublishing)
 				sr.Stage = stageUnstaging
 				must(s.save(rec))
-				must(s.drop("default", rec.VolumeID))
+				must(s.drop("default", rec.VolumeID, false))
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N), "ns/lifecycle")
 			b.ReportMetric(float64(s.fileSyncs.Load()+s.dirSyncs.Load())/float64(b.N), "syncs/lifecycle")

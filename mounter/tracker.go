@@ -58,12 +58,13 @@ const (
 // The record on disk is always at least as pessimistic as the truth:
 // every change that widens what may be staged or published (an intent)
 // is written and synced before the plugin call (store.save); changes
-// that narrow it (a confirmed success, a confirmed teardown, a definite
-// failure) are written without a sync (store.note), so that a restarted
-// agent sees them but an OS crash may lose them, and reach the disk for
-// sure with the record's next synced write. A state read after a crash
-// therefore never forgets a mount, and at worst makes the next call
-// repeat an idempotent plugin call.
+// that narrow it (a confirmed success, a confirmed teardown) are written
+// without a sync (store.note), so that a restarted agent sees them but
+// an OS crash may lose them, and reach the disk for sure with the
+// record's next synced write. A state read after a crash therefore
+// never forgets a mount, and at worst makes the next call repeat an
+// idempotent plugin call. A failed mount's withdrawn publish intent is
+// synced (Mounter.settle): no later write of the host's would carry it.
 //
 // The invariants, which the Mounter keeps and the crash tests check:
 //

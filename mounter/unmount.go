@@ -77,7 +77,7 @@ func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) e
 		if rec.empty() {
 			// Left empty by a mount that finished old teardowns and then
 			// failed: drop the record.
-			m.settle(v)
+			m.settle(v, false)
 		}
 		return nil
 	}
@@ -112,7 +112,7 @@ func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) e
 	// What was torn down is noted, or the file freed if nothing is left
 	// (done all the same if that fails: the record left behind holds
 	// only teardowns that the next call repeats harmlessly).
-	m.settle(v)
+	m.settle(v, false)
 	if err != nil {
 		return err
 	}
