@@ -23,7 +23,9 @@ import (
 //     the healthy controllers), the volume must be attached to the node:
 //     if another claim of the volume on that node, live or still
 //     attached (released but not ControllerDetached), holds a publish
-//     context, it is copied onto this claim; otherwise
+//     context, it is copied onto this claim (for a new claim, in the
+//     same transaction as step 1: a state.Batch of the claim and its
+//     context, with no plugin call between them); otherwise
 //     ControllerPublishVolume is called through the Router with the
 //     claim's CSI node ID (filled by the store from the node plugin's
 //     NodeInfo), and the returned publish context is stored on the claim
@@ -59,6 +61,18 @@ func (s *Server) Claim(ctx context.Context, req *VolumeClaimRequest) (*VolumeCla
 	}
 	defer unlock()
 
+	// A new claim on a volume that must be attached is decided on the
+	// volume as read before the claim is written: the volume lock keeps
+	// this Server's other operations out, and the claim itself is the
+	// only change the write makes that the decision reads (it skips the
+	// claim's own allocation). That lets a claim that shares an
+	// attachment be written with its publish context in one transaction.
+	if vol, err := s.store.Volume(req.Namespace, req.VolumeID); err == nil && vol.Claim(req.Claim.AllocationID) == nil {
+		if needed, err := s.needsPublish(op, vol); err == nil && needed {
+			return s.claimAttached(ctx, op, req, vol)
+		}
+	}
+
 	res, err := s.applier.Apply(ctx, state.ClaimVolume{Namespace: req.Namespace, VolumeID: req.VolumeID, Claim: req.Claim})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
@@ -78,10 +92,59 @@ func (s *Server) Claim(ctx context.Context, req *VolumeClaimRequest) (*VolumeCla
 	if !needed {
 		return &VolumeClaimResponse{Claim: claim, Volume: vol, Index: index}, nil
 	}
+	return s.attach(ctx, op, req, vol, claim, index)
+}
 
+// claimAttached writes a new claim of vol, whose plugin needs
+// ControllerPublishVolume (vol as read before the write). When another
+// claim on the claim's node holds the attachment's publish context, the
+// claim and a copy of that context are written together, in one
+// state.Batch: no plugin call is made, and the claim never exists
+// without its context. Otherwise the claim is written first and the
+// volume attached (attach).
+func (s *Server) claimAttached(ctx context.Context, op string, req *VolumeClaimRequest, vol *csi.Volume) (*VolumeClaimResponse, error) {
+	claim := state.ClaimVolume{Namespace: req.Namespace, VolumeID: req.VolumeID, Claim: req.Claim}
+	if pc := attachedContext(vol, &req.Claim); pc != nil {
+		res, err := s.applier.Apply(ctx, state.Batch{Commands: []state.Command{claim, state.SetPublishContext{
+			Namespace: req.Namespace, VolumeID: req.VolumeID, AllocationID: req.Claim.AllocationID, PublishContext: pc,
+		}}})
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", op, err)
+		}
+		if vol, err = s.store.Volume(req.Namespace, req.VolumeID); err != nil {
+			return nil, fmt.Errorf("%s: the claim is written but reading the volume back failed (retry the claim): %w", op, err)
+		}
+		c := vol.Claim(req.Claim.AllocationID).Copy()
+		if c == nil {
+			return nil, fmt.Errorf("%w: %s: the claim was written but is gone again (removed by another writer); retry the claim",
+				csi.ErrUnavailable, op)
+		}
+		return &VolumeClaimResponse{Claim: c, Volume: vol, Index: res.Index}, nil
+	}
+	res, err := s.applier.Apply(ctx, claim)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if len(res.Claim.PublishContext) > 0 {
+		// Stored by another writer since the read: as for a repeated
+		// claim, it is returned as it is.
+		if vol, err = s.store.Volume(req.Namespace, req.VolumeID); err != nil {
+			return nil, fmt.Errorf("%s: the claim is written but reading the volume back failed (retry the claim): %w", op, err)
+		}
+		return &VolumeClaimResponse{Claim: res.Claim, Volume: vol, Index: res.Index}, nil
+	}
+	return s.attach(ctx, op, req, vol, res.Claim, res.Index)
+}
+
+// attach gives a written claim its publish context: that of another
+// claim on its node holding the attachment, or ControllerPublishVolume's
+// (publish). It stores the context and returns the claim with the
+// volume read back.
+func (s *Server) attach(ctx context.Context, op string, req *VolumeClaimRequest, vol *csi.Volume, claim *csi.Claim, index uint64) (*VolumeClaimResponse, error) {
 	var ctrlNode string
 	pc := attachedContext(vol, claim)
 	if pc == nil {
+		var err error
 		pc, ctrlNode, err = s.publish(ctx, op, vol, claim)
 		if err != nil {
 			return nil, err
@@ -97,7 +160,8 @@ func (s *Server) Claim(ctx context.Context, req *VolumeClaimRequest) (*VolumeCla
 		index = res.Index
 		claim.PublishContext = maps.Clone(pc)
 	}
-	if vol, err = s.store.Volume(req.Namespace, req.VolumeID); err != nil {
+	vol, err := s.store.Volume(req.Namespace, req.VolumeID)
+	if err != nil {
 		return nil, fmt.Errorf("%s: the claim is written but reading the volume back failed (retry the claim): %w", op, err)
 	}
 	return &VolumeClaimResponse{Claim: claim, Volume: vol, Index: index, ControllerNodeID: ctrlNode}, nil

@@ -3,6 +3,9 @@ package rpcshim_test
 import (
 	"context"
 	"errors"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -580,4 +583,87 @@ func TestServer_Reads(t *testing.T) {
 	if !errors.Is(err, context.Canceled) {
 		t.Errorf("read with a done ctx: %v", err)
 	}
+}
+
+// kindsApplier applies through the environment's applier and records the
+// kind of each command, a batch as "batch(kind,kind…)".
+type kindsApplier struct {
+	state.Applier
+	mu    sync.Mutex
+	kinds []string
+}
+
+func (a *kindsApplier) Apply(ctx context.Context, cmd state.Command) (state.Result, error) {
+	k := string(cmd.Kind())
+	if b, ok := cmd.(state.Batch); ok {
+		var in []string
+		for _, c := range b.Commands {
+			in = append(in, string(c.Kind()))
+		}
+		k = "batch(" + strings.Join(in, ",") + ")"
+	}
+	a.mu.Lock()
+	a.kinds = append(a.kinds, k)
+	a.mu.Unlock()
+	return a.Applier.Apply(ctx, cmd)
+}
+
+func (a *kindsApplier) take() []string {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := a.kinds
+	a.kinds = nil
+	return out
+}
+
+// TestServer_Claim_Writes checks which writes a claim makes: a new
+// attachment writes the claim, then (after ControllerPublishVolume) its
+// context; a claim that shares an attachment writes both in one batch;
+// a repeated claim writes the claim alone; a refused claim's batch is
+// refused whole, and stores nothing.
+func TestServer_Claim_Writes(t *testing.T) {
+	e := newSrvEnv(t, allControllerCaps)
+	e.register("vol-a", "ext-a", mnmwFS)
+	e.allocs("a1", "n2", "a2", "n2")
+	rec := &kindsApplier{Applier: e.applier}
+	srv, err := rpcshim.NewServer(rpcshim.ServerConfig{Store: e.store, Applier: rec, Router: e.router})
+	must(t, err)
+	claim := func(alloc string) (*rpcshim.VolumeClaimResponse, error) {
+		return srv.Claim(context.Background(), &rpcshim.VolumeClaimRequest{Namespace: "default", VolumeID: "vol-a",
+			Claim: csi.Claim{AllocationID: alloc, NodeID: "n2", Mode: csi.ClaimWrite, AccessMode: mnmwFS.AccessMode, AttachmentMode: mnmwFS.AttachmentMode}})
+	}
+	devicePath := map[string]string{"devicePath": "/dev/fake-ext-a"}
+
+	tests := []struct {
+		name      string
+		alloc     string
+		wantKinds []string
+		wantErr   error
+	}{
+		{"new attachment", "a1", []string{"claim-volume", "set-publish-context"}, nil},
+		{"shared attachment", "a2", []string{"batch(claim-volume,set-publish-context)"}, nil},
+		{"repeated claim", "a2", []string{"claim-volume"}, nil},
+		{"refused claim", "a9", []string{"batch(claim-volume,set-publish-context)"}, csi.ErrAllocationNotFound},
+	}
+	for _, tc := range tests {
+		r, err := claim(tc.alloc)
+		if got := rec.take(); !slices.Equal(got, tc.wantKinds) {
+			t.Errorf("%s: writes %v, want %v", tc.name, got, tc.wantKinds)
+		}
+		if tc.wantErr != nil {
+			expectIs(t, err, tc.wantErr)
+			if v := e.volume("vol-a"); v.Claim(tc.alloc) != nil {
+				t.Errorf("%s: the refused claim was stored: %+v", tc.name, v.Claim(tc.alloc))
+			}
+			continue
+		}
+		must(t, err)
+		expectEqual(t, r.Claim.PublishContext, devicePath)
+		expectEqual(t, r.Volume.WriteClaims[tc.alloc].PublishContext, devicePath)
+		// The response's claim is the caller's own, apart from the volume.
+		r.Claim.PublishContext["devicePath"] = "changed"
+		expectEqual(t, r.Volume.WriteClaims[tc.alloc].PublishContext, devicePath)
+	}
+	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2"})
+	e.ctl.RequireNoViolations(t)
 }
