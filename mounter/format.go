@@ -10,9 +10,10 @@ import (
 // A version 3 state file (a file of the store's pool) holds two slots
 // of S bytes each, slot 0 at offset 0 and slot 1 at offset S, so the
 // file is 2·S bytes long. S is a power of two of at least minSlotSize
-// (a multiple of the page size: a slot write never shares a page with
-// the other slot) and is written in every slot header, so that a reader
-// checks it against the file's size rather than guessing it.
+// (a multiple of a 4 KiB page: with such pages a slot write never
+// shares a page with the other slot) and is written in every slot
+// header, so that a reader checks it against the file's size rather
+// than guessing it.
 //
 // A slot is a 32-byte header, the record, and whatever older bytes
 // follow it up to the end of the slot (never read):

@@ -171,7 +171,7 @@ type Stats struct {
 	// tracker write (an fdatasync of a write in place, or the fsync of a
 	// new file before its rename), and one before the first write to a
 	// file read at New. Writes that only narrow the state are not
-	// synced.
+	// synced, but for a failed mount's withdrawn publish intent.
 	FileSyncs uint64
 	// DirSyncs counts fsyncs of a state directory: one per state file
 	// created (to make its rename durable: the first volumes on a node,
