@@ -62,6 +62,20 @@ func runServer(t *testing.T, lis net.Listener) (stop func()) {
 	return stop
 }
 
+// serverWithClient runs a server on a new loopback listener and returns
+// its address, its stop function (for a test that restarts it at the
+// same address) and a client of it, closed when the test ends.
+func serverWithClient(t *testing.T) (addr string, stop func(), client *api.Client) {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	stop = runServer(t, lis)
+	client, err = api.NewClient(lis.Addr().String(), nil)
+	must(t, err)
+	t.Cleanup(func() { client.Close() })
+	return lis.Addr().String(), stop, client
+}
+
 // runAgent runs a with a node service on a new loopback listener and
 // returns the listener's address.
 func runAgent(t *testing.T, a *agent.Agent) string {
@@ -97,17 +111,11 @@ func healthy(p *csi.Plugin) bool { return p != nil && p.NodesHealthy == 1 && p.C
 // found"; the agent registers again and resends its plugins.
 func TestAgent_Heartbeat_RegistersAgainAfterServerRestart(t *testing.T) {
 	dir := shortTempDir(t)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	addr := lis.Addr().String()
-	stop1 := runServer(t, lis)
-	client, err := api.NewClient(addr, nil)
-	must(t, err)
-	defer client.Close()
+	addr, stop1, client := serverWithClient(t)
 	a := newHostpathAgent(t, client, dir)
 	runAgent(t, a)
 	ctx := context.Background()
-	_, err = client.WaitPlugin(ctx, agent.DefaultHostpathPluginID, healthy)
+	_, err := client.WaitPlugin(ctx, agent.DefaultHostpathPluginID, healthy)
 	must(t, err)
 
 	stop1()
@@ -330,13 +338,7 @@ func TestParsePlugin(t *testing.T) {
 // node and its plugin again, without a real wait.
 func TestAgent_Run_HeartbeatsOnItsClock(t *testing.T) {
 	dir := shortTempDir(t)
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	must(t, err)
-	addr := lis.Addr().String()
-	stop1 := runServer(t, lis)
-	client, err := api.NewClient(addr, nil)
-	must(t, err)
-	defer client.Close()
+	addr, stop1, client := serverWithClient(t)
 	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	const interval = time.Hour // far beyond the test's deadline on a real clock
 	a, err := agent.New(agent.Config{
