@@ -235,8 +235,11 @@ func (r *volumeRecord) prune() {
 	}
 }
 
-// check validates a record read from disk from the file named after
-// (namespace, volumeID).
+// check validates a record read from disk as the record of (namespace,
+// volumeID). A version 1 or 2 file is named after its volume, and the
+// record must agree with the name; a version 3 record in the pool names
+// its volume itself, so the store passes the record's own names (after
+// validating them) and only the rest is checked.
 func (r *volumeRecord) check(namespace, volumeID string) error {
 	if r.Version != formatVersion {
 		return fmt.Errorf("format version %d is not the version %d this build writes", r.Version, formatVersion)
