@@ -13,8 +13,10 @@ import (
 // Write replaces path with what write writes: into a temporary file in
 // the same directory, synced, renamed over path, and the directory
 // synced, so that a crash leaves the old content or the new one, never
-// a torn file. The directory must exist. On any error path is left as
-// it was and the temporary file is removed.
+// a torn file. The directory must exist. When writing, syncing or the
+// rename fails, path is left as it was and the temporary file is
+// removed; an error from syncing the directory comes after path was
+// replaced, and means only that the replacement may not survive a crash.
 func Write(path string, write func(io.Writer) error) (err error) {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
