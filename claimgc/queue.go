@@ -52,7 +52,8 @@ const (
 	outcomeDone outcomeKind = iota
 	// outcomeParked: the remaining claims wait for a volume change.
 	outcomeParked
-	// outcomeRetry: a step failed; run again after delay.
+	// outcomeRetry: a step failed; run again after the backoff the queue
+	// computes from the attempts (or the slow schedule for Final errors).
 	outcomeRetry
 	// outcomeAborted: the worker is stopping; the entry is dropped with
 	// the rest of the queue.
@@ -61,9 +62,8 @@ const (
 
 type outcome struct {
 	kind  outcomeKind
-	index uint64        // done, parked: the volume's ModifyIndex covered by this run
-	final bool          // retry: only Final errors (slow schedule)
-	delay time.Duration // retry: set by the queue from attempts when 0
+	index uint64 // done, parked: the volume's ModifyIndex covered by this run
+	final bool   // retry: only Final errors (slow schedule)
 }
 
 // queue is the scheduling state of one enabled period (an epoch). Every

@@ -57,11 +57,6 @@ func (s *scene) publish(staging, target string) error {
 	return err
 }
 
-func (s *scene) unpublish() error {
-	_, err := s.c.node.NodeUnpublishVolume(ctxT(s.t), &csipb.NodeUnpublishVolumeRequest{VolumeId: "v", TargetPath: s.target})
-	return err
-}
-
 func (s *scene) deleteVolume() error {
 	_, err := s.c.ctrl.DeleteVolume(ctxT(s.t), &csipb.DeleteVolumeRequest{VolumeId: "v"})
 	return err

@@ -46,17 +46,6 @@ func (c capRecord) readerOnly() bool {
 		m == csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
 }
 
-func (c capRecord) toProto() *csipb.VolumeCapability {
-	return &csipb.VolumeCapability{
-		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{
-			FsType:           c.FSType,
-			MountFlags:       slices.Clone(c.MountFlags),
-			VolumeMountGroup: c.MountGroup,
-		}},
-		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: c.mode()},
-	}
-}
-
 // checkCapability validates one capability of a request and converts it.
 // field names the request field in the error message. Every failure is
 // InvalidArgument: a missing access mode or access type is a missing

@@ -382,7 +382,7 @@ func TestServer_ClaimAndRelease_Follower(t *testing.T) {
 func TestServer_BlockingQuery(t *testing.T) {
 	ts := startServer(t, server.Config{})
 	ctx := context.Background()
-	_, meta, err := ts.client.Plugins(ctx, nil)
+	_, _, err := ts.client.Plugins(ctx, nil)
 	must(t, err)
 	got := make(chan *csi.Plugin, 1)
 	go func() {
@@ -398,7 +398,7 @@ func TestServer_BlockingQuery(t *testing.T) {
 		t.Fatalf("plugin %+v: want fake with one healthy, expected node", p)
 	}
 
-	_, meta, err = ts.client.Plugins(ctx, nil)
+	_, meta, err := ts.client.Plugins(ctx, nil)
 	must(t, err)
 	ps, meta2, err := ts.client.Plugins(ctx, &api.QueryOptions{WaitIndex: meta.Index, WaitTime: time.Millisecond})
 	must(t, err)
