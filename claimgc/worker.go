@@ -217,6 +217,15 @@ func (w *Worker) scanLoop(ctx context.Context, q *queue) {
 	// broken: the last wait for a store change failed; the next scan
 	// waits for the retry that watchFailed scheduled.
 	broken := false
+	// retryAt counts a failed store read, logs it and returns when to
+	// try again.
+	retryAt := func(what string, err error) time.Time {
+		failures++
+		broken = true
+		d := w.cfg.backoff().Delay(failures)
+		w.cfg.Logger.Warn("claim release worker cannot "+what+"; retrying", "error", err, "retry_in", d)
+		return w.cfg.Clock.Now().Add(d)
+	}
 	for {
 		force, ok := q.waitScan(ctx, broken)
 		if !ok {
@@ -234,11 +243,7 @@ func (w *Worker) scanLoop(ctx context.Context, q *queue) {
 				// waitScan returns the forced scan once one can start.
 				continue
 			case err != nil:
-				failures++
-				d := w.cfg.backoff().Delay(failures)
-				w.cfg.Logger.Warn("claim release worker cannot watch the volume table; retrying", "error", err, "retry_in", d)
-				broken = true
-				q.watchFailed(w.cfg.Clock.Now().Add(d))
+				q.watchFailed(retryAt("watch the volume table", err))
 				continue
 			case !q.canScan():
 				// The store moved, but a scan would start nothing now:
@@ -254,11 +259,7 @@ func (w *Worker) scanLoop(ctx context.Context, q *queue) {
 			vols, err = w.cfg.Store.PastClaimVolumeIDs()
 		}
 		if err != nil {
-			failures++
-			d := w.cfg.backoff().Delay(failures)
-			w.cfg.Logger.Warn("claim release worker cannot list volumes with past claims; retrying", "error", err, "retry_in", d)
-			broken = true
-			q.scanFailed(w.cfg.Clock.Now().Add(d))
+			q.scanFailed(retryAt("list volumes with past claims", err))
 			continue
 		}
 		failures, broken = 0, false
