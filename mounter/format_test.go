@@ -432,9 +432,7 @@ func TestMounter_StateFile_Grows(t *testing.T) {
 	if vs, _ := e.p.Volume(ext); vs.InUse() {
 		t.Errorf("volume still in use: %+v", vs)
 	}
-	if left := stateFiles(t, e.state); len(left) != 0 {
-		t.Errorf("state files left: %v", left)
-	}
+	requireNoStateLeft(t, e.state)
 	e.p.RequireNoViolations(t)
 }
 

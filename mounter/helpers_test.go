@@ -212,6 +212,15 @@ func stateFiles(t testing.TB, state string) []string {
 	return out
 }
 
+// requireNoStateLeft fails t if a state file still tracks a volume: the
+// mounter owes nothing once every allocation has unmounted.
+func requireNoStateLeft(t testing.TB, state string) {
+	t.Helper()
+	if left := stateFiles(t, state); len(left) != 0 {
+		t.Errorf("state files left: %v", left)
+	}
+}
+
 // poolVolume returns "<namespace>/<volume>" for a file of the pool that
 // holds a volume, "" for a free one, "unreadable" for one whose slots
 // are both invalid.

@@ -93,9 +93,7 @@ func TestMounter_MountVolume_SharedStage(t *testing.T) {
 			if left := files(t, e.root); len(left) != 2 { // staging and per-alloc
 				t.Errorf("left under the root: %v", left)
 			}
-			if left := stateFiles(t, e.state); len(left) != 0 {
-				t.Errorf("state files left: %v", left)
-			}
+			requireNoStateLeft(t, e.state)
 			e.p.RequireNoViolations(t)
 		})
 	}
@@ -749,9 +747,7 @@ func TestMounter_Concurrent(t *testing.T) {
 		t.Errorf("calls (stage, publish, unpublish, unstage) = %v: want %d publishes and unpublishes and as many unstages as stages",
 			got, workers*rounds)
 	}
-	if left := stateFiles(t, e.state); len(left) != 0 {
-		t.Errorf("state files left: %v", left)
-	}
+	requireNoStateLeft(t, e.state)
 	e.p.RequireNoViolations(t)
 }
 

@@ -115,9 +115,7 @@ func TestMounter_MountVolume_ReaderAndWriterShareStage(t *testing.T) {
 			if _, err := os.Stat(wantStaging); !os.IsNotExist(err) {
 				t.Errorf("staging directory %s left behind: %v", wantStaging, err)
 			}
-			if left := stateFiles(t, e.state); len(left) != 0 {
-				t.Errorf("state files left: %v", left)
-			}
+			requireNoStateLeft(t, e.state)
 			e.p.RequireNoViolations(t)
 		})
 	}
@@ -288,9 +286,7 @@ func TestMounter_MountVolume_UnusedStageTornDown(t *testing.T) {
 			if vs, _ := e.p.Volume(ext); vs.InUse() {
 				t.Errorf("volume still in use: %+v", vs)
 			}
-			if left := stateFiles(t, e.state); len(left) != 0 {
-				t.Errorf("state files left: %v", left)
-			}
+			requireNoStateLeft(t, e.state)
 			e.p.RequireNoViolations(t)
 		})
 	}
@@ -359,9 +355,7 @@ func TestMounter_MountVolume_UnavailablePublish(t *testing.T) {
 			if has, _ := m.HasMount(context.Background(), testNS, "vol1", "a1"); has {
 				t.Errorf("HasMount true after the unmount")
 			}
-			if left := stateFiles(t, e.state); len(left) != 0 {
-				t.Errorf("state files left: %v", left)
-			}
+			requireNoStateLeft(t, e.state)
 			e.p.RequireNoViolations(t)
 		})
 	}
@@ -435,9 +429,7 @@ func TestNew_StateVersion1(t *testing.T) {
 	if _, err := os.Stat(oldStaging); !os.IsNotExist(err) {
 		t.Errorf("old staging directory left: %v", err)
 	}
-	if left := stateFiles(t, e.state); len(left) != 0 {
-		t.Errorf("state files left: %v", left)
-	}
+	requireNoStateLeft(t, e.state)
 	e.p.RequireNoViolations(t)
 }
 
@@ -524,8 +516,6 @@ func TestMounter_Concurrent_OneStage(t *testing.T) {
 	if vs, _ := e.p.Volume(ext); vs.InUse() {
 		t.Errorf("volume still in use: %+v", vs)
 	}
-	if left := stateFiles(t, e.state); len(left) != 0 {
-		t.Errorf("state files left: %v", left)
-	}
+	requireNoStateLeft(t, e.state)
 	e.p.RequireNoViolations(t)
 }
