@@ -13,7 +13,9 @@
 // NodeUnpublishVolume for the allocation, and NodeUnstageVolume only when
 // the last allocation published from that stage is gone.
 //
-// Paths live under Config.Root and are built only from validated IDs:
+// Paths live under Config.Root and are built only from validated IDs
+// (New creates the root and the staging and per-alloc directories; a
+// mount creates what lies below them):
 //
 //	<root>/staging/<namespace>/<volume>/<stage usage>  staging directory (created by the mounter), e.g. .../snw-fs
 //	<root>/per-alloc/<allocation>/<volume>/<usage>     target (created by the plugin; its parent by the mounter), e.g. .../w-snw-fs
@@ -107,9 +109,10 @@
 // file from the pool for its first write and frees it (writes an empty
 // record) when it tracks nothing any more, so volumes come and go
 // without a file being created, renamed or removed: on ext4 those
-// metadata operations cost far more than a write in place. The pool
-// grows when all its files are in use, and New removes free files
-// beyond 64.
+// metadata operations cost far more than a write in place. New adds a
+// free file to a pool that has none, so the first mount on a node
+// writes in place too; the pool grows when all its files are in use,
+// and New removes free files beyond 64.
 //
 // A file holds two slots of S bytes (S a power of two, at least 4096,
 // so the file is 2·S bytes long), each a 32-byte header and a record:

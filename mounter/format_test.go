@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io/fs"
 	"math"
 	"os"
 	"path/filepath"
@@ -249,10 +250,11 @@ func TestNew_StateV3_Corrupt(t *testing.T) {
 }
 
 // TestMounter_StateFile_SlotWrites follows a volume's file through a
-// lifecycle: created whole with the first mount's intents, then written
-// in place, each write with the next generation into the slot that does
-// not hold the newest durable record, and freed (an empty record) by the
-// last unmount; the next volume takes the free file.
+// lifecycle: the free file New made (an empty record of generation 1)
+// takes the first mount's intents, and every write goes in place, each
+// with the next generation into the slot that does not hold the newest
+// durable record, until the last unmount frees the file (an empty
+// record) again; the next volume takes the free file.
 func TestMounter_StateFile_SlotWrites(t *testing.T) {
 	e := newEnv(t, stageCaps)
 	e.volume("vol1")
@@ -281,8 +283,8 @@ func TestMounter_StateFile_SlotWrites(t *testing.T) {
 		t.Fatalf("records left: %v", left)
 	}
 	_, slots := readV3(t, p)
-	if n := newest(slots); n < 0 || slots[n].record != "" || slots[n].gen != 9 {
-		t.Fatalf("after the last unmount the file holds %+v, want an empty record of generation 9", slots)
+	if n := newest(slots); n < 0 || slots[n].record != "" || slots[n].gen != 10 {
+		t.Fatalf("after the last unmount the file holds %+v, want an empty record of generation 10", slots)
 	}
 
 	want := []struct {
@@ -291,18 +293,18 @@ func TestMounter_StateFile_SlotWrites(t *testing.T) {
 		has    []string // in the newest record
 	}{
 		// One write before the stage holds both intents.
-		{"NodeStageVolume", 1, []string{`"Stage":"staging"`, `"a1":{"State":"publishing"`}},
-		// The stage's success was noted (generation 2).
-		{"NodePublishVolume", 2, []string{`"Stage":"staged"`, `"a1":{"State":"publishing"`}},
-		// The mount's success (3), then a2's intent (4).
-		{"NodePublishVolume", 4, []string{`"a1":{"State":"published"`, `"a2":{"State":"publishing"`}},
-		// a2's success (5), then its teardown intent (6).
-		{"NodeUnpublishVolume", 6, []string{`"a2":{"State":"unpublishing"`}},
-		// a2 gone (7), then a1's teardown intent (8).
-		{"NodeUnpublishVolume", 8, []string{`"Stage":"unstaging"`, `"a1":{"State":"unpublishing"`}},
-		{"NodeUnstageVolume", 8, []string{`"Stage":"unstaging"`}},
-		// vol2 takes the free file: its intents go in place (10).
-		{"NodeStageVolume", 10, []string{`"VolumeID":"vol2"`, `"Stage":"staging"`, `"b1":{"State":"publishing"`}},
+		{"NodeStageVolume", 2, []string{`"Stage":"staging"`, `"a1":{"State":"publishing"`}},
+		// The stage's success was noted (generation 3).
+		{"NodePublishVolume", 3, []string{`"Stage":"staged"`, `"a1":{"State":"publishing"`}},
+		// The mount's success (4), then a2's intent (5).
+		{"NodePublishVolume", 5, []string{`"a1":{"State":"published"`, `"a2":{"State":"publishing"`}},
+		// a2's success (6), then its teardown intent (7).
+		{"NodeUnpublishVolume", 7, []string{`"a2":{"State":"unpublishing"`}},
+		// a2 gone (8), then a1's teardown intent (9).
+		{"NodeUnpublishVolume", 9, []string{`"Stage":"unstaging"`, `"a1":{"State":"unpublishing"`}},
+		{"NodeUnstageVolume", 9, []string{`"Stage":"unstaging"`}},
+		// vol2 takes the free file: its intents go in place (11).
+		{"NodeStageVolume", 11, []string{`"VolumeID":"vol2"`, `"Stage":"staging"`, `"b1":{"State":"publishing"`}},
 	}
 	mustMount(t, m, mountReq("vol2", "b1"))
 	if got := files(t, filepath.Join(e.state, "records")); len(got) != 1 {
@@ -325,13 +327,13 @@ func TestMounter_StateFile_SlotWrites(t *testing.T) {
 		}
 	}
 	// The synced records before each intent stay whole beside the next
-	// writes: when a2's intent (4) is read, the first mount's intent (1)
+	// writes: when a2's intent (5) is read, the first mount's intent (2)
 	// must be in the other slot, and so on; vol2's intent went over the
 	// note that freed the file, beside vol1's last synced record.
 	for _, c := range []struct {
 		call    int
 		durable uint64
-	}{{2, 1}, {3, 4}, {4, 6}, {6, 8}} {
+	}{{2, 2}, {3, 5}, {4, 7}, {6, 9}} {
 		other := log[c.call].slots[1-newest(log[c.call].slots)]
 		if !other.valid || other.gen != c.durable {
 			t.Errorf("call %d: the other slot holds %+v, want the synced record of generation %d", c.call, other, c.durable)
@@ -516,10 +518,10 @@ func TestNew_StateVersion2_Replaced(t *testing.T) {
 }
 
 // TestMounter_Stats_Syncs counts the syncs of each step of a lifecycle
-// (the default, syncing configuration): the first mount on a node
-// creates a file for the pool (a file sync and a directory sync); every
-// later intent, also of a volume that takes a freed file, is one
-// fdatasync of a write in place; successes and the last unmount's
+// (the default, syncing configuration): every intent, in the free file
+// New made or in one a volume freed, is one fdatasync of a write in
+// place, and a volume that finds no free file creates one for the pool
+// (a file sync and a directory sync); successes and the last unmount's
 // release of the file are not synced.
 func TestMounter_Stats_Syncs(t *testing.T) {
 	e := newEnv(t, stageCaps)
@@ -533,7 +535,7 @@ func TestMounter_Stats_Syncs(t *testing.T) {
 		do   func()
 		want syncs
 	}{
-		{"first mount", func() { mustMount(t, m, mountReq("vol1", "a1")) }, syncs{1, 1}},
+		{"first mount", func() { mustMount(t, m, mountReq("vol1", "a1")) }, syncs{1, 0}},
 		{"second mount", func() { mustMount(t, m, mountReq("vol1", "a2")) }, syncs{1, 0}},
 		{"repeated mount", func() { mustMount(t, m, mountReq("vol1", "a2")) }, syncs{0, 0}},
 		{"first unmount", func() { mustUnmount(t, m, unmountReq("vol1", "a2")) }, syncs{1, 0}},
@@ -573,9 +575,55 @@ func TestNew_StateV3_LeftoverTemp(t *testing.T) {
 	if has, err := m.HasMount(context.Background(), "default", "vol1", "a1"); err != nil || !has {
 		t.Errorf("HasMount(a1) = %v, %v", has, err)
 	}
-	if got := files(t, dir); len(got) != 1 || got[0] != "1.state" {
-		t.Errorf("files %v, want only 1.state", got)
+	// No temporary file is left; 2.state is the free file New adds to a
+	// pool that has none.
+	if got := files(t, dir); !slices.Equal(got, []string{"1.state", "2.state"}) {
+		t.Errorf("files %v, want 1.state and 2.state", got)
 	}
+	if v := poolVolume(t, filepath.Join(dir, "2.state")); v != "" {
+		t.Errorf("2.state holds %q, want a free file", v)
+	}
+}
+
+// TestNew_Prepares: New creates the directories every mount works
+// below, and keeps one free file in the pool, so that the first mount
+// on a node creates neither; a second New on the same state adds none.
+// When it cannot create the free file, New fails and says which file.
+func TestNew_Prepares(t *testing.T) {
+	dir := t.TempDir()
+	root, state := filepath.Join(dir, "mnt"), filepath.Join(dir, "state")
+	for range 2 {
+		if _, err := mounter.New(mounter.Config{Root: root, StateDir: state, Plugins: &registry{id: testPlugin}}); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range []string{"staging", "per-alloc"} {
+			if fi, err := os.Stat(filepath.Join(root, d)); err != nil || !fi.IsDir() {
+				t.Errorf("%s under the mount root: %v, want a directory", d, err)
+			}
+		}
+		got := files(t, filepath.Join(state, "records"))
+		if !slices.Equal(got, []string{"1.state"}) {
+			t.Fatalf("files of the pool %v, want one", got)
+		}
+		if v := poolVolume(t, filepath.Join(state, "records", "1.state")); v != "" {
+			t.Errorf("1.state holds %q, want a free file", v)
+		}
+	}
+
+	t.Run("cannot create the free file", func(t *testing.T) {
+		state := t.TempDir()
+		// A directory where the new file's temporary name goes.
+		if err := os.MkdirAll(filepath.Join(state, "records", "1.state.tmp", "x"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		_, err := newOn(t, state)
+		if err == nil || !strings.Contains(err.Error(), "1.state") {
+			t.Fatalf("New = %v, want an error naming the free file it could not create", err)
+		}
+		if _, err := os.Stat(filepath.Join(state, "records", "1.state")); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("1.state: %v, want nothing at the final name", err)
+		}
+	})
 }
 
 // TestNew_StateV3_Pool: files of the pool whose newest record is empty
@@ -607,7 +655,7 @@ func TestNew_StateV3_Pool(t *testing.T) {
 		{name: "lowest free number first", files: map[string][]byte{
 			"2.state": free(3), "7.state": free(4), "4.state": free(8),
 		}, reuse: "2.state"},
-		{name: "pool full: a new file", files: map[string][]byte{
+		{name: "pool full: New adds a free file", files: map[string][]byte{
 			"1.state": v3File(4096, [2]*slot{{gen: 7, record: recordFor("a1")}, nil}),
 		}, has: []string{"a1"}, reuse: "2.state"},
 		{name: "same generation twice", files: map[string][]byte{

@@ -140,8 +140,14 @@ func New(cfg Config) (*Mounter, error) {
 		vols:    map[volKey]*volume{},
 		caps:    map[string]capsEntry{},
 	}
-	if err := ensureDir(m.root); err != nil {
-		return nil, fmt.Errorf("mounter: create mount root: %w", err)
+	// The root and the two directories below it exist from New on, as a
+	// host's would after its first mount: a mount creates only the
+	// directories of its own volume and allocation, and a teardown never
+	// removes these.
+	for _, d := range []string{m.root, filepath.Join(m.root, stagingDir), filepath.Join(m.root, perAllocDir)} {
+		if err := ensureDir(d); err != nil {
+			return nil, fmt.Errorf("mounter: create mount root: %w", err)
+		}
 	}
 	st, err := newStore(filepath.Clean(cfg.StateDir), !cfg.NoSync, cfg.Logger)
 	if err != nil {
@@ -150,6 +156,9 @@ func New(cfg Config) (*Mounter, error) {
 	recs, err := st.load()
 	if err != nil {
 		return nil, err
+	}
+	if err := st.addSpare(); err != nil {
+		return nil, fmt.Errorf("mounter: %w", err)
 	}
 	m.store = st
 	for k, rec := range recs {

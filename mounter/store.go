@@ -33,7 +33,8 @@ import (
 // takes it, so a node's volumes come and go without creating, renaming
 // or removing files: metadata operations that cost far more than a
 // write in place (and on ext4 a rename over an existing file also
-// flushes the file's data). The pool grows when every file is in use.
+// flushes the file's data). New starts the pool with a free file if it
+// has none (addSpare); it grows when every file is in use.
 //
 // A file holds two slots and is overwritten in place: a write puts the
 // record, with the next generation, in the slot that does not hold the
@@ -509,6 +510,30 @@ func (s *store) load() (map[volKey]*volumeRecord, error) {
 		}
 	}
 	return out, nil
+}
+
+// addSpare makes sure the pool holds a free file, creating one (an
+// empty record) when it holds none, so that the first volume the
+// Mounter tracks writes its first record in place: creating a file
+// costs a rename and, with syncing on, a file and a directory sync more
+// than a write in place, which New pays once instead of a mount. Later
+// growth of the pool is paid by the mount that needs the file.
+func (s *store) addSpare() error {
+	s.mu.Lock()
+	if len(s.free) > 0 {
+		s.mu.Unlock()
+		return nil
+	}
+	f := &stateFile{num: s.next}
+	s.next++
+	s.mu.Unlock()
+	if err := s.create(f, nil); err != nil {
+		return fmt.Errorf("create a free state file %s: %w", s.path(f), err)
+	}
+	s.mu.Lock()
+	s.free = append(s.free, f)
+	s.mu.Unlock()
+	return nil
 }
 
 // readState reads one file of the pool: its newest record (nil for a
