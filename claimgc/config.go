@@ -45,8 +45,9 @@ const (
 // Config configures a Worker. Store, Applier, Nodes, Controllers and
 // NodeStatuses are required; every other field has a default.
 type Config struct {
-	// Store is read for volumes with past claims (blocking queries on
-	// state.TableVolumes) and their plugins.
+	// Store is read for volumes with past claims and their plugins,
+	// with blocking queries: on the store's state.PastClaimWatcher when
+	// it has one (state.MemStore does), else on state.TableVolumes.
 	Store state.Reader
 	// Applier takes every write: CheckpointClaim, RecordClaimError,
 	// FreeClaim.

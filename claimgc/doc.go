@@ -61,8 +61,10 @@
 // per volume, at most Config.Parallelism volumes at once. A volume runs
 // in passes that each read it once and move every past claim forward by
 // a step, until a pass makes no progress. The queue is first in, first
-// out. One goroutine watches the store and scans it: it blocks in the
-// store's Wait until the volume table moves, and scans when it moved and
+// out. One goroutine watches the store and scans it: it blocks until
+// the volumes with past claims change (state.PastClaimWatcher, so that
+// claims and publishes do not wake it; on a store without it, until the
+// volume table moves), and scans when they changed and
 // a worker slot is free with no volume waiting for one (a scan could
 // start nothing otherwise, and the running releases' own writes would
 // each cost one), when the Worker is enabled, and every

@@ -91,7 +91,7 @@ type queue struct {
 	// The scanner's state.
 	force       bool   // a scan is due regardless (start, backstop, scan error)
 	scanning    bool   // a scan is in progress
-	lastScanned uint64 // volume table index read before the last scan's data
+	lastScanned uint64 // past claims index (Worker.past) read before the last scan's data
 	nextScan    time.Time
 	// gate is closed and replaced when a scan may have become possible:
 	// a worker slot freed, the ready queue drained, or a scan forced.

@@ -44,6 +44,9 @@ type Worker struct {
 	releasing atomic.Int32
 	writes    atomic.Uint64
 	applies   atomic.Uint64
+	// past tells when the volumes with past claims may have changed:
+	// what the scanner waits for and Settle reads.
+	past state.PastClaimWatcher
 }
 
 type runState int
@@ -65,7 +68,32 @@ func New(cfg Config) (*Worker, error) {
 		cfg:     c,
 		changed: make(chan struct{}),
 		plugins: map[string]pluginEntry{},
+		past:    pastWatcherOf(c.Store),
 	}, nil
+}
+
+// pastWatcherOf returns how the Worker watches the volumes with past
+// claims: the store's own PastClaimWatcher when it has one, so that
+// writes which cannot concern a release (claims, publishes, volumes
+// registered) do not wake the scanner; else every write to the volume
+// table.
+func pastWatcherOf(r state.Reader) state.PastClaimWatcher {
+	if pw, ok := r.(state.PastClaimWatcher); ok {
+		return pw
+	}
+	return volumeTableWatcher{r}
+}
+
+// volumeTableWatcher is a PastClaimWatcher for a store without one: it
+// reports every change of the volume table.
+type volumeTableWatcher struct{ r state.Watcher }
+
+func (v volumeTableWatcher) PastClaimsIndex() (uint64, error) {
+	return v.r.Index(state.TableVolumes)
+}
+
+func (v volumeTableWatcher) WaitPastClaims(ctx context.Context, minIndex uint64) (uint64, error) {
+	return v.r.Wait(ctx, state.TableVolumes, minIndex)
 }
 
 func (w *Worker) notifyLocked() {
@@ -200,9 +228,9 @@ func (w *Worker) runEnabled(parent context.Context, disables uint64) {
 }
 
 // scanLoop lists the volumes with past claims and hands them to the
-// queue. It is also the store's watcher: between scans it blocks in the
-// store's Wait (no polling) until the volume table moves past the index
-// of the last scan, then scans from the same goroutine, so a stopped
+// queue. It is also the store's watcher: between scans it blocks (no
+// polling) until the volumes with past claims change past the index of
+// the last scan (Worker.past), then scans from the same goroutine, so a stopped
 // allocation reaches a worker in one hand-off. It scans only when a scan
 // can start work (see queue.canScanLocked), when forced (the first scan
 // of an enabled period, the backstop, a retry after a failed read), and
@@ -233,7 +261,7 @@ func (w *Worker) scanLoop(ctx context.Context, q *queue) {
 		}
 		if !force {
 			wctx, since, done := q.watchContext(ctx)
-			_, err := w.cfg.Store.Wait(wctx, state.TableVolumes, since)
+			_, err := w.past.WaitPastClaims(wctx, since)
 			forced := wctx.Err() != nil
 			done()
 			switch {
@@ -253,7 +281,7 @@ func (w *Worker) scanLoop(ctx context.Context, q *queue) {
 			}
 		}
 		q.beginScan()
-		idx, err := w.cfg.Store.Index(state.TableVolumes)
+		idx, err := w.past.PastClaimsIndex()
 		var vols []state.VolumeStamp
 		if err == nil {
 			vols, err = w.cfg.Store.PastClaimVolumeIDs()
@@ -343,9 +371,9 @@ func (w *Worker) retryDelay(attempts int, final bool) time.Duration {
 // Settle, assert) and for a host that wants to know the releases it
 // triggered have been tried.
 func (w *Worker) Settle(ctx context.Context) error {
-	target, err := w.cfg.Store.Index(state.TableVolumes)
+	target, err := w.past.PastClaimsIndex()
 	if err != nil {
-		return fmt.Errorf("claimgc: settle: read the volume table index: %w", err)
+		return fmt.Errorf("claimgc: settle: read the index of the volumes with past claims: %w", err)
 	}
 	for {
 		w.mu.Lock()

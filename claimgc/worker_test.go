@@ -572,6 +572,43 @@ func TestWorker_BackstopScan(t *testing.T) {
 	}
 }
 
+// TestWorker_Watch_PastClaimsOnly: with a store that tells changes of
+// the volumes with past claims apart (state.MemStore), claims and
+// publishes do not make the Worker scan; with one that does not, every
+// write to the volume table does. Either way it settles, and releases.
+func TestWorker_Watch_PastClaimsOnly(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		hidePast   bool
+		scansAfter func(before, after uint64) bool
+		want       string
+	}{
+		{"past claims watch", false, func(b, a uint64) bool { return a == b }, "none"},
+		{"volume table watch", true, func(b, a uint64) bool { return a > b }, "at least one"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{})
+			h.addVolume("vol", csi.AccessModeMultiNodeMultiWriter)
+			cfg := h.workerConfig()
+			if tc.hidePast {
+				cfg.Store = struct{ state.Reader }{h.store}
+			}
+			w := h.startWorker(cfg, true)
+			h.settle(w)
+			before := w.Stats().Scans
+			h.claim("vol", "a1", "n1")
+			h.claim("vol", "a2", "n2")
+			h.settle(w)
+			if after := w.Stats().Scans; !tc.scansAfter(before, after) {
+				t.Errorf("%d scans for two claims, want %s", after-before, tc.want)
+			}
+			h.release("a1", "a2")
+			h.settle(w)
+			h.requireNoPastClaims("after the release")
+		})
+	}
+}
+
 func TestNew_InvalidConfig(t *testing.T) {
 	h := newHarness(t, harnessOptions{nodes: 1})
 	tests := []struct {

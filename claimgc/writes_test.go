@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -256,17 +257,21 @@ func TestWorker_Scan_WaitsForAFreeSlot(t *testing.T) {
 	}
 }
 
-// failingWatch is the harness's store whose Wait fails while fails is
-// above zero. waited receives a value at each failure.
+// failingWatch is the harness's store whose watch of the volumes with
+// past claims fails while fails is above zero: Wait on the volume table
+// for a store without state.PastClaimWatcher, or WaitPastClaims (see
+// failingPastWatch). waited receives a value at each failure.
 type failingWatch struct {
-	*state.MemStore
-	mu     sync.Mutex
-	fails  int
-	calls  int
-	waited chan struct{}
+	state.Reader // the harness's store, without PastClaimWatcher
+	mem          *state.MemStore
+	mu           sync.Mutex
+	fails        int
+	calls        int
+	waited       chan struct{}
 }
 
-func (s *failingWatch) Wait(ctx context.Context, table state.Table, minIndex uint64) (uint64, error) {
+// failNow counts a wait and reports whether it fails.
+func (s *failingWatch) failNow() bool {
 	s.mu.Lock()
 	s.calls++
 	fail := s.fails > 0
@@ -279,9 +284,15 @@ func (s *failingWatch) Wait(ctx context.Context, table state.Table, minIndex uin
 		case s.waited <- struct{}{}:
 		default:
 		}
+	}
+	return fail
+}
+
+func (s *failingWatch) Wait(ctx context.Context, table state.Table, minIndex uint64) (uint64, error) {
+	if s.failNow() {
 		return 0, errors.New("store unavailable")
 	}
-	return s.MemStore.Wait(ctx, table, minIndex)
+	return s.Reader.Wait(ctx, table, minIndex)
 }
 
 func (s *failingWatch) waits() int {
@@ -290,37 +301,78 @@ func (s *failingWatch) waits() int {
 	return s.calls
 }
 
-// TestWorker_Watch_FailsThenRetries checks that when the store cannot be
-// watched, the Worker neither spins on it nor misses a release: it scans
-// again after the backoff, on the clock, and watches again once a scan
-// worked.
-func TestWorker_Watch_FailsThenRetries(t *testing.T) {
-	h := newHarness(t, harnessOptions{})
-	h.addVolume("vol", csi.AccessModeSingleNodeWriter)
-	h.claim("vol", "a1", "n2")
-	store := &failingWatch{MemStore: h.store, fails: 1, waited: make(chan struct{}, 1)}
-	cfg := h.workerConfig()
-	cfg.Store = store
-	w := h.startWorker(cfg, true)
-	<-store.waited // the first scan is done and the watch failed
-	// The retry is scheduled right after; the hang guard is the test's.
-	for !w.NextScan().Before(epoch.Add(cfg.ScanInterval)) {
-		runtime.Gosched()
-	}
+// failingPastWatch is a failingWatch with the store's
+// state.PastClaimWatcher, whose WaitPastClaims fails instead. A wait on
+// the volume table is counted in tableWaits: the Worker should not make
+// one.
+type failingPastWatch struct {
+	*failingWatch
+	tableWaits *atomic.Int32
+}
 
-	h.release("a1")
-	if got := store.waits(); got != 1 {
-		t.Fatalf("Wait calls before the retry = %d, want 1: a failed watch is retried after the backoff", got)
+func (s failingPastWatch) Wait(ctx context.Context, table state.Table, minIndex uint64) (uint64, error) {
+	if table == state.TableVolumes {
+		s.tableWaits.Add(1)
 	}
-	if c := h.claimOf("vol", "a1"); c == nil || c.State != csi.ClaimUnpublishing {
-		t.Fatalf("claim before the retry = %+v", c)
+	return s.mem.Wait(ctx, table, minIndex)
+}
+
+func (s failingPastWatch) PastClaimsIndex() (uint64, error) { return s.mem.PastClaimsIndex() }
+
+func (s failingPastWatch) WaitPastClaims(ctx context.Context, minIndex uint64) (uint64, error) {
+	if s.failNow() {
+		return 0, errors.New("store unavailable")
 	}
-	h.advance(w, 8*time.Second) // RetryMax: the backoff is over
-	h.requireNoPastClaims("after the retry")
-	if st := w.Stats(); st.Freed != 1 {
-		t.Errorf("stats = %+v, want the claim freed", st)
+	return s.mem.WaitPastClaims(ctx, minIndex)
+}
+
+// TestWorker_Watch_FailsThenRetries: a failed watch of the store is
+// retried after a backoff, not at once, whichever way the Worker
+// watches it.
+func TestWorker_Watch_FailsThenRetries(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		past bool
+	}{
+		{"past claims watch", true},
+		{"volume table watch", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{})
+			h.addVolume("vol", csi.AccessModeSingleNodeWriter)
+			h.claim("vol", "a1", "n2")
+			fw := &failingWatch{Reader: h.store, mem: h.store, fails: 1, waited: make(chan struct{}, 1)}
+			cfg := h.workerConfig()
+			cfg.Store = fw
+			var tableWaits atomic.Int32
+			if tc.past {
+				cfg.Store = failingPastWatch{fw, &tableWaits}
+			}
+			w := h.startWorker(cfg, true)
+			<-fw.waited // the first scan is done and the watch failed
+			// The retry is scheduled right after; the hang guard is the test's.
+			for !w.NextScan().Before(epoch.Add(cfg.ScanInterval)) {
+				runtime.Gosched()
+			}
+
+			h.release("a1")
+			if got := fw.waits(); got != 1 {
+				t.Fatalf("watch calls before the retry = %d, want 1: a failed watch is retried after the backoff", got)
+			}
+			if c := h.claimOf("vol", "a1"); c == nil || c.State != csi.ClaimUnpublishing {
+				t.Fatalf("claim before the retry = %+v", c)
+			}
+			h.advance(w, 8*time.Second) // RetryMax: the backoff is over
+			h.requireNoPastClaims("after the retry")
+			if st := w.Stats(); st.Freed != 1 {
+				t.Errorf("stats = %+v, want the claim freed", st)
+			}
+			h.requireDetached("vol", "a1")
+			if n := tableWaits.Load(); n != 0 {
+				t.Errorf("%d waits on the volume table; a store with PastClaimWatcher is watched with WaitPastClaims", n)
+			}
+		})
 	}
-	h.requireDetached("vol", "a1")
 }
 
 // TestWorker_Release_FailedCheckpointHoldsOnlyItsClaim checks that a

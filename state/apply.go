@@ -28,7 +28,8 @@ func (s *MemStore) Apply(index uint64, cmd Command) (Result, error) {
 		return Result{}, fmt.Errorf("%w: apply %s at index %d, below the store's last write at %d; apply commands in log order",
 			csi.ErrInvalidRequest, cmd.Kind(), index, s.last)
 	}
-	txn := s.gen.Load().db.Txn(true)
+	gen := s.gen.Load()
+	txn := gen.db.Txn(true)
 	defer txn.Abort() // no-op after Commit
 	w := &writer{txn: txn, index: index, touched: map[Table]bool{}, plugins: map[string]*pluginChange{}}
 	if err := cmd.apply(w); err != nil {
@@ -50,6 +51,12 @@ func (s *MemStore) Apply(index uint64, cmd Command) (Result, error) {
 	}
 	txn.Commit()
 	s.last = index
+	if w.past {
+		// After the commit: a reader that sees the new mark sees the
+		// write too.
+		old := gen.past.Swap(&pastMark{index: index, changed: make(chan struct{})})
+		close(old.changed)
+	}
 	res.Changed = true
 	return res, nil
 }
@@ -63,6 +70,9 @@ type writer struct {
 	// its instances and allocations; finishPlugins writes the plugin rows.
 	plugins map[string]*pluginChange
 	claim   *csi.Claim
+	// past: the command wrote or removed a volume that holds past
+	// claims before or after it (PastClaimsIndex moves).
+	past bool
 }
 
 type pluginChange struct {
@@ -99,7 +109,24 @@ func (w *writer) plugin(id string) *pluginChange {
 func (w *writer) putVolume(v *csi.Volume) error {
 	normalizeVolume(v)
 	v.ModifyIndex = w.index
+	if !w.past {
+		if len(v.PastClaims) > 0 {
+			w.past = true
+		} else if old, err := getOne[*csi.Volume](w.txn, tVolumes, v.Namespace, v.ID); err != nil {
+			return err
+		} else if old != nil && len(old.PastClaims) > 0 {
+			w.past = true
+		}
+	}
 	return w.insert(tVolumes, v)
+}
+
+// deleteVolume removes v, as read in this transaction.
+func (w *writer) deleteVolume(v *csi.Volume) error {
+	if len(v.PastClaims) > 0 {
+		w.past = true
+	}
+	return w.delete(tVolumes, v)
 }
 
 // --- validation and naming ---
@@ -354,7 +381,7 @@ func (c DeregisterVolume) apply(w *writer) error {
 		return fmt.Errorf("%w: volume %s is still claimed by allocations %s; wait for the claims to be released, or force the deregistration if the attachments are gone",
 			csi.ErrVolumeInUse, volName(c.Namespace, c.VolumeID), strings.Join(ids, ", "))
 	}
-	return w.delete(tVolumes, v)
+	return w.deleteVolume(v)
 }
 
 // --- claims ---

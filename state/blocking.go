@@ -70,3 +70,26 @@ func (s *MemStore) Wait(ctx context.Context, table Table, minIndex uint64) (uint
 		}
 	}
 }
+
+// PastClaimsIndex implements PastClaimWatcher.
+func (s *MemStore) PastClaimsIndex() (uint64, error) {
+	return s.gen.Load().past.Load().index, nil
+}
+
+// WaitPastClaims implements PastClaimWatcher.
+func (s *MemStore) WaitPastClaims(ctx context.Context, minIndex uint64) (uint64, error) {
+	for {
+		gen := s.gen.Load()
+		mark := gen.past.Load()
+		if mark.index > minIndex {
+			return mark.index, nil
+		}
+		select {
+		case <-mark.changed:
+		case <-gen.replaced:
+			return s.gen.Load().past.Load().index, nil
+		case <-ctx.Done():
+			return mark.index, ctx.Err()
+		}
+	}
+}

@@ -42,11 +42,31 @@ type generation struct {
 	db *memdb.MemDB
 	// replaced is closed when a restore replaces db, to wake Wait.
 	replaced chan struct{}
+	// past is where the volumes with past claims last changed
+	// (PastClaimsIndex); Apply replaces it after the commit of such a
+	// change.
+	past atomic.Pointer[pastMark]
+}
+
+// pastMark is one value of PastClaimsIndex: the index, and a channel
+// closed when a later write replaces the mark.
+type pastMark struct {
+	index   uint64
+	changed chan struct{}
+}
+
+// newGeneration wraps db, whose volumes with past claims last changed
+// at pastIndex.
+func newGeneration(db *memdb.MemDB, pastIndex uint64) *generation {
+	g := &generation{db: db, replaced: make(chan struct{})}
+	g.past.Store(&pastMark{index: pastIndex, changed: make(chan struct{})})
+	return g
 }
 
 var (
-	_ Store       = (*MemStore)(nil)
-	_ Snapshotter = (*MemStore)(nil)
+	_ Store            = (*MemStore)(nil)
+	_ Snapshotter      = (*MemStore)(nil)
+	_ PastClaimWatcher = (*MemStore)(nil)
 )
 
 // NewMemStore returns an empty store. It starts no goroutine.
@@ -59,7 +79,7 @@ func NewMemStore(cfg Config) (*MemStore, error) {
 		return nil, err
 	}
 	s := &MemStore{logger: cfg.Logger}
-	s.gen.Store(&generation{db: db, replaced: make(chan struct{})})
+	s.gen.Store(newGeneration(db, 0))
 	return s, nil
 }
 

@@ -117,8 +117,14 @@ func (s *MemStore) Restore(ctx context.Context, r io.Reader) error {
 	if err != nil {
 		return err
 	}
+	// Which volumes' past claims the restore changed is not known: the
+	// restored volume table's index stands for all of them.
+	_, volIdx, err := tableIndex(db.Txn(false), TableVolumes)
+	if err != nil {
+		return err
+	}
 	s.writeMu.Lock()
-	old := s.gen.Swap(&generation{db: db, replaced: make(chan struct{})})
+	old := s.gen.Swap(newGeneration(db, volIdx))
 	s.last = last
 	s.writeMu.Unlock()
 	close(old.replaced)

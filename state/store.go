@@ -125,6 +125,28 @@ type Watcher interface {
 	Wait(ctx context.Context, table Table, minIndex uint64) (uint64, error)
 }
 
+// PastClaimWatcher is implemented by stores that can tell when the
+// volumes with past claims change, apart from every other write to the
+// volume table. The claim release worker waits with it when the store
+// has it: a write that claims, publishes or registers a volume without
+// past claims does not wake it. Find it with a type assertion; a store
+// without it is watched through Watcher on TableVolumes.
+type PastClaimWatcher interface {
+	// PastClaimsIndex returns the log index of the last write that
+	// changed or removed a volume holding past claims before or after
+	// the write (a claim released, checkpointed or freed, any other
+	// change to such a volume, its deregistration); 0 if none has.
+	// After a restore it is the restored volume table's index. It is
+	// at most Index(TableVolumes), and a read that follows it sees
+	// that write.
+	PastClaimsIndex() (uint64, error)
+	// WaitPastClaims blocks until PastClaimsIndex is above minIndex and
+	// returns it. Like Watcher.Wait, it also returns, with the current
+	// index, when a restore replaced the whole state, returns ctx.Err()
+	// when ctx ends first, and starts no goroutine.
+	WaitPastClaims(ctx context.Context, minIndex uint64) (uint64, error)
+}
+
 // Reader is everything a read-only consumer (the router, the claim
 // release worker, host APIs) needs.
 type Reader interface {
