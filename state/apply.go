@@ -508,7 +508,7 @@ func checkMaxVolumes(txn *memdb.Txn, v *csi.Volume, node string, limit int64) er
 	if attachedOn(v, node) {
 		return nil // no new attachment
 	}
-	it, err := txn.Get(tVolumes, iClaimNode, node, v.PluginID)
+	it, err := txn.Get(tVolumes, iRefs, refNode, node, v.PluginID)
 	if err != nil {
 		return dbErr("count volumes on node", err)
 	}
@@ -555,7 +555,7 @@ func (c ReleaseClaims) apply(w *writer) error {
 
 // releaseClaims turns the allocation's live claims into past claims.
 func (w *writer) releaseClaims(allocID string, at time.Time) error {
-	it, err := w.txn.Get(tVolumes, iClaimAlloc, allocID)
+	it, err := w.txn.Get(tVolumes, iRefs, refAlloc, allocID)
 	if err != nil {
 		return dbErr("list claims of allocation", err)
 	}
@@ -897,7 +897,7 @@ func recountPlugin(txn *memdb.Txn, p *csi.Plugin) error {
 	if err != nil {
 		return err
 	}
-	it, err := txn.Get(tAllocations, iPlugin, p.ID)
+	it, err := txn.Get(tAllocations, iRefs, refRunning, p.ID)
 	if err != nil {
 		return dbErr("list plugin allocations", err)
 	}

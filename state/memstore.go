@@ -131,7 +131,7 @@ func (s *MemStore) VolumesByPlugin(pluginID string) ([]*csi.Volume, error) {
 	if err := csi.ValidatePluginID(pluginID); err != nil {
 		return nil, err
 	}
-	return listVolumes(s.read(), iPlugin, nil, pluginID)
+	return listVolumes(s.read(), iRefs, nil, refPlugin, pluginID)
 }
 
 // VolumesByNode implements VolumeReader.
@@ -139,7 +139,7 @@ func (s *MemStore) VolumesByNode(nodeID string) ([]*csi.Volume, error) {
 	if err := csi.ValidateNodeID(nodeID); err != nil {
 		return nil, err
 	}
-	vols, err := listVolumes(s.read(), iClaimNode+"_prefix", nil, nodeID, "")
+	vols, err := listVolumes(s.read(), iRefs, nil, refNode, nodeID)
 	if err != nil {
 		return nil, err
 	}
@@ -151,12 +151,12 @@ func (s *MemStore) VolumesByNode(nodeID string) ([]*csi.Volume, error) {
 
 // VolumesWithPastClaims implements VolumeReader.
 func (s *MemStore) VolumesWithPastClaims() ([]*csi.Volume, error) {
-	return listVolumes(s.read(), iPast, nil, "past")
+	return listVolumes(s.read(), iRefs, nil, refPast)
 }
 
 // PastClaimVolumeIDs implements VolumeReader.
 func (s *MemStore) PastClaimVolumeIDs() ([]VolumeStamp, error) {
-	it, err := s.read().Get(tVolumes, iPast, "past")
+	it, err := s.read().Get(tVolumes, iRefs, refPast)
 	if err != nil {
 		return nil, dbErr("list volumes with past claims", err)
 	}
@@ -262,7 +262,7 @@ func (s *MemStore) AllocationsByNode(nodeID string) ([]*csi.Allocation, error) {
 	if err := csi.ValidateNodeID(nodeID); err != nil {
 		return nil, err
 	}
-	it, err := s.read().Get(tAllocations, iNode, nodeID)
+	it, err := s.read().Get(tAllocations, iRefs, refOnNode, nodeID)
 	if err != nil {
 		return nil, dbErr("list allocations of node "+nodeID, err)
 	}
@@ -433,7 +433,7 @@ func viewPlugin(txn *memdb.Txn, row *csi.Plugin) (*csi.Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	it, err := txn.Get(tAllocations, iPlugin, row.ID)
+	it, err := txn.Get(tAllocations, iRefs, refRunning, row.ID)
 	if err != nil {
 		return nil, dbErr("list plugin allocations", err)
 	}

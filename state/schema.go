@@ -1,9 +1,9 @@
 package state
 
 import (
+	"errors"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/csikit/csikit/csi"
 	"github.com/hashicorp/go-memdb"
@@ -23,13 +23,22 @@ const (
 
 // memdb index names.
 const (
-	iID         = "id"
-	iPlugin     = "plugin"
-	iClaimNode  = "claim_node"
-	iClaimAlloc = "claim_alloc"
-	iPast       = "past"
-	iAlloc      = "alloc"
-	iNode       = "node"
+	iID    = "id"
+	iRefs  = "refs"
+	iAlloc = "alloc"
+)
+
+// The kinds of key in a refs index: each key is the kind, then its
+// parts (see refsIndex).
+const (
+	// Volumes.
+	refPlugin = "plugin" // plugin ID: every volume
+	refNode   = "node"   // node ID, plugin ID: a node a claim (live or past) is on
+	refAlloc  = "alloc"  // allocation ID: a claim's allocation (live or past)
+	refPast   = "past"   // no part: the volume holds past claims
+	// Allocations.
+	refOnNode  = "node"   // node ID: every allocation; memdb orders a node's by allocation ID
+	refRunning = "plugin" // plugin ID: the plugins a running allocation runs (its expected instances)
 )
 
 // tableOf maps a memdb table to the public Table whose index a write to
@@ -69,36 +78,7 @@ func schema() *memdb.DBSchema {
 			iID: {Name: iID, Unique: true, Indexer: single(2, func(v *csi.Volume) []string {
 				return []string{v.Namespace, v.ID}
 			})},
-			iPlugin: {Name: iPlugin, Indexer: single(1, func(v *csi.Volume) []string {
-				return []string{v.PluginID}
-			})},
-			// One key per node holding a claim (live or past); the plugin
-			// in the key lets a claim count a node's volumes of one plugin.
-			iClaimNode: {Name: iClaimNode, AllowMissing: true, Indexer: multi(2, func(v *csi.Volume) [][]string {
-				var keys [][]string
-				for _, n := range claimNodes(v) {
-					keys = append(keys, []string{n, v.PluginID})
-				}
-				return keys
-			})},
-			iClaimAlloc: {Name: iClaimAlloc, AllowMissing: true, Indexer: multi(1, func(v *csi.Volume) [][]string {
-				var keys [][]string
-				for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims, v.PastClaims} {
-					for id := range m {
-						keys = append(keys, []string{id})
-					}
-				}
-				slices.SortFunc(keys, func(a, b []string) int { return strings.Compare(a[0], b[0]) })
-				return keys
-			})},
-			// Only volumes with past claims are in this index, so the
-			// release worker's scan costs what it has to do.
-			iPast: {Name: iPast, AllowMissing: true, Indexer: single(1, func(v *csi.Volume) []string {
-				if len(v.PastClaims) == 0 {
-					return nil
-				}
-				return []string{"past"}
-			})},
+			iRefs: {Name: iRefs, Indexer: refs(volumeRefs)},
 		}},
 		tPlugins: {Name: tPlugins, Indexes: map[string]*memdb.IndexSchema{
 			iID: {Name: iID, Unique: true, Indexer: single(1, func(p *csi.Plugin) []string { return []string{p.ID} })},
@@ -119,19 +99,8 @@ func schema() *memdb.DBSchema {
 			iID: {Name: iID, Unique: true, Indexer: single(1, func(n *Node) []string { return []string{n.ID} })},
 		}},
 		tAllocations: {Name: tAllocations, Indexes: map[string]*memdb.IndexSchema{
-			iID: {Name: iID, Unique: true, Indexer: single(1, func(a *csi.Allocation) []string { return []string{a.ID} })},
-			// Every allocation, terminal ones too; memdb orders a node's
-			// entries by allocation ID.
-			iNode: {Name: iNode, Indexer: single(1, func(a *csi.Allocation) []string { return []string{a.NodeID} })},
-			// Only running allocations: they are the plugins' expected
-			// instances.
-			iPlugin: {Name: iPlugin, AllowMissing: true, Indexer: multi(1, func(a *csi.Allocation) [][]string {
-				var keys [][]string
-				for _, id := range allocPluginIDs(a) {
-					keys = append(keys, []string{id})
-				}
-				return keys
-			})},
+			iID:   {Name: iID, Unique: true, Indexer: single(1, func(a *csi.Allocation) []string { return []string{a.ID} })},
+			iRefs: {Name: iRefs, Indexer: refs(allocationRefs)},
 		}},
 		tIndex: {Name: tIndex, Indexes: map[string]*memdb.IndexSchema{
 			iID: {Name: iID, Unique: true, Indexer: single(1, func(r *indexRow) []string { return []string{string(r.Table)} })},
@@ -140,6 +109,40 @@ func schema() *memdb.DBSchema {
 }
 
 // claimNodes returns the distinct nodes of a volume's claims, sorted.
+// volumeRefs lists a volume's keys in the refs index. A volume is
+// written whole at each change, and memdb updates every index of a
+// table at each write: the lookups share one index, so a write updates
+// two trees, not one per lookup.
+func volumeRefs(v *csi.Volume) [][]string {
+	keys := [][]string{{refPlugin, v.PluginID}}
+	for _, n := range claimNodes(v) {
+		keys = append(keys, []string{refNode, n, v.PluginID})
+	}
+	var allocs []string
+	for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims, v.PastClaims} {
+		for id := range m {
+			allocs = append(allocs, id)
+		}
+	}
+	slices.Sort(allocs)
+	for _, id := range slices.Compact(allocs) {
+		keys = append(keys, []string{refAlloc, id})
+	}
+	if len(v.PastClaims) > 0 {
+		keys = append(keys, []string{refPast})
+	}
+	return keys
+}
+
+// allocationRefs lists an allocation's keys in the refs index.
+func allocationRefs(a *csi.Allocation) [][]string {
+	keys := [][]string{{refOnNode, a.NodeID}}
+	for _, id := range allocPluginIDs(a) {
+		keys = append(keys, []string{refRunning, id})
+	}
+	return keys
+}
+
 func claimNodes(v *csi.Volume) []string {
 	var nodes []string
 	for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims, v.PastClaims} {
@@ -229,27 +232,38 @@ func (s *singleIndex[T]) FromObject(raw any) (bool, []byte, error) {
 	return true, encodeKey(parts), nil
 }
 
-type multiIndex[T any] struct {
-	keyArgs
+// refsIndex is a table's one non-unique secondary index, keyed by
+// kind: each key of an object is a kind (refPlugin, refNode, …) and its
+// parts. Get takes the kind and one or more leading parts, and returns
+// the objects with a key that starts with them, ordered by the rest of
+// the key and then by the object's ID (memdb appends it to every key of
+// a non-unique index).
+type refsIndex[T any] struct {
 	of func(T) [][]string
 }
 
-func multi[T any](n int, of func(T) [][]string) *multiIndex[T] {
-	return &multiIndex[T]{keyArgs: keyArgs{n: n}, of: of}
-}
+func refs[T any](of func(T) [][]string) *refsIndex[T] { return &refsIndex[T]{of: of} }
 
-func (m *multiIndex[T]) FromObject(raw any) (bool, [][]byte, error) {
+func (r *refsIndex[T]) FromObject(raw any) (bool, [][]byte, error) {
 	obj, ok := raw.(T)
 	if !ok {
 		return false, nil, fmt.Errorf("index expects %T, got %T", obj, raw)
 	}
-	keys := m.of(obj)
-	if len(keys) == 0 {
-		return false, nil, nil
-	}
+	keys := r.of(obj)
 	out := make([][]byte, len(keys))
 	for i, k := range keys {
 		out[i] = encodeKey(k)
 	}
-	return true, out, nil
+	return len(out) > 0, out, nil
+}
+
+func (r *refsIndex[T]) FromArgs(args ...any) ([]byte, error) {
+	if len(args) == 0 {
+		return nil, errors.New("refs index takes a kind and its leading parts")
+	}
+	parts, err := keyArgs{}.strings(args)
+	if err != nil {
+		return nil, err
+	}
+	return encodeKey(parts), nil
 }
