@@ -42,20 +42,14 @@ func (s *MemStore) Apply(index uint64, cmd Command) (Result, error) {
 	if len(w.touched) == 0 {
 		return res, nil
 	}
-	for _, t := range Tables() {
-		if w.touched[t] {
-			if err := txn.Insert(tIndex, &indexRow{Table: t, Index: index}); err != nil {
-				return Result{}, dbErr("write index", err)
-			}
-		}
-	}
 	txn.Commit()
 	s.last = index
+	// After the commit: a reader that sees a new mark sees the write.
+	for t := range w.touched {
+		gen.move(tableSlot(t), index)
+	}
 	if w.past {
-		// After the commit: a reader that sees the new mark sees the
-		// write too.
-		old := gen.past.Swap(&pastMark{index: index, changed: make(chan struct{})})
-		close(old.changed)
+		gen.move(pastSlot, index)
 	}
 	res.Changed = true
 	return res, nil

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/csikit/csikit/csi"
-	"github.com/hashicorp/go-memdb"
 )
 
 func validTable(t Table) error {
@@ -21,8 +20,7 @@ func (s *MemStore) Index(table Table) (uint64, error) {
 	if err := validTable(table); err != nil {
 		return 0, err
 	}
-	_, idx, err := tableIndex(s.read(), table)
-	return idx, err
+	return s.gen.Load().marks[tableSlot(table)].Load().index, nil
 }
 
 // LastIndex returns the highest index of any table: the log index of the
@@ -33,63 +31,42 @@ func (s *MemStore) LastIndex() uint64 {
 	return s.last
 }
 
-func tableIndex(txn *memdb.Txn, table Table) (<-chan struct{}, uint64, error) {
-	ch, raw, err := txn.FirstWatch(tIndex, iID, string(table))
-	if err != nil {
-		return nil, 0, dbErr("read index of "+string(table), err)
-	}
-	if raw == nil {
-		return ch, 0, nil
-	}
-	return ch, raw.(*indexRow).Index, nil
-}
-
-// Wait implements Watcher. It watches the table's index row (a memdb
-// watch channel) and the current generation's restore channel, so it
-// wakes on exactly the writes that matter and starts no goroutine.
+// Wait implements Watcher. It waits on the table's mark and the current
+// generation's restore channel, so it wakes on exactly the writes that
+// matter and starts no goroutine.
 func (s *MemStore) Wait(ctx context.Context, table Table, minIndex uint64) (uint64, error) {
 	if err := validTable(table); err != nil {
 		return 0, err
 	}
+	return s.wait(ctx, tableSlot(table), minIndex)
+}
+
+// wait blocks until the mark in slot is above minIndex, a restore
+// replaces the generation (returning the new generation's mark), or
+// ctx ends.
+func (s *MemStore) wait(ctx context.Context, slot int, minIndex uint64) (uint64, error) {
 	for {
 		gen := s.gen.Load()
-		ch, idx, err := tableIndex(gen.db.Txn(false), table)
-		if err != nil {
-			return 0, err
-		}
-		if idx > minIndex {
-			return idx, nil
+		m := gen.marks[slot].Load()
+		if m.index > minIndex {
+			return m.index, nil
 		}
 		select {
-		case <-ch:
+		case <-m.changed:
 		case <-gen.replaced:
-			_, idx, err := tableIndex(s.read(), table)
-			return idx, err
+			return s.gen.Load().marks[slot].Load().index, nil
 		case <-ctx.Done():
-			return idx, ctx.Err()
+			return m.index, ctx.Err()
 		}
 	}
 }
 
 // PastClaimsIndex implements PastClaimWatcher.
 func (s *MemStore) PastClaimsIndex() (uint64, error) {
-	return s.gen.Load().past.Load().index, nil
+	return s.gen.Load().marks[pastSlot].Load().index, nil
 }
 
 // WaitPastClaims implements PastClaimWatcher.
 func (s *MemStore) WaitPastClaims(ctx context.Context, minIndex uint64) (uint64, error) {
-	for {
-		gen := s.gen.Load()
-		mark := gen.past.Load()
-		if mark.index > minIndex {
-			return mark.index, nil
-		}
-		select {
-		case <-mark.changed:
-		case <-gen.replaced:
-			return s.gen.Load().past.Load().index, nil
-		case <-ctx.Done():
-			return mark.index, ctx.Err()
-		}
-	}
+	return s.wait(ctx, pastSlot, minIndex)
 }

@@ -42,25 +42,58 @@ type generation struct {
 	db *memdb.MemDB
 	// replaced is closed when a restore replaces db, to wake Wait.
 	replaced chan struct{}
-	// past is where the volumes with past claims last changed
-	// (PastClaimsIndex); Apply replaces it after the commit of such a
-	// change.
-	past atomic.Pointer[pastMark]
+	// marks holds each table's index (slot tableSlot(t)) and
+	// PastClaimsIndex (slot pastSlot). Apply replaces a mark after the
+	// commit of the write that moves it, so a reader that sees a mark
+	// sees its write. They live beside the database rather than in it:
+	// memdb rewrites a table's every index tree at each insert, and a
+	// row per table written at each command cost a fifth of Apply.
+	marks [pastSlot + 1]atomic.Pointer[mark]
 }
 
-// pastMark is one value of PastClaimsIndex: the index, and a channel
-// closed when a later write replaces the mark.
-type pastMark struct {
+// mark is one value of an index: the index, and a channel closed when a
+// later write replaces the mark.
+type mark struct {
 	index   uint64
 	changed chan struct{}
 }
 
-// newGeneration wraps db, whose volumes with past claims last changed
-// at pastIndex.
-func newGeneration(db *memdb.MemDB, pastIndex uint64) *generation {
+// pastSlot is the slot of PastClaimsIndex in generation.marks, after
+// the tables'.
+const pastSlot = 4
+
+// tableSlot is table t's slot in generation.marks: its place in
+// Tables().
+func tableSlot(t Table) int {
+	switch t {
+	case TableVolumes:
+		return 0
+	case TablePlugins:
+		return 1
+	case TableNodes:
+		return 2
+	case TableAllocations:
+		return 3
+	}
+	panic("state: no slot for table " + string(t))
+}
+
+// newGeneration wraps db, whose tables last changed at the indexes of
+// tables (by tableSlot; missing ones at 0), and whose volumes with past
+// claims at pastIndex.
+func newGeneration(db *memdb.MemDB, tables map[Table]uint64, pastIndex uint64) *generation {
 	g := &generation{db: db, replaced: make(chan struct{})}
-	g.past.Store(&pastMark{index: pastIndex, changed: make(chan struct{})})
+	for _, t := range Tables() {
+		g.marks[tableSlot(t)].Store(&mark{index: tables[t], changed: make(chan struct{})})
+	}
+	g.marks[pastSlot].Store(&mark{index: pastIndex, changed: make(chan struct{})})
 	return g
+}
+
+// move replaces the mark in slot with index, waking its waiters.
+func (g *generation) move(slot int, index uint64) {
+	old := g.marks[slot].Swap(&mark{index: index, changed: make(chan struct{})})
+	close(old.changed)
 }
 
 var (
@@ -79,7 +112,7 @@ func NewMemStore(cfg Config) (*MemStore, error) {
 		return nil, err
 	}
 	s := &MemStore{logger: cfg.Logger}
-	s.gen.Store(newGeneration(db, 0))
+	s.gen.Store(newGeneration(db, nil, 0))
 	return s, nil
 }
 
@@ -88,14 +121,6 @@ func newDB() (*memdb.MemDB, error) {
 	if err != nil {
 		return nil, fmt.Errorf("state: build schema: %w", err)
 	}
-	txn := db.Txn(true)
-	defer txn.Abort()
-	for _, t := range Tables() {
-		if err := txn.Insert(tIndex, &indexRow{Table: t}); err != nil {
-			return nil, fmt.Errorf("state: init index of %s: %w", t, err)
-		}
-	}
-	txn.Commit()
 	return db, nil
 }
 

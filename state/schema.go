@@ -102,9 +102,6 @@ func schema() *memdb.DBSchema {
 			iID:   {Name: iID, Unique: true, Indexer: single(1, func(a *csi.Allocation) []string { return []string{a.ID} })},
 			iRefs: {Name: iRefs, Indexer: refs(allocationRefs)},
 		}},
-		tIndex: {Name: tIndex, Indexes: map[string]*memdb.IndexSchema{
-			iID: {Name: iID, Unique: true, Indexer: single(1, func(r *indexRow) []string { return []string{string(r.Table)} })},
-		}},
 	}}
 }
 

@@ -11,6 +11,7 @@ import (
 	"hash/crc32"
 	"io"
 	"slices"
+	"strings"
 
 	"github.com/hashicorp/go-memdb"
 
@@ -36,9 +37,10 @@ const (
 	snapshotVersion = 1
 )
 
-// snapshotTables are the tables written, in order.
+// snapshotTables are the tables whose rows are written, in order, after
+// the table indexes (table "index", one row per Table, ordered by name).
 func snapshotTables() []string {
-	return []string{tIndex, tVolumes, tPlugins, tNodes, tAllocations}
+	return []string{tVolumes, tPlugins, tNodes, tAllocations}
 }
 
 type snapshotHeader struct {
@@ -60,7 +62,21 @@ type snapshotTrailer struct {
 // Snapshot implements Snapshotter. It writes one consistent state, read
 // from a memdb snapshot, so writes go on meanwhile.
 func (s *MemStore) Snapshot(ctx context.Context, w io.Writer) error {
-	txn := s.read()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	// The table indexes live beside the database: read both under the
+	// write lock, which Apply holds from its commit to its new marks.
+	s.writeMu.Lock()
+	gen := s.gen.Load()
+	txn := gen.db.Txn(false)
+	var indexes []indexRow
+	for _, t := range Tables() {
+		indexes = append(indexes, indexRow{Table: t, Index: gen.marks[tableSlot(t)].Load().index})
+	}
+	s.writeMu.Unlock()
+	slices.SortFunc(indexes, func(a, b indexRow) int { return strings.Compare(string(a.Table), string(b.Table)) })
+
 	bw := bufio.NewWriter(w)
 	sum := crc32.NewIEEE()
 	body := io.MultiWriter(bw, sum)
@@ -68,6 +84,16 @@ func (s *MemStore) Snapshot(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	rows := 0
+	for _, r := range indexes {
+		row, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("state: snapshot index row: %w", err)
+		}
+		if err := writeJSONLine(body, snapshotLine{Table: tIndex, Row: row}); err != nil {
+			return err
+		}
+		rows++
+	}
 	for _, table := range snapshotTables() {
 		it, err := txn.Get(table, iID)
 		if err != nil {
@@ -113,18 +139,18 @@ func writeJSONLine(w io.Writer, v any) error {
 // snapshot, checks the trailer, and only then swaps it in; blocked Wait
 // calls return.
 func (s *MemStore) Restore(ctx context.Context, r io.Reader) error {
-	db, last, err := readSnapshot(ctx, r)
+	db, indexes, err := readSnapshot(ctx, r)
 	if err != nil {
 		return err
 	}
-	// Which volumes' past claims the restore changed is not known: the
-	// restored volume table's index stands for all of them.
-	_, volIdx, err := tableIndex(db.Txn(false), TableVolumes)
-	if err != nil {
-		return err
+	var last uint64
+	for _, idx := range indexes {
+		last = max(last, idx)
 	}
 	s.writeMu.Lock()
-	old := s.gen.Swap(newGeneration(db, volIdx))
+	// Which volumes' past claims the restore changed is not known: the
+	// restored volume table's index stands for all of them.
+	old := s.gen.Swap(newGeneration(db, indexes, indexes[TableVolumes]))
 	s.last = last
 	s.writeMu.Unlock()
 	close(old.replaced)
@@ -161,65 +187,60 @@ func readLine(br *bufio.Reader, rows int) ([]byte, error) {
 	return line, nil
 }
 
-func readSnapshot(ctx context.Context, r io.Reader) (*memdb.MemDB, uint64, error) {
+// readSnapshot returns the database of a snapshot and its table
+// indexes.
+func readSnapshot(ctx context.Context, r io.Reader) (*memdb.MemDB, map[Table]uint64, error) {
 	br := bufio.NewReader(r)
 	sum := crc32.NewIEEE()
 	line, err := readLine(br, 0)
 	if err != nil {
-		return nil, 0, err
+		return nil, nil, err
 	}
 	var h snapshotHeader
 	if err := strictUnmarshal(line, &h); err != nil {
-		return nil, 0, badSnapshot("header: %v", err)
+		return nil, nil, badSnapshot("header: %v", err)
 	}
 	if h.Format != snapshotFormat || h.Version != snapshotVersion {
-		return nil, 0, badSnapshot("format %q version %d; this store reads %q version %d",
+		return nil, nil, badSnapshot("format %q version %d; this store reads %q version %d",
 			h.Format, h.Version, snapshotFormat, snapshotVersion)
 	}
 	sum.Write(line)
 
 	db, err := memdb.NewMemDB(schema())
 	if err != nil {
-		return nil, 0, fmt.Errorf("state: build schema: %w", err)
+		return nil, nil, fmt.Errorf("state: build schema: %w", err)
 	}
 	txn := db.Txn(true)
 	defer txn.Abort()
+	indexes := map[Table]uint64{}
 	rows := 0
 	for {
 		if rows%1024 == 0 {
 			if err := ctx.Err(); err != nil {
-				return nil, 0, err
+				return nil, nil, err
 			}
 		}
 		line, err := readLine(br, rows)
 		if err != nil {
-			return nil, 0, err
+			return nil, nil, err
 		}
 		if bytes.HasPrefix(line, []byte(`{"end"`)) {
 			if err := checkTrailer(br, line, rows, sum); err != nil {
-				return nil, 0, err
+				return nil, nil, err
 			}
 			break
 		}
 		sum.Write(line)
-		if err := restoreRow(txn, line); err != nil {
-			return nil, 0, badSnapshot("row %d: %v", rows+1, err)
+		if err := restoreRow(txn, line, indexes); err != nil {
+			return nil, nil, badSnapshot("row %d: %v", rows+1, err)
 		}
 		rows++
 	}
 	if err := rebuildInstances(txn); err != nil {
-		return nil, 0, badSnapshot("%v", err)
-	}
-	var last uint64
-	for _, t := range Tables() {
-		_, idx, err := tableIndex(txn, t)
-		if err != nil {
-			return nil, 0, err
-		}
-		last = max(last, idx)
+		return nil, nil, badSnapshot("%v", err)
 	}
 	txn.Commit()
-	return db, last, nil
+	return db, indexes, nil
 }
 
 func checkTrailer(br *bufio.Reader, line []byte, rows int, sum hash.Hash32) error {
@@ -239,7 +260,9 @@ func checkTrailer(br *bufio.Reader, line []byte, rows int, sum hash.Hash32) erro
 	return nil
 }
 
-func restoreRow(txn *memdb.Txn, line []byte) error {
+// restoreRow inserts one snapshot row, or, for a table index row,
+// records it in indexes.
+func restoreRow(txn *memdb.Txn, line []byte, indexes map[Table]uint64) error {
 	var l snapshotLine
 	if err := strictUnmarshal(line, &l); err != nil {
 		return err
@@ -265,6 +288,10 @@ func restoreRow(txn *memdb.Txn, line []byte) error {
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %v", l.Table, err)
+	}
+	if r, ok := obj.(*indexRow); ok {
+		indexes[r.Table] = r.Index
+		return nil
 	}
 	if err := txn.Insert(l.Table, obj); err != nil {
 		return fmt.Errorf("%s: %v", l.Table, err)
