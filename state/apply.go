@@ -544,40 +544,67 @@ func (c ReleaseClaims) apply(w *writer) error {
 		return fmt.Errorf("%w: release claims of allocation %s without ReleasedAt; set it to when the allocation stopped",
 			csi.ErrInvalidRequest, c.AllocationID)
 	}
-	return w.releaseClaims(c.AllocationID, c.ReleasedAt)
+	return w.releaseClaims([]string{c.AllocationID}, c.ReleasedAt)
 }
 
-// releaseClaims turns the allocation's live claims into past claims.
-func (w *writer) releaseClaims(allocID string, at time.Time) error {
-	it, err := w.txn.Get(tVolumes, iRefs, refAlloc, allocID)
-	if err != nil {
-		return dbErr("list claims of allocation", err)
+// releaseClaims turns the allocations' live claims into past claims.
+// A volume claimed by several of them is written once: every lookup
+// comes before the first write, and a write of a volume costs the same
+// for one claim as for many.
+func (w *writer) releaseClaims(allocIDs []string, at time.Time) error {
+	type release struct {
+		v      *csi.Volume // as stored, then the edited copy
+		edited bool
 	}
-	var vols []*csi.Volume
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		vols = append(vols, raw.(*csi.Volume))
+	var order []volKey
+	vols := map[volKey]*release{}
+	for _, allocID := range allocIDs {
+		it, err := w.txn.Get(tVolumes, iRefs, refAlloc, allocID)
+		if err != nil {
+			return dbErr("list claims of allocation", err)
+		}
+		for raw := it.Next(); raw != nil; raw = it.Next() {
+			v := raw.(*csi.Volume)
+			k := volKey{v.Namespace, v.ID}
+			if vols[k] == nil {
+				vols[k] = &release{v: v}
+				order = append(order, k)
+			}
+		}
 	}
-	for _, v := range vols {
-		m := claimMap(v, allocID)
-		if m == nil || m == &v.PastClaims {
-			continue
+	for _, allocID := range allocIDs {
+		for _, k := range order {
+			r := vols[k]
+			m := claimMap(r.v, allocID)
+			if m == nil || m == &r.v.PastClaims {
+				continue
+			}
+			nc := (*m)[allocID].Copy()
+			nc.State = csi.ClaimUnpublishing
+			nc.ReleasedAt = at
+			normalizeClaim(nc)
+			if !r.edited {
+				r.v, r.edited = editable(r.v), true
+			}
+			delete(*claimMap(r.v, allocID), allocID)
+			if r.v.PastClaims == nil {
+				r.v.PastClaims = map[string]*csi.Claim{}
+			}
+			r.v.PastClaims[allocID] = nc
 		}
-		nc := (*m)[allocID].Copy()
-		nc.State = csi.ClaimUnpublishing
-		nc.ReleasedAt = at
-		normalizeClaim(nc)
-		nv := editable(v)
-		delete(*claimMap(nv, allocID), allocID)
-		if nv.PastClaims == nil {
-			nv.PastClaims = map[string]*csi.Claim{}
-		}
-		nv.PastClaims[allocID] = nc
-		if err := w.putVolume(nv); err != nil {
-			return err
+	}
+	for _, k := range order {
+		if r := vols[k]; r.edited {
+			if err := w.putVolume(r.v); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
 }
+
+// volKey names a volume within a write.
+type volKey struct{ namespace, id string }
 
 func (c CheckpointClaim) apply(w *writer) error {
 	if c.State <= csi.ClaimTaken || c.State > csi.ClaimReadyToFree {
@@ -984,43 +1011,66 @@ func (c UpsertAllocations) apply(w *writer) error {
 		return fmt.Errorf("%w: upsert of terminal allocations without ReleasedAt; set it to when they stopped",
 			csi.ErrInvalidRequest)
 	}
+	var stopped []*csi.Allocation
 	for i := range c.Allocations {
-		if err := w.upsertAllocation(c.Allocations[i].Copy(), c.ReleasedAt); err != nil {
+		a := c.Allocations[i].Copy()
+		changed, err := w.upsertAllocation(a)
+		if err != nil {
+			return err
+		}
+		if changed && a.Terminal {
+			stopped = append(stopped, a)
+		}
+	}
+	if len(stopped) == 0 {
+		return nil
+	}
+	stoppedIDs := make([]string, len(stopped))
+	for i, a := range stopped {
+		stoppedIDs[i] = a.ID
+	}
+	if err := w.releaseClaims(stoppedIDs, c.ReleasedAt); err != nil {
+		return err
+	}
+	for _, a := range stopped {
+		if err := w.dropInstances(a); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (w *writer) upsertAllocation(a *csi.Allocation, releasedAt time.Time) error {
+// upsertAllocation writes a and reports whether it changed anything;
+// the caller releases the claims of a terminal allocation.
+func (w *writer) upsertAllocation(a *csi.Allocation) (bool, error) {
 	if len(a.Plugins) == 0 {
 		a.Plugins = nil
 	}
 	old, err := getAllocation(w.txn, a.ID)
 	if err != nil {
-		return err
+		return false, err
 	}
 	a.CreateIndex, a.ModifyIndex = w.index, w.index
 	if old != nil {
 		switch {
 		case old.Terminal && !a.Terminal:
-			return fmt.Errorf("%w: allocation %s is terminal and cannot run again; give the new run a new allocation ID",
+			return false, fmt.Errorf("%w: allocation %s is terminal and cannot run again; give the new run a new allocation ID",
 				csi.ErrAllocationTerminal, a.ID)
 		case old.Namespace != a.Namespace:
-			return fmt.Errorf("%w: allocation %s is in namespace %s and cannot move to %s",
+			return false, fmt.Errorf("%w: allocation %s is in namespace %s and cannot move to %s",
 				csi.ErrInvalidRequest, a.ID, old.Namespace, a.Namespace)
 		case old.NodeID != a.NodeID:
-			return fmt.Errorf("%w: allocation %s runs on node %s and cannot move to node %s; place a new allocation",
+			return false, fmt.Errorf("%w: allocation %s runs on node %s and cannot move to node %s; place a new allocation",
 				csi.ErrInvalidRequest, a.ID, old.NodeID, a.NodeID)
 		}
 		a.CreateIndex, a.ModifyIndex = old.CreateIndex, old.ModifyIndex
 		if reflect.DeepEqual(a, old) {
-			return nil
+			return false, nil
 		}
 		a.ModifyIndex = w.index
 	}
 	if err := w.insert(tAllocations, a); err != nil {
-		return err
+		return false, err
 	}
 	for _, x := range []*csi.Allocation{old, a} {
 		sign := 1
@@ -1034,13 +1084,7 @@ func (w *writer) upsertAllocation(a *csi.Allocation, releasedAt time.Time) error
 			pc.nodesExpected += sign * n
 		}
 	}
-	if !a.Terminal {
-		return nil
-	}
-	if err := w.releaseClaims(a.ID, releasedAt); err != nil {
-		return err
-	}
-	return w.dropInstances(a)
+	return true, nil
 }
 
 // dropInstances removes the plugin instances a terminal allocation ran,

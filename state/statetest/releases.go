@@ -75,6 +75,28 @@ func (s suite) releases(t *testing.T) {
 		}
 	})
 
+	t.Run("TerminalAllocationsTogether", func(t *testing.T) {
+		// Two allocations sharing a volume stop in one upsert: each of
+		// their claims becomes a past claim, in one write of each volume.
+		w := claimed(t)
+		w.must(t, state.UpsertAllocations{Allocations: []csi.Allocation{terminal(allocWeb(1, "n1")), terminal(allocWeb(2, "n2"))}, ReleasedAt: t0})
+		want := map[string][]string{"data": {"web-1"}, "shared": {"web-1", "web-2"}}
+		for id, allocs := range want {
+			v := w.volume(t, nsDefault, id)
+			if len(v.ReadClaims)+len(v.WriteClaims) != 0 || len(v.PastClaims) != len(allocs) {
+				t.Errorf("%s after both allocations stopped: %s, want only past claims of %v", id, toJSON(v), allocs)
+			}
+			for _, a := range allocs {
+				if c := v.PastClaims[a]; c == nil || c.State != csi.ClaimUnpublishing || !c.ReleasedAt.Equal(t0) {
+					t.Errorf("%s: %s's claim = %s, want unpublishing released at %v", id, a, toJSON(c), t0)
+				}
+			}
+			if v.ModifyIndex != w.idx {
+				t.Errorf("%s: ModifyIndex %d, want %d", id, v.ModifyIndex, w.idx)
+			}
+		}
+	})
+
 	t.Run("Checkpoints", func(t *testing.T) {
 		w := claimed(t)
 		cp := func(alloc string, st csi.ClaimState) state.CheckpointClaim {
