@@ -438,26 +438,52 @@ func TestMounter_StateFile_Grows(t *testing.T) {
 	e.p.RequireNoViolations(t)
 }
 
-// TestMounter_StateFile_Removed: a state file removed behind the
-// Mounter's back is written whole again by the volume's next intent.
+// TestMounter_StateFile_Removed: a state file removed or replaced
+// behind the Mounter's back is written whole again, or in the file now
+// at its name, by the volume's next intent: never only to the file the
+// Mounter kept open from its earlier writes.
 func TestMounter_StateFile_Removed(t *testing.T) {
-	e := newEnv(t, stageCaps)
-	e.volume("vol1")
-	m := e.mounter()
-	mustMount(t, m, mountReq("vol1", "a1"))
-	if err := os.Remove(poolFile(t, e.state, "vol1")); err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		name   string
+		tamper func(t *testing.T, p string)
+	}{
+		{"removed", func(t *testing.T, p string) {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"replaced by a copy", func(t *testing.T, p string) {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(p+".copy", data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Rename(p+".copy", p); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, stageCaps)
+			e.volume("vol1")
+			m := e.mounter()
+			mustMount(t, m, mountReq("vol1", "a1"))
+			tc.tamper(t, poolFile(t, e.state, "vol1"))
+			mustMount(t, m, mountReq("vol1", "a2"))
+			m2 := e.mounter()
+			for _, a := range []string{"a1", "a2"} {
+				if has, err := m2.HasMount(context.Background(), testNS, "vol1", a); err != nil || !has {
+					t.Errorf("HasMount(%s) from the file at the record's name = %v, %v", a, has, err)
+				}
+			}
+			mustUnmount(t, m, unmountReq("vol1", "a1"))
+			mustUnmount(t, m, unmountReq("vol1", "a2"))
+			requireNoStateLeft(t, e.state)
+			e.p.RequireNoViolations(t)
+		})
 	}
-	mustMount(t, m, mountReq("vol1", "a2"))
-	m2 := e.mounter()
-	for _, a := range []string{"a1", "a2"} {
-		if has, err := m2.HasMount(context.Background(), testNS, "vol1", a); err != nil || !has {
-			t.Errorf("HasMount(%s) from the rewritten file = %v, %v", a, has, err)
-		}
-	}
-	mustUnmount(t, m, unmountReq("vol1", "a1"))
-	mustUnmount(t, m, unmountReq("vol1", "a2"))
-	e.p.RequireNoViolations(t)
 }
 
 // TestNew_StateVersion2_Replaced: a version 2 file is read, and replaced

@@ -118,6 +118,12 @@ type stateFile struct {
 	// overwrites the other slot, which until then may be the only copy
 	// on disk.
 	unsure bool
+	// fd is the file, open for writing while a volume holds it: a
+	// volume's writes cost a write each (and a sync for a durable one),
+	// not an open and a close too. nil until the holder's first write
+	// in place, and again once the file is freed, created anew, or
+	// found gone.
+	fd *os.File
 }
 
 const (
@@ -249,17 +255,47 @@ func (s *store) put(f *stateFile, data []byte, durable bool) error {
 }
 
 // overwrite writes data to the slot of f that does not hold the stable
-// record, and syncs it for a durable write.
+// record, and syncs it for a durable write. A file removed or replaced
+// behind the Mounter's back is an error matching fs.ErrNotExist, as a
+// failed open would be.
 func (s *store) overwrite(f *stateFile, data []byte, durable bool) error {
-	fd, err := os.OpenFile(s.path(f), os.O_WRONLY, 0)
+	fd, err := s.open(f)
 	if err != nil {
 		return err
 	}
-	err = s.writeSlot(fd, f, data, durable)
-	if cerr := fd.Close(); err == nil {
-		err = cerr
+	if err := s.writeSlot(fd, f, data, durable); err != nil {
+		// The next write opens the file again.
+		f.closeFD()
+		return err
 	}
-	return err
+	return nil
+}
+
+// open returns f's open file, opening it if need be. The file kept open
+// from an earlier write is checked first: one that lost its name (its
+// link count is 0: removed, or replaced by a rename) is closed, and the
+// path opened again, which reports a removal as fs.ErrNotExist.
+func (s *store) open(f *stateFile) (*os.File, error) {
+	if f.fd != nil {
+		if linked(f.fd) {
+			return f.fd, nil
+		}
+		f.closeFD()
+	}
+	fd, err := os.OpenFile(s.path(f), os.O_WRONLY, 0)
+	if err != nil {
+		return nil, err
+	}
+	f.fd = fd
+	return fd, nil
+}
+
+// closeFD closes the file kept open, if any.
+func (f *stateFile) closeFD() {
+	if f.fd != nil {
+		_ = f.fd.Close()
+		f.fd = nil
+	}
 }
 
 func (s *store) writeSlot(fd *os.File, f *stateFile, data []byte, durable bool) error {
@@ -292,6 +328,8 @@ func (s *store) writeSlot(fd *os.File, f *stateFile, data []byte, durable bool) 
 // that later writes of slot 1 allocate nothing), to a temporary file
 // that is synced and renamed into place, then syncs the directory.
 func (s *store) create(f *stateFile, data []byte) error {
+	// A file kept open is the one the rename replaces.
+	f.closeFD()
 	final := s.path(f)
 	size := slotSizeFor(len(data))
 	buf := make([]byte, 2*size)
@@ -383,6 +421,8 @@ func (s *store) drop(namespace, volumeID string, durable bool) error {
 				err = &persistError{path: s.dir, err: serr}
 			}
 		}
+		// A free file holds no open descriptor.
+		f.closeFD()
 		s.mu.Lock()
 		s.free = append(s.free, f)
 		s.mu.Unlock()

@@ -21,3 +21,10 @@ func fdatasync(f *os.File) error {
 		}
 	}
 }
+
+// linked reports whether f still has a name: its link count is above 0.
+// A file removed, or replaced by a rename, has none.
+func linked(f *os.File) bool {
+	var st syscall.Stat_t
+	return syscall.Fstat(int(f.Fd()), &st) == nil && st.Nlink > 0
+}
