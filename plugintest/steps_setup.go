@@ -198,10 +198,10 @@ func (l *run) learn(step string, info *csi.PluginInfo) {
 // registerPlugin starts the stack, whose node registry (the fingerprint
 // Manager) fingerprints the instances registered in step fingerprint and
 // reports them, and waits until the store sees the plugin healthy on the
-// node. Meanwhile it reports the run's workloads to the store, as a host
-// records the allocations it places without waiting for their volumes'
-// plugin: the write overlaps the registry's fingerprint instead of
-// following it.
+// node, then reports the run's workloads to the store. It waits first:
+// the registry's goroutines then start on the harness's own processor
+// as it blocks, where a write meanwhile would have the scheduler wake
+// another processor for them, which costs more than the write.
 func (l *run) registerPlugin() {
 	const step = "register plugin on the node"
 	if !l.begin(step) {
@@ -214,6 +214,11 @@ func (l *run) registerPlugin() {
 		wantController = wantController || in.typ.HasController()
 	}
 	l.st.start(l.ctx)
+	if err := l.st.waitHealthy(ctx, wantController, true); err != nil {
+		l.fail(Failure{Step: step, Expect: "the node's registry must find the plugin healthy, as the harness did in step \"fingerprint\"",
+			Detail: err.Error(), Fatal: true})
+		return
+	}
 	n := 2
 	if l.cfg.Capability.AccessMode == csi.AccessModeSingleNodeSingleWriter {
 		n = 1
@@ -230,11 +235,6 @@ func (l *run) registerPlugin() {
 	}
 	if _, err := l.st.applier.Apply(ctx, state.UpsertAllocations{Allocations: allocs}); err != nil {
 		l.fail(Failure{Step: step, Expect: "the store to take the run's allocations", Detail: err.Error(), Fatal: true})
-		return
-	}
-	if err := l.st.waitHealthy(ctx, wantController, true); err != nil {
-		l.fail(Failure{Step: step, Expect: "the node's registry must find the plugin healthy, as the harness did in step \"fingerprint\"",
-			Detail: err.Error(), Fatal: true})
 	}
 }
 
