@@ -76,11 +76,13 @@
 // Writes from all volumes go through one committer: the commands that
 // arrive while a write is in flight are applied together as one
 // state.Batch (one store transaction, one log entry on a replicated
-// host), since a store pays mostly per transaction. A step's write is
-// handed to the committer as soon as the step succeeded, and the pass
-// goes on with the next claim's step while it is written; the pass
-// collects every write before it ends, so a claim's controller step
-// starts only once its NodeDetached checkpoint is written. The frees of
+// host), since a store pays mostly per transaction. While several
+// releases run, a step's write is handed to the committer as soon as
+// the step succeeded, and the pass goes on with the next claim's step
+// while it is written; a release running alone writes its pass's
+// writes itself, in one batch, when the pass collects them. Either way
+// the pass collects every write before it ends, so a claim's controller
+// step starts only once its NodeDetached checkpoint is written. The frees of
 // one node's claims go out together, in one batch. A volume's own
 // writes stay in order. The host's Applier therefore sees
 // CheckpointClaim, FreeClaim and RecordClaimError both on their own and

@@ -112,10 +112,12 @@ func (w *Worker) releaseVolume(ctx context.Context, k volKey) outcome {
 // freed.
 //
 // A step's write is submitted as soon as the step succeeded, and the
-// pass goes on with the next claim's step (or the next node's) while
-// the committer writes it: steps of different claims do not depend on
-// each other's checkpoints, and writes that pile up meanwhile go out in
-// one transaction. Every write is collected (settle) before the pass
+// pass goes on with the next claim's step (or the next node's); while
+// other releases run, the committer writes it meanwhile, with theirs
+// (steps of different claims do not depend on each other's
+// checkpoints, and writes that pile up meanwhile go out in one
+// transaction); a release running alone writes its pass's writes in
+// one batch at settle. Every write is collected (settle) before the pass
 // ends, so the next pass, and in particular the controller step of a
 // claim, starts only once the claim's node checkpoint is written.
 func (r *volumeRun) pass(ctx context.Context, v *csi.Volume) (progress, allFreed bool) {
@@ -133,8 +135,12 @@ func (r *volumeRun) pass(ctx context.Context, v *csi.Volume) (progress, allFreed
 	for i, c := range todo {
 		if r.nodeStep(ctx, v, c) {
 			stepped = true
-			if i < len(todo)-1 {
-				// Written while the next node step runs.
+			if i < len(todo)-1 && r.w.releasing.Load() > 1 {
+				// Written, with the other releases' writes, while the
+				// next node step runs. A release running alone writes
+				// its checkpoints in one batch at settle instead: waking
+				// the committer on another processor for each costs
+				// more than the write.
 				r.w.commit.kick()
 			}
 		}
@@ -180,8 +186,9 @@ func (r *volumeRun) pass(ctx context.Context, v *csi.Volume) (progress, allFreed
 		if ctx.Err() != nil {
 			break
 		}
-		if len(r.pending) > 0 {
-			// Written while this group's controller step runs.
+		if len(r.pending) > 0 && r.w.releasing.Load() > 1 {
+			// Written while this group's controller step runs (see the
+			// node steps above).
 			r.w.commit.kick()
 		}
 		cs := groups[g]

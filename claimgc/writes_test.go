@@ -138,6 +138,11 @@ func TestWorker_Release_WritesOfOneNode(t *testing.T) {
 	if i := at("free-a1"); i < ctrl {
 		t.Errorf("a free was written before the ControllerUnpublish: %v", got)
 	}
+	// A release running alone writes its pass's checkpoints together
+	// too, once its node steps are done.
+	if i := at("checkpoint-" + csi.ClaimNodeDetached.String() + "-a1"); got[i] != "store:checkpoint-node-detached-a1,checkpoint-node-detached-a2,checkpoint-node-detached-a3" {
+		t.Errorf("node checkpoints written as %q, want the three in one batch (calls %v)", got[i], got)
+	}
 	if st := w.Stats(); st.Freed != 3 || st.NodeDetached != 3 || st.ControllerDetached != 3 || st.FailedAttempts != 0 {
 		t.Errorf("stats = %+v", st)
 	}
