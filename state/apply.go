@@ -35,6 +35,9 @@ func (s *MemStore) Apply(index uint64, cmd Command) (Result, error) {
 	if err := cmd.apply(w); err != nil {
 		return Result{}, err
 	}
+	if err := w.flushVolumes(); err != nil {
+		return Result{}, err
+	}
 	if err := w.finishPlugins(); err != nil {
 		return Result{}, err
 	}
@@ -67,6 +70,15 @@ type writer struct {
 	// past: the command wrote or removed a volume that holds past
 	// claims before or after it (PastClaimsIndex moves).
 	past bool
+	// vols holds the volumes written by this write and not inserted
+	// yet, in the order first written (volOrder): a volume that several
+	// commands of a batch change (two claims' checkpoints, a claim and
+	// its publish context) is inserted once, at flushVolumes, since
+	// memdb rewrites a row's every index key at each insert. Reads of a
+	// volume by ID in the writer see these (volume); a lookup through
+	// the refs index flushes them first.
+	vols     map[volKey]*csi.Volume
+	volOrder []volKey
 }
 
 type pluginChange struct {
@@ -100,6 +112,8 @@ func (w *writer) plugin(id string) *pluginChange {
 	return pc
 }
 
+// putVolume writes v, a volume the writer owns (new, or from
+// w.editable), when the write flushes its volumes.
 func (w *writer) putVolume(v *csi.Volume) error {
 	normalizeVolume(v)
 	v.ModifyIndex = w.index
@@ -112,15 +126,84 @@ func (w *writer) putVolume(v *csi.Volume) error {
 			w.past = true
 		}
 	}
-	return w.insert(tVolumes, v)
+	k := volKey{v.Namespace, v.ID}
+	if w.vols == nil {
+		w.vols = map[volKey]*csi.Volume{}
+	}
+	if _, ok := w.vols[k]; !ok {
+		w.volOrder = append(w.volOrder, k)
+	}
+	w.vols[k] = v
+	// The table changes even if a later command of the batch removes
+	// the volume again.
+	w.touched[TableVolumes] = true
+	return nil
 }
 
-// deleteVolume removes v, as read in this transaction.
+// flushVolumes inserts the volumes written and not inserted yet.
+func (w *writer) flushVolumes() error {
+	for _, k := range w.volOrder {
+		if v := w.vols[k]; v != nil {
+			if err := w.insert(tVolumes, v); err != nil {
+				return err
+			}
+		}
+	}
+	clear(w.vols)
+	w.volOrder = w.volOrder[:0]
+	return nil
+}
+
+// volume returns a volume as this write leaves it so far, or nil.
+func (w *writer) volume(ns, id string) (*csi.Volume, error) {
+	if v, ok := w.vols[volKey{ns, id}]; ok {
+		return v, nil
+	}
+	return getOne[*csi.Volume](w.txn, tVolumes, ns, id)
+}
+
+// mustVolume is volume, with ErrVolumeNotFound for a missing one.
+func (w *writer) mustVolume(ns, id string) (*csi.Volume, error) {
+	v, err := w.volume(ns, id)
+	if err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, fmt.Errorf("%w: volume %s is not registered in namespace %s; register it first",
+			csi.ErrVolumeNotFound, id, ns)
+	}
+	return v, nil
+}
+
+// editable returns v ready to change: the writer's own copy when v is
+// one it wrote in this write, else a copy of the stored v.
+func (w *writer) editable(v *csi.Volume) *csi.Volume {
+	if p, ok := w.vols[volKey{v.Namespace, v.ID}]; ok && p == v {
+		return v
+	}
+	return editable(v)
+}
+
+// deleteVolume removes the volume v names.
 func (w *writer) deleteVolume(v *csi.Volume) error {
-	if len(v.PastClaims) > 0 {
+	k := volKey{v.Namespace, v.ID}
+	if p, ok := w.vols[k]; ok {
+		if len(p.PastClaims) > 0 {
+			w.past = true
+		}
+		// Not inserted, and now never will be; memdb removes the
+		// stored row by the keys of the stored version.
+		delete(w.vols, k)
+		w.touched[TableVolumes] = true
+	}
+	stored, err := getOne[*csi.Volume](w.txn, tVolumes, v.Namespace, v.ID)
+	if err != nil || stored == nil {
+		return err
+	}
+	if len(stored.PastClaims) > 0 {
 		w.past = true
 	}
-	return w.delete(tVolumes, v)
+	return w.delete(tVolumes, stored)
 }
 
 // --- validation and naming ---
@@ -248,7 +331,7 @@ func (w *writer) editClaim(ns, volID, allocID string, fn func(c *csi.Claim, past
 	if err := validateClaimRef(ns, volID, allocID); err != nil {
 		return err
 	}
-	v, err := getVolume(w.txn, ns, volID)
+	v, err := w.mustVolume(ns, volID)
 	if err != nil {
 		return err
 	}
@@ -261,7 +344,7 @@ func (w *writer) editClaim(ns, volID, allocID string, fn func(c *csi.Claim, past
 	if err != nil || nc == old {
 		return err
 	}
-	nv := editable(v)
+	nv := w.editable(v)
 	m = claimMap(nv, allocID)
 	if nc == nil {
 		delete(*m, allocID)
@@ -305,7 +388,7 @@ func (c RegisterVolume) apply(w *writer) error {
 	v.ControllerRequired, v.Schedulable = false, false
 	v.ControllersHealthy, v.ControllersExpected, v.NodesHealthy, v.NodesExpected = 0, 0, 0, 0
 
-	old, err := getOne[*csi.Volume](w.txn, tVolumes, v.Namespace, v.ID)
+	old, err := w.volume(v.Namespace, v.ID)
 	if err != nil {
 		return err
 	}
@@ -362,7 +445,7 @@ func (c DeregisterVolume) apply(w *writer) error {
 	if err := validateVolumeRef(c.Namespace, c.VolumeID); err != nil {
 		return err
 	}
-	v, err := getVolume(w.txn, c.Namespace, c.VolumeID)
+	v, err := w.mustVolume(c.Namespace, c.VolumeID)
 	if err != nil {
 		return err
 	}
@@ -394,7 +477,7 @@ func (c ClaimVolume) apply(w *writer) error {
 			return fmt.Errorf("claim volume %s: %w", name, err)
 		}
 	}
-	v, err := getVolume(w.txn, c.Namespace, c.VolumeID)
+	v, err := w.mustVolume(c.Namespace, c.VolumeID)
 	if err != nil {
 		return err
 	}
@@ -455,6 +538,9 @@ func (c ClaimVolume) apply(w *writer) error {
 		claim.ExternalNodeID = ni.ID
 	}
 	if ni != nil && ni.MaxVolumes > 0 {
+		if err := w.flushVolumes(); err != nil {
+			return err
+		}
 		if err := checkMaxVolumes(w.txn, v, claim.NodeID, ni.MaxVolumes); err != nil {
 			return err
 		}
@@ -464,7 +550,7 @@ func (c ClaimVolume) apply(w *writer) error {
 	claim.ReleasedAt = time.Time{}
 	claim.LastError = ""
 	normalizeClaim(claim)
-	nv := editable(v)
+	nv := w.editable(v)
 	m := &nv.ReadClaims
 	if claim.Mode == csi.ClaimWrite {
 		m = &nv.WriteClaims
@@ -555,6 +641,11 @@ func (w *writer) releaseClaims(allocIDs []string, at time.Time) error {
 	type release struct {
 		v      *csi.Volume // as stored, then the edited copy
 		edited bool
+	}
+	// The lookups read the refs index: the volumes this write changed
+	// go in first.
+	if err := w.flushVolumes(); err != nil {
+		return err
 	}
 	var order []volKey
 	vols := map[volKey]*release{}

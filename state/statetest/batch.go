@@ -59,6 +59,33 @@ func (s suite) batches(t *testing.T) {
 		}}, csi.ErrAllocationTerminal)
 	})
 
+	t.Run("SameVolumeManyCommands", func(t *testing.T) {
+		// Commands of one batch that change the same volumes, and read
+		// them by ID and through their claims, leave what the same
+		// commands leave one by one: volumes, claims, and every lookup
+		// of the volume readers.
+		cmds := []state.Command{
+			claimCmd(nsDefault, "shared", claim("web-1", "n1", csi.ClaimRead, fsMNMW)),
+			claimCmd(nsDefault, "shared", claim("web-2", "n2", csi.ClaimRead, fsMNMW)),
+			state.SetPublishContext{Namespace: nsDefault, VolumeID: "shared", AllocationID: "web-1", PublishContext: map[string]string{"k": "1"}},
+			claimCmd(nsDefault, "data", claim("web-1", "n1", csi.ClaimWrite, fsSNW)),
+			state.ReleaseClaims{AllocationID: "web-1", ReleasedAt: t0},
+			state.CheckpointClaim{Namespace: nsDefault, VolumeID: "shared", AllocationID: "web-1", State: csi.ClaimNodeDetached},
+			state.FreeClaim{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-1"},
+			state.RegisterVolume{Volume: volume(nsDefault, "brief", pluginEBS, fsSNW)},
+			claimCmd(nsDefault, "brief", claim("web-3", "n1", csi.ClaimWrite, fsSNW)),
+			state.DeregisterVolume{Namespace: nsDefault, VolumeID: "brief", Force: true},
+		}
+		one, batch := s.standard(t), s.standard(t)
+		for _, c := range cmds {
+			one.must(t, c)
+		}
+		batch.must(t, state.Batch{Commands: cmds})
+		if a, b := readerView(t, one), readerView(t, batch); a != b {
+			t.Errorf("after the batch:\n%s\nafter the same commands one by one:\n%s", b, a)
+		}
+	})
+
 	t.Run("Invalid", func(t *testing.T) {
 		w := s.standard(t)
 		inner := state.Batch{Commands: []state.Command{state.DeleteNode{NodeID: "n3"}}}
@@ -79,4 +106,27 @@ func (s suite) batches(t *testing.T) {
 		w := s.standard(t)
 		w.noop(t, state.Batch{})
 	})
+}
+
+// readerView is what the volume readers say of w's store, indexes
+// aside (a batch writes at one index, the same commands at several).
+func readerView(t *testing.T, w *world) string {
+	t.Helper()
+	strip := func(vols []*csi.Volume, err error) []*csi.Volume {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, v := range vols {
+			v.CreateIndex, v.ModifyIndex = 0, 0
+		}
+		return vols
+	}
+	view := map[string][]*csi.Volume{
+		"all":  strip(w.s.Volumes("", "")),
+		"ebs":  strip(w.s.VolumesByPlugin(pluginEBS)),
+		"n1":   strip(w.s.VolumesByNode("n1")),
+		"n2":   strip(w.s.VolumesByNode("n2")),
+		"past": strip(w.s.VolumesWithPastClaims()),
+	}
+	return toJSON(view)
 }
