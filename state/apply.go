@@ -31,7 +31,7 @@ func (s *MemStore) Apply(index uint64, cmd Command) (Result, error) {
 	gen := s.gen.Load()
 	txn := gen.db.Txn(true)
 	defer txn.Abort() // no-op after Commit
-	w := &writer{txn: txn, index: index, touched: map[Table]bool{}, plugins: map[string]*pluginChange{}}
+	w := &writer{txn: txn, index: index}
 	if err := cmd.apply(w); err != nil {
 		return Result{}, err
 	}
@@ -42,14 +42,16 @@ func (s *MemStore) Apply(index uint64, cmd Command) (Result, error) {
 		return Result{}, err
 	}
 	res := Result{Index: index, Claim: w.claim}
-	if len(w.touched) == 0 {
+	if w.touched == ([numTables]bool{}) {
 		return res, nil
 	}
 	txn.Commit()
 	s.last = index
 	// After the commit: a reader that sees a new mark sees the write.
-	for t := range w.touched {
-		gen.move(tableSlot(t), index)
+	for slot, moved := range w.touched {
+		if moved {
+			gen.move(slot, index)
+		}
 	}
 	if w.past {
 		gen.move(pastSlot, index)
@@ -62,7 +64,7 @@ func (s *MemStore) Apply(index uint64, cmd Command) (Result, error) {
 type writer struct {
 	txn     *memdb.Txn
 	index   uint64
-	touched map[Table]bool
+	touched [numTables]bool // by tableSlot
 	// plugins collects, per plugin ID, what the command changed about
 	// its instances and allocations; finishPlugins writes the plugin rows.
 	plugins map[string]*pluginChange
@@ -91,7 +93,7 @@ func (w *writer) insert(table string, obj any) error {
 	if err := w.txn.Insert(table, obj); err != nil {
 		return dbErr("write "+table, err)
 	}
-	w.touched[tableOf(table)] = true
+	w.touched[tableSlot(tableOf(table))] = true
 	return nil
 }
 
@@ -99,7 +101,7 @@ func (w *writer) delete(table string, obj any) error {
 	if err := w.txn.Delete(table, obj); err != nil {
 		return dbErr("delete from "+table, err)
 	}
-	w.touched[tableOf(table)] = true
+	w.touched[tableSlot(tableOf(table))] = true
 	return nil
 }
 
@@ -107,6 +109,9 @@ func (w *writer) plugin(id string) *pluginChange {
 	pc := w.plugins[id]
 	if pc == nil {
 		pc = &pluginChange{}
+		if w.plugins == nil {
+			w.plugins = map[string]*pluginChange{}
+		}
 		w.plugins[id] = pc
 	}
 	return pc
@@ -136,7 +141,7 @@ func (w *writer) putVolume(v *csi.Volume) error {
 	w.vols[k] = v
 	// The table changes even if a later command of the batch removes
 	// the volume again.
-	w.touched[TableVolumes] = true
+	w.touched[tableSlot(TableVolumes)] = true
 	return nil
 }
 
@@ -194,7 +199,7 @@ func (w *writer) deleteVolume(v *csi.Volume) error {
 		// Not inserted, and now never will be; memdb removes the
 		// stored row by the keys of the stored version.
 		delete(w.vols, k)
-		w.touched[TableVolumes] = true
+		w.touched[tableSlot(TableVolumes)] = true
 	}
 	stored, err := getOne[*csi.Volume](w.txn, tVolumes, v.Namespace, v.ID)
 	if err != nil || stored == nil {
@@ -929,9 +934,12 @@ func healthy(p *csi.PluginInfo) int {
 // a plugin from a healthy instance, updates counts and metadata, and
 // deletes a plugin left without instances.
 func (w *writer) finishPlugins() error {
+	if len(w.plugins) == 0 {
+		return nil
+	}
 	ids := slices.Sorted(maps.Keys(w.plugins))
 	changes := w.plugins
-	w.plugins = map[string]*pluginChange{}
+	w.plugins = nil
 	for _, id := range ids {
 		pc := changes[id]
 		row, err := getPlugin(w.txn, id)

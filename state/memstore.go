@@ -58,9 +58,12 @@ type mark struct {
 	changed chan struct{}
 }
 
-// pastSlot is the slot of PastClaimsIndex in generation.marks, after
-// the tables'.
-const pastSlot = 4
+// numTables is the number of Tables; pastSlot, the slot of
+// PastClaimsIndex in generation.marks, comes after the tables'.
+const (
+	numTables = 4
+	pastSlot  = numTables
+)
 
 // tableSlot is table t's slot in generation.marks: its place in
 // Tables().
@@ -116,12 +119,20 @@ func NewMemStore(cfg Config) (*MemStore, error) {
 	return s, nil
 }
 
+// quiet returns a database that holds what db holds and does not
+// notify memdb watches when written: memdb gives that to its snapshots
+// (so that their writes do not wake the primary's watchers), and the
+// store watches nothing through memdb (Wait and WaitPastClaims use its
+// own marks). A write then neither tracks the channel of every node it
+// copies nor closes them at commit.
+func quiet(db *memdb.MemDB) *memdb.MemDB { return db.Snapshot() }
+
 func newDB() (*memdb.MemDB, error) {
 	db, err := memdb.NewMemDB(schema())
 	if err != nil {
 		return nil, fmt.Errorf("state: build schema: %w", err)
 	}
-	return db, nil
+	return quiet(db), nil
 }
 
 func (s *MemStore) read() *memdb.Txn { return s.gen.Load().db.Txn(false) }

@@ -210,6 +210,7 @@ func readSnapshot(ctx context.Context, r io.Reader) (*memdb.MemDB, map[Table]uin
 	if err != nil {
 		return nil, nil, fmt.Errorf("state: build schema: %w", err)
 	}
+	db = quiet(db)
 	txn := db.Txn(true)
 	defer txn.Abort()
 	indexes := map[Table]uint64{}
