@@ -36,6 +36,16 @@
 // counts. A plugin read carries its controller and node instances by
 // node, and the running allocations that run it. Blocking queries use
 // Watcher: read Index, read the data, then Wait for the index to move.
+// A store may also offer PastClaimWatcher (MemStore does): an index
+// that moves only with writes to volumes holding past claims, which the
+// claim release worker waits on so that claims and publishes do not
+// wake it.
+//
+// MemStore keeps the table indexes beside the database, not in a memdb
+// table, and writes to a memdb that notifies no memdb watch (nothing in
+// the store waits on one): a write costs the rows it changes and little
+// more. A volume changed by several commands of one batch is written
+// once.
 //
 // # Usage
 //
