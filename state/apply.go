@@ -174,8 +174,7 @@ func (w *writer) mustVolume(ns, id string) (*csi.Volume, error) {
 		return nil, err
 	}
 	if v == nil {
-		return nil, fmt.Errorf("%w: volume %s is not registered in namespace %s; register it first",
-			csi.ErrVolumeNotFound, id, ns)
+		return nil, volumeNotFound(ns, id)
 	}
 	return v, nil
 }

@@ -334,10 +334,15 @@ func getVolume(txn *memdb.Txn, ns, id string) (*csi.Volume, error) {
 		return nil, err
 	}
 	if v == nil {
-		return nil, fmt.Errorf("%w: volume %s is not registered in namespace %s; register it first",
-			csi.ErrVolumeNotFound, id, ns)
+		return nil, volumeNotFound(ns, id)
 	}
 	return v, nil
+}
+
+// volumeNotFound is the error for a volume that is not registered.
+func volumeNotFound(ns, id string) error {
+	return fmt.Errorf("%w: volume %s is not registered in namespace %s; register it first",
+		csi.ErrVolumeNotFound, id, ns)
 }
 
 func getPlugin(txn *memdb.Txn, id string) (*csi.Plugin, error) {
