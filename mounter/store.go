@@ -202,7 +202,7 @@ func (s *store) write(rec *volumeRecord, durable bool) error {
 		return nil
 	}
 	rec.Version = formatVersion
-	data, err := json.Marshal(rec)
+	data, err := encodeRecord(rec)
 	if err != nil {
 		return &persistError{path: s.path(f), err: err}
 	}
