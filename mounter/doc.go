@@ -112,12 +112,12 @@
 // metadata operations cost far more than a write in place. New adds a
 // free file to a pool that has none, so the first mount on a node
 // writes in place too; the pool grows when all its files are in use,
-// and New removes free files beyond 64. A volume's file stays open
-// while the volume is tracked (one descriptor per tracked volume), so a
-// write is one system call (and a sync for a durable one); before each
-// write the Mounter checks that the open file still has its name, and
-// a file removed or replaced behind its back is written again at the
-// name.
+// and New removes free files beyond 64. A file of the pool stays open
+// once written (at most one descriptor per volume the node tracked at
+// once), so a write is one system call (and a sync for a durable one);
+// before each write the Mounter checks that the open file still has its
+// name, and a file removed or replaced behind its back is written again
+// at the name.
 //
 // A file holds two slots of S bytes (S a power of two, at least 4096,
 // so the file is 2·S bytes long), each a 32-byte header and a record:

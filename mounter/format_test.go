@@ -484,6 +484,28 @@ func TestMounter_StateFile_Removed(t *testing.T) {
 			e.p.RequireNoViolations(t)
 		})
 	}
+
+	// A freed file keeps its descriptor for the next volume; removed
+	// meanwhile, it is written again at its name by that volume.
+	t.Run("removed while free", func(t *testing.T) {
+		e := newEnv(t, stageCaps)
+		e.volume("vol1")
+		e.volume("vol2")
+		m := e.mounter()
+		mustMount(t, m, mountReq("vol1", "a1"))
+		p := poolFile(t, e.state, "vol1")
+		mustUnmount(t, m, unmountReq("vol1", "a1"))
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+		mustMount(t, m, mountReq("vol2", "b1"))
+		if has, err := e.mounter().HasMount(context.Background(), testNS, "vol2", "b1"); err != nil || !has {
+			t.Errorf("HasMount(b1) from the file at the record's name = %v, %v", has, err)
+		}
+		mustUnmount(t, m, unmountReq("vol2", "b1"))
+		requireNoStateLeft(t, e.state)
+		e.p.RequireNoViolations(t)
+	})
 }
 
 // TestNew_StateVersion2_Replaced: a version 2 file is read, and replaced

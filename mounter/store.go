@@ -118,11 +118,13 @@ type stateFile struct {
 	// overwrites the other slot, which until then may be the only copy
 	// on disk.
 	unsure bool
-	// fd is the file, open for writing while a volume holds it: a
-	// volume's writes cost a write each (and a sync for a durable one),
-	// not an open and a close too. nil until the holder's first write
-	// in place, and again once the file is freed, created anew, or
-	// found gone.
+	// fd is the file, open for writing from its first write in place
+	// (or from New, for the free file it adds) until it is created
+	// anew, found gone or removed: a volume's writes cost a write each
+	// (and a sync for a durable one), not an open and a close too. A
+	// freed file keeps it for the next volume; the pool never holds
+	// more files than the node tracked volumes at once, plus those New
+	// found, which open on their first use.
 	fd *os.File
 }
 
@@ -414,15 +416,18 @@ func (s *store) drop(namespace, volumeID string, durable bool) error {
 				}
 				err = &persistError{path: s.path(f), err: werr}
 			}
-		} else if rerr := os.Remove(s.path(f)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-			err = &persistError{path: s.path(f), err: rerr}
-		} else if rerr == nil && durable {
-			if serr := s.syncDir(s.dir); serr != nil {
-				err = &persistError{path: s.dir, err: serr}
+		} else {
+			f.closeFD()
+			if rerr := os.Remove(s.path(f)); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = &persistError{path: s.path(f), err: rerr}
+			} else if rerr == nil && durable {
+				if serr := s.syncDir(s.dir); serr != nil {
+					err = &persistError{path: s.dir, err: serr}
+				}
 			}
 		}
-		// A free file holds no open descriptor.
-		f.closeFD()
+		// The file keeps its open descriptor for the next volume that
+		// takes it.
 		s.mu.Lock()
 		s.free = append(s.free, f)
 		s.mu.Unlock()
@@ -569,6 +574,10 @@ func (s *store) addSpare() error {
 	s.mu.Unlock()
 	if err := s.create(f, nil); err != nil {
 		return fmt.Errorf("create a free state file %s: %w", s.path(f), err)
+	}
+	// Opened now, so that the first mount only writes.
+	if _, err := s.open(f); err != nil {
+		return fmt.Errorf("open the free state file %s: %w", s.path(f), err)
 	}
 	s.mu.Lock()
 	s.free = append(s.free, f)
