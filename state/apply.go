@@ -179,14 +179,12 @@ func (w *writer) mustVolume(ns, id string) (*csi.Volume, error) {
 	return v, nil
 }
 
-// editable returns v ready to change: the writer's own copy when v is
-// one it wrote in this write, else a copy of the stored v.
-func (w *writer) editable(v *csi.Volume) *csi.Volume {
-	if p, ok := w.vols[volKey{v.Namespace, v.ID}]; ok && p == v {
-		return v
-	}
-	return editable(v)
-}
+// editable returns a copy of v ready to change, whether v is stored or
+// one this write has not inserted yet: the maps of either may be shared
+// with a stored volume (an update shares the claims of the version it
+// replaces), and a stored volume is never changed in place, since reads
+// of older states may still hold it.
+func (w *writer) editable(v *csi.Volume) *csi.Volume { return editable(v) }
 
 // deleteVolume removes the volume v names.
 func (w *writer) deleteVolume(v *csi.Volume) error {

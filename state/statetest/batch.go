@@ -86,6 +86,40 @@ func (s suite) batches(t *testing.T) {
 		}
 	})
 
+	t.Run("UpdateThenRemovePastClaim", func(t *testing.T) {
+		// An update of a volume shares its claims with the version it
+		// replaces; a later command of the same batch that removes one of
+		// them must not change that version in place, or the lookups by
+		// past claim would keep a volume that has none.
+		w := s.standard(t)
+		w.must(t, claimCmd(nsDefault, "shared", claim("web-1", "n1", csi.ClaimRead, fsMNMW)))
+		w.must(t, state.ReleaseClaims{AllocationID: "web-1", ReleasedAt: t0})
+		before := w.volume(t, nsDefault, "shared")
+		update := volume(nsDefault, "shared", pluginEBS, fsMNMW, fsSNW)
+		update.ExternalID = before.ExternalID
+		w.must(t, state.Batch{Commands: []state.Command{
+			state.RegisterVolume{Volume: update},
+			state.RemoveClaim{Namespace: nsDefault, VolumeID: "shared", AllocationID: "web-1"},
+		}})
+		if v := w.volume(t, nsDefault, "shared"); len(v.PastClaims) != 0 || len(v.Capabilities) != 2 {
+			t.Errorf("volume after the batch = %s, want the update and no past claim", toJSON(v))
+		}
+		vols, err := w.s.VolumesWithPastClaims()
+		if err != nil {
+			t.Fatal(err)
+		}
+		stamps, err := w.s.PastClaimVolumeIDs()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(vols) != 0 || len(stamps) != 0 {
+			t.Errorf("VolumesWithPastClaims = %v, PastClaimVolumeIDs = %v; want neither to list the volume", volumeIDs(vols), stamps)
+		}
+		if vols, _ := w.s.VolumesByNode("n1"); len(vols) != 0 {
+			t.Errorf("VolumesByNode(n1) = %v, want none: the only claim there is gone", volumeIDs(vols))
+		}
+	})
+
 	t.Run("Invalid", func(t *testing.T) {
 		w := s.standard(t)
 		inner := state.Batch{Commands: []state.Command{state.DeleteNode{NodeID: "n3"}}}
