@@ -2,7 +2,6 @@ package mounter
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
@@ -157,10 +156,7 @@ func TestStore_Drop_UnknownSlotSize(t *testing.T) {
 	for _, durable := range []bool{false, true} {
 		t.Run(fmt.Sprint("durable=", durable), func(t *testing.T) {
 			dir := t.TempDir()
-			s, err := newStore(dir, true, hclog.NewNullLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
+			s := openStore(t, dir, true)
 			if err := s.save(testRecord("a", 1)); err != nil {
 				t.Fatal(err)
 			}
@@ -169,15 +165,7 @@ func TestStore_Drop_UnknownSlotSize(t *testing.T) {
 			if err := s.drop("default", "vol1", durable); err != nil {
 				t.Fatal(err)
 			}
-			s2, err := newStore(dir, true, hclog.NewNullLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
-			recs, err := s2.load()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(recs) != 0 {
+			if _, recs := reload(t, dir, true); len(recs) != 0 {
 				t.Errorf("dropped volume read back: %v", recs)
 			}
 			// The file is free: the next save creates it again.
@@ -199,20 +187,16 @@ func TestStore_LegacyRemovalSynced(t *testing.T) {
 	legacy := filepath.Join(dir, "volumes", "default", "vol1.json")
 	rec := testRecord("a", 1)
 	rec.Version = 2
-	data := []byte(marshalledRecord(t, rec))
+	data := []byte(recordJSON(t, rec))
 	if err := os.MkdirAll(filepath.Dir(legacy), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(legacy, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	s, err := newStore(dir, true, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := s.load()
-	if err != nil || len(recs) != 1 {
-		t.Fatalf("load = %v, %v", recs, err)
+	s, recs := reload(t, dir, true)
+	if len(recs) != 1 {
+		t.Fatalf("load = %v", recs)
 	}
 	before := s.dirSyncs.Load()
 	if err := s.save(recs[volKey{"default", "vol1"}]); err != nil {
@@ -225,13 +209,4 @@ func TestStore_LegacyRemovalSynced(t *testing.T) {
 	if got := s.dirSyncs.Load() - before; got != 2 {
 		t.Errorf("%d directory syncs, want 2 (the new file's, and the old file's removal)", got)
 	}
-}
-
-func marshalledRecord(t *testing.T, rec *volumeRecord) string {
-	t.Helper()
-	b, err := json.Marshal(rec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return string(b)
 }

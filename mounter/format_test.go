@@ -14,7 +14,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/mounter"
 )
 
@@ -226,25 +225,7 @@ func TestNew_StateV3_Corrupt(t *testing.T) {
 			} else {
 				writeState(t, p, string(tc.content))
 			}
-			_, err := newOn(t, state)
-			if !errors.Is(err, mounter.ErrCorruptState) {
-				t.Fatalf("New = %v, want ErrCorruptState", err)
-			}
-			var se *mounter.StateError
-			if !errors.As(err, &se) || filepath.Clean(se.Path) != filepath.Clean(p) {
-				t.Fatalf("error %v does not name the file %s", err, p)
-			}
-			if tc.reason != "" && !strings.Contains(err.Error(), tc.reason) {
-				t.Errorf("error %q does not say %q", err, tc.reason)
-			}
-			if csi.Classify(err) != csi.ClassFinal {
-				t.Errorf("class %s, want final", csi.Classify(err))
-			}
-			if !strings.HasSuffix(file, "/") {
-				if data, _ := os.ReadFile(p); string(data) != string(tc.content) {
-					t.Errorf("the corrupt file was changed")
-				}
-			}
+			requireStateRefused(t, state, p, string(tc.content), strings.HasSuffix(file, "/"), tc.reason)
 		})
 	}
 }

@@ -3,6 +3,7 @@ package mounter_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -295,5 +296,32 @@ func writeState(t testing.TB, p, content string) {
 	}
 	if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// requireStateRefused starts a Mounter on state and checks that New
+// refuses the corrupt file p: an error matching ErrCorruptState, a
+// *StateError naming p, Final, saying reason when it is set; and that p
+// (unless it is a directory, dir) still holds content.
+func requireStateRefused(t *testing.T, state, p, content string, dir bool, reason string) {
+	t.Helper()
+	_, err := newOn(t, state)
+	if !errors.Is(err, mounter.ErrCorruptState) {
+		t.Fatalf("New = %v, want ErrCorruptState", err)
+	}
+	var se *mounter.StateError
+	if !errors.As(err, &se) || filepath.Clean(se.Path) != filepath.Clean(p) {
+		t.Fatalf("error %v does not name the file %s", err, p)
+	}
+	if reason != "" && !strings.Contains(err.Error(), reason) {
+		t.Errorf("error %q does not say %q", err, reason)
+	}
+	if csi.Classify(err) != csi.ClassFinal {
+		t.Errorf("class %s, want final", csi.Classify(err))
+	}
+	if !dir {
+		if data, _ := os.ReadFile(p); string(data) != content {
+			t.Errorf("the corrupt file was changed")
+		}
 	}
 }

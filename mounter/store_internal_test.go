@@ -43,13 +43,44 @@ func fileSlots(t *rapid.T, p string) (recs [2]string, gens [2]uint64, valid [2]b
 	return recs, gens, valid
 }
 
-func marshalled(t *rapid.T, rec *volumeRecord) string {
-	rec.Version = formatVersion
+// tb is what the store test helpers need of a *testing.T, *testing.B
+// or *rapid.T.
+type tb interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+// recordJSON is rec in JSON, marshalled by encoding/json: the oracle
+// the store's own encoder is held to.
+func recordJSON(t tb, rec *volumeRecord) string {
+	t.Helper()
 	b, err := json.Marshal(rec)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// openStore returns a store on dir.
+func openStore(t tb, dir string, sync bool) *store {
+	t.Helper()
+	s, err := newStore(dir, sync, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// reload opens a store on dir as a restarted agent does, and returns it
+// with the records it read.
+func reload(t tb, dir string, sync bool) (*store, map[volKey]*volumeRecord) {
+	t.Helper()
+	s := openStore(t, dir, sync)
+	recs, err := s.load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, recs
 }
 
 // TestStore_Slots_Property runs random sequences of saves, notes and
@@ -73,13 +104,7 @@ func TestStore_Slots_Property(t *testing.T) {
 			t.Fatal(err)
 		}
 		newS := func() *store {
-			s, err := newStore(dir, !noSync, hclog.NewNullLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := s.load(); err != nil {
-				t.Fatalf("load: %v", err)
-			}
+			s, _ := reload(t, dir, !noSync)
 			return s
 		}
 		s := newS()
@@ -100,7 +125,9 @@ func TestStore_Slots_Property(t *testing.T) {
 			rec := testRecord(fmt.Sprintf("w%d", i), rapid.IntRange(1, 60).Draw(t, "pubs"))
 			want := ""
 			if op != "remove" {
-				want = marshalled(t, rec.clone())
+				r := rec.clone()
+				r.Version = formatVersion
+				want = recordJSON(t, r)
 			}
 			var before []byte
 			if exists {
@@ -171,10 +198,7 @@ func TestStore_Slots_Property(t *testing.T) {
 // the other slot.
 func TestStore_Unsure(t *testing.T) {
 	dir := t.TempDir()
-	s, err := newStore(dir, true, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openStore(t, dir, true)
 	if err := s.save(testRecord("a", 1)); err != nil {
 		t.Fatal(err)
 	}
@@ -184,14 +208,7 @@ func TestStore_Unsure(t *testing.T) {
 	p := s.path(s.vols[volKey{"default", "vol1"}].file)
 	before, _ := os.ReadFile(p)
 
-	s2, err := newStore(dir, true, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	recs, err := s2.load()
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2, recs := reload(t, dir, true)
 	if rec := recs[volKey{"default", "vol1"}]; rec == nil || rec.Stages[testStage].Writers["b-alloc-0000"] == nil {
 		t.Fatalf("load read %+v, want the noted record", rec)
 	}
@@ -246,10 +263,7 @@ func BenchmarkStore_Lifecycle(b *testing.B) {
 		sync bool
 	}{{"sync", true}, {"nosync", false}} {
 		b.Run(tc.name, func(b *testing.B) {
-			s, err := newStore(b.TempDir(), tc.sync, hclog.NewNullLogger())
-			if err != nil {
-				b.Fatal(err)
-			}
+			s := openStore(b, b.TempDir(), tc.sync)
 			st := testStage
 			for i := 0; b.Loop(); i++ {
 				rec := &volumeRecord{Namespace: "default", VolumeID: fmt.Sprintf("vol-%d", i), ExternalID: "ext", PluginID: "p",

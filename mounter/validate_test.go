@@ -394,25 +394,7 @@ func TestNew_CorruptState(t *testing.T) {
 			} else if err := os.WriteFile(p, []byte(tc.content), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			_, err := mounter.New(mounter.Config{Root: filepath.Join(t.TempDir(), "mnt"), StateDir: state, Plugins: &registry{id: testPlugin}})
-			if !errors.Is(err, mounter.ErrCorruptState) {
-				t.Fatalf("New = %v, want ErrCorruptState", err)
-			}
-			var se *mounter.StateError
-			if !errors.As(err, &se) || filepath.Clean(se.Path) != filepath.Clean(p) {
-				t.Fatalf("error %v does not name the file %s", err, p)
-			}
-			if tc.reason != "" && !strings.Contains(err.Error(), tc.reason) {
-				t.Errorf("error %q does not say %q", err, tc.reason)
-			}
-			if csi.Classify(err) != csi.ClassFinal {
-				t.Errorf("class %s, want final", csi.Classify(err))
-			}
-			if !strings.HasSuffix(tc.file, "/") {
-				if data, _ := os.ReadFile(p); string(data) != tc.content {
-					t.Errorf("the corrupt file was changed")
-				}
-			}
+			requireStateRefused(t, state, p, tc.content, strings.HasSuffix(tc.file, "/"), tc.reason)
 		})
 	}
 
