@@ -69,6 +69,19 @@ func (a *gateApplier) kinds() []string {
 	return out
 }
 
+// runCommitter runs a committer writing to a gateApplier until stop,
+// or the end of the test.
+func runCommitter(t *testing.T, ctx context.Context) (a *gateApplier, c *committer, stop func()) {
+	a = &gateApplier{entered: make(chan struct{}), release: make(chan struct{})}
+	runCtx, cancel := context.WithCancel(ctx)
+	c = newCommitter(runCtx, a, new(atomic.Uint64), new(atomic.Uint64))
+	var wg sync.WaitGroup
+	wg.Go(c.run)
+	stop = sync.OnceFunc(func() { cancel(); wg.Wait() })
+	t.Cleanup(stop)
+	return a, c, stop
+}
+
 func free(alloc string) state.Command {
 	return state.FreeClaim{Namespace: "default", VolumeID: "v", AllocationID: alloc}
 }
@@ -96,13 +109,7 @@ func TestCommitter_Write(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
-			a := &gateApplier{entered: make(chan struct{}), release: make(chan struct{})}
-			var writes, applies atomic.Uint64
-			runCtx, stop := context.WithCancel(ctx)
-			c := newCommitter(runCtx, a, &writes, &applies)
-			var wg sync.WaitGroup
-			wg.Go(c.run)
-			defer func() { stop(); wg.Wait() }()
+			a, c, _ := runCommitter(t, ctx)
 
 			first := make(chan error, 1)
 			go func() { first <- c.apply(ctx, free("first")) }()
@@ -142,8 +149,8 @@ func TestCommitter_Write(t *testing.T) {
 			if got := a.kinds(); fmt.Sprint(got) != fmt.Sprint(tt.wantKinds) {
 				t.Errorf("applier calls = %v, want %v", got, tt.wantKinds)
 			}
-			if writes.Load() != uint64(1+len(tt.queued)) {
-				t.Errorf("writes = %d", writes.Load())
+			if c.writes.Load() != uint64(1+len(tt.queued)) {
+				t.Errorf("writes = %d", c.writes.Load())
 			}
 		})
 	}
@@ -179,13 +186,7 @@ func TestCommitter_Apply_StopsWithContext(t *testing.T) {
 func TestCommitter_Submit(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	a := &gateApplier{entered: make(chan struct{}), release: make(chan struct{})}
-	var writes, applies atomic.Uint64
-	runCtx, stop := context.WithCancel(ctx)
-	c := newCommitter(runCtx, a, &writes, &applies)
-	var wg sync.WaitGroup
-	wg.Go(c.run)
-	defer func() { stop(); wg.Wait() }()
+	a, c, stop := runCommitter(t, ctx)
 
 	first := c.submit(free("first"))
 	c.kick()
@@ -205,12 +206,11 @@ func TestCommitter_Submit(t *testing.T) {
 	if got := a.kinds(); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("applier calls = %v, want %v (the batch refused as a whole, then each command on its own)", got, want)
 	}
-	if applies.Load() != 5 || writes.Load() != 4 {
-		t.Errorf("applies %d, writes %d; want 5 and 4", applies.Load(), writes.Load())
+	if c.applies.Load() != 5 || c.writes.Load() != 4 {
+		t.Errorf("applies %d, writes %d; want 5 and 4", c.applies.Load(), c.writes.Load())
 	}
 
 	stop()
-	wg.Wait()
 	if err := c.submit(free("late"))[0].wait(ctx); !errors.Is(err, context.Canceled) {
 		t.Errorf("write after the committer stopped: %v, want context.Canceled", err)
 	}
