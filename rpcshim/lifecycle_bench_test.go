@@ -83,13 +83,7 @@ func lifecycleOnce(b *testing.B, ctx context.Context, e *srvEnv, i int) map[stri
 	id := fmt.Sprintf("vol-%d", i)
 	a1, a2 := fmt.Sprintf("a%d-1", i), fmt.Sprintf("a%d-2", i)
 	e.allocs(a1, "n2", a2, "n2")
-	out := map[string]time.Duration{}
-	t := time.Now()
-	lap := func(step string) {
-		now := time.Now()
-		out[step] = now.Sub(t)
-		t = now
-	}
+	out, lap := laps()
 	_, err := e.server.CreateVolume(ctx, &rpcshim.VolumeCreateRequest{Volume: csi.Volume{
 		ID: id, Namespace: "default", PluginID: rtPlugin, Capabilities: []csi.Capability{snwFS},
 		Secrets: csi.Secrets{"token": "s3cr3t"},
@@ -139,16 +133,22 @@ func waitUnclaimed(b *testing.B, ctx context.Context, e *srvEnv, id string, idx 
 	}
 }
 
-// rawLifecycleOnce makes the controller calls of one lifecycle straight
-// on the plugin client.
-func rawLifecycleOnce(b *testing.B, ctx context.Context, c plugin.ControllerClient, i int) map[string]time.Duration {
+// laps returns the steps' wall times, and lap, which records the time
+// since the previous lap (or laps) as step's.
+func laps() (map[string]time.Duration, func(step string)) {
 	out := map[string]time.Duration{}
 	t := time.Now()
-	lap := func(step string) {
+	return out, func(step string) {
 		now := time.Now()
 		out[step] = now.Sub(t)
 		t = now
 	}
+}
+
+// rawLifecycleOnce makes the controller calls of one lifecycle straight
+// on the plugin client.
+func rawLifecycleOnce(b *testing.B, ctx context.Context, c plugin.ControllerClient, i int) map[string]time.Duration {
+	out, lap := laps()
 	v, err := c.CreateVolume(ctx, &plugin.CreateVolumeRequest{
 		Name: fmt.Sprintf("raw-%d", i), Capabilities: []csi.Capability{snwFS}, Secrets: csi.Secrets{"token": "s3cr3t"},
 	})
