@@ -79,8 +79,8 @@ type writer struct {
 	// memdb rewrites a row's every index key at each insert. Reads of a
 	// volume by ID in the writer see these (volume); a lookup through
 	// the refs index flushes them first.
-	vols     map[volKey]*csi.Volume
-	volOrder []volKey
+	vols     map[VolumeKey]*csi.Volume
+	volOrder []VolumeKey
 }
 
 type pluginChange struct {
@@ -118,7 +118,7 @@ func (w *writer) plugin(id string) *pluginChange {
 }
 
 // putVolume writes v, a volume the writer owns (new, or from
-// w.editable), when the write flushes its volumes.
+// editable), when the write flushes its volumes.
 func (w *writer) putVolume(v *csi.Volume) error {
 	normalizeVolume(v)
 	v.ModifyIndex = w.index
@@ -131,9 +131,9 @@ func (w *writer) putVolume(v *csi.Volume) error {
 			w.past = true
 		}
 	}
-	k := volKey{v.Namespace, v.ID}
+	k := VolumeKey{v.Namespace, v.ID}
 	if w.vols == nil {
-		w.vols = map[volKey]*csi.Volume{}
+		w.vols = map[VolumeKey]*csi.Volume{}
 	}
 	if _, ok := w.vols[k]; !ok {
 		w.volOrder = append(w.volOrder, k)
@@ -161,7 +161,7 @@ func (w *writer) flushVolumes() error {
 
 // volume returns a volume as this write leaves it so far, or nil.
 func (w *writer) volume(ns, id string) (*csi.Volume, error) {
-	if v, ok := w.vols[volKey{ns, id}]; ok {
+	if v, ok := w.vols[VolumeKey{ns, id}]; ok {
 		return v, nil
 	}
 	return getOne[*csi.Volume](w.txn, tVolumes, ns, id)
@@ -179,16 +179,9 @@ func (w *writer) mustVolume(ns, id string) (*csi.Volume, error) {
 	return v, nil
 }
 
-// editable returns a copy of v ready to change, whether v is stored or
-// one this write has not inserted yet: the maps of either may be shared
-// with a stored volume (an update shares the claims of the version it
-// replaces), and a stored volume is never changed in place, since reads
-// of older states may still hold it.
-func (w *writer) editable(v *csi.Volume) *csi.Volume { return editable(v) }
-
 // deleteVolume removes the volume v names.
 func (w *writer) deleteVolume(v *csi.Volume) error {
-	k := volKey{v.Namespace, v.ID}
+	k := VolumeKey{v.Namespace, v.ID}
 	if p, ok := w.vols[k]; ok {
 		if len(p.PastClaims) > 0 {
 			w.past = true
@@ -302,8 +295,12 @@ func nilIfEmptySlice[S ~[]E, E any](s S) S {
 	return s
 }
 
-// editable returns a shallow copy of a stored volume whose claim maps
-// may be changed. Claims themselves stay shared: replace, never modify.
+// editable returns a shallow copy of v whose claim maps may be changed.
+// Claims themselves stay shared: replace, never modify. Every edit
+// copies, a volume the write has not inserted yet too: its maps may be
+// those of the stored version it replaces (an update keeps its claims),
+// and a stored volume is never changed in place, since reads of older
+// states may still hold it.
 func editable(v *csi.Volume) *csi.Volume {
 	c := *v
 	c.ReadClaims = maps.Clone(v.ReadClaims)
@@ -346,7 +343,7 @@ func (w *writer) editClaim(ns, volID, allocID string, fn func(c *csi.Claim, past
 	if err != nil || nc == old {
 		return err
 	}
-	nv := w.editable(v)
+	nv := editable(v)
 	m = claimMap(nv, allocID)
 	if nc == nil {
 		delete(*m, allocID)
@@ -552,7 +549,7 @@ func (c ClaimVolume) apply(w *writer) error {
 	claim.ReleasedAt = time.Time{}
 	claim.LastError = ""
 	normalizeClaim(claim)
-	nv := w.editable(v)
+	nv := editable(v)
 	m := &nv.ReadClaims
 	if claim.Mode == csi.ClaimWrite {
 		m = &nv.WriteClaims
@@ -649,8 +646,8 @@ func (w *writer) releaseClaims(allocIDs []string, at time.Time) error {
 	if err := w.flushVolumes(); err != nil {
 		return err
 	}
-	var order []volKey
-	vols := map[volKey]*release{}
+	var order []VolumeKey
+	vols := map[VolumeKey]*release{}
 	for _, allocID := range allocIDs {
 		it, err := w.txn.Get(tVolumes, iRefs, refAlloc, allocID)
 		if err != nil {
@@ -658,7 +655,7 @@ func (w *writer) releaseClaims(allocIDs []string, at time.Time) error {
 		}
 		for raw := it.Next(); raw != nil; raw = it.Next() {
 			v := raw.(*csi.Volume)
-			k := volKey{v.Namespace, v.ID}
+			k := VolumeKey{v.Namespace, v.ID}
 			if vols[k] == nil {
 				vols[k] = &release{v: v}
 				order = append(order, k)
@@ -696,8 +693,6 @@ func (w *writer) releaseClaims(allocIDs []string, at time.Time) error {
 	return nil
 }
 
-// volKey names a volume within a write.
-type volKey struct{ namespace, id string }
 
 func (c CheckpointClaim) apply(w *writer) error {
 	if c.State <= csi.ClaimTaken || c.State > csi.ClaimReadyToFree {
