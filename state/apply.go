@@ -693,7 +693,6 @@ func (w *writer) releaseClaims(allocIDs []string, at time.Time) error {
 	return nil
 }
 
-
 func (c CheckpointClaim) apply(w *writer) error {
 	if c.State <= csi.ClaimTaken || c.State > csi.ClaimReadyToFree {
 		return fmt.Errorf("%w: checkpoint claim of allocation %s on volume %s to state %s; a checkpoint is unpublishing, node-detached, controller-detached or ready-to-free",
