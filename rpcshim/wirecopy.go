@@ -180,7 +180,7 @@ func (r *ControllerPublishRequest) wireCopy() (*ControllerPublishRequest, bool) 
 		return nil, false
 	}
 	return &ControllerPublishRequest{
-		CSIControllerQuery: CSIControllerQuery{PluginID: r.PluginID, ControllerNodeID: r.ControllerNodeID},
+		CSIControllerQuery: r.CSIControllerQuery,
 		ControllerPublishRequest: plugin.ControllerPublishRequest{
 			ExternalID: r.ExternalID, ExternalNodeID: r.ExternalNodeID, Capability: r.Capability,
 			MountOptions: mo, ReadOnly: r.ReadOnly, Secrets: sec, VolumeContext: vc,
@@ -194,7 +194,7 @@ func (r *ControllerPublishResponse) wireCopy() (*ControllerPublishResponse, bool
 		return nil, false
 	}
 	return &ControllerPublishResponse{
-		CSIControllerReply: CSIControllerReply{ControllerNodeID: r.ControllerNodeID},
+		CSIControllerReply: r.CSIControllerReply,
 		PublishContext:     pc,
 	}, true
 }
@@ -209,7 +209,7 @@ func (r *ControllerUnpublishRequest) wireCopy() (*ControllerUnpublishRequest, bo
 		return nil, false
 	}
 	return &ControllerUnpublishRequest{
-		CSIControllerQuery: CSIControllerQuery{PluginID: r.PluginID, ControllerNodeID: r.ControllerNodeID},
+		CSIControllerQuery: r.CSIControllerQuery,
 		ControllerUnpublishRequest: plugin.ControllerUnpublishRequest{
 			ExternalID: r.ExternalID, ExternalNodeID: r.ExternalNodeID, Secrets: sec,
 		},
@@ -220,7 +220,7 @@ func (r *ControllerUnpublishResponse) wireCopy() (*ControllerUnpublishResponse, 
 	if !wireReply(r.CSIControllerReply) {
 		return nil, false
 	}
-	return &ControllerUnpublishResponse{CSIControllerReply: CSIControllerReply{ControllerNodeID: r.ControllerNodeID}}, true
+	return &ControllerUnpublishResponse{CSIControllerReply: r.CSIControllerReply}, true
 }
 
 func (r *ControllerUnpublishResponse) wireZero() bool { return r.ControllerNodeID == "" }
@@ -236,7 +236,7 @@ func (r *ValidateCapabilitiesRequest) wireCopy() (*ValidateCapabilitiesRequest, 
 		return nil, false
 	}
 	return &ValidateCapabilitiesRequest{
-		CSIControllerQuery: CSIControllerQuery{PluginID: r.PluginID, ControllerNodeID: r.ControllerNodeID},
+		CSIControllerQuery: r.CSIControllerQuery,
 		ValidateCapabilitiesRequest: plugin.ValidateCapabilitiesRequest{
 			ExternalID: r.ExternalID, Capabilities: caps, MountOptions: mo, VolumeContext: vc,
 			Parameters: params, MutableParameters: mparams, Secrets: sec,
@@ -250,7 +250,7 @@ func (r *ValidateCapabilitiesResponse) wireCopy() (*ValidateCapabilitiesResponse
 		return nil, false
 	}
 	return &ValidateCapabilitiesResponse{
-		CSIControllerReply: CSIControllerReply{ControllerNodeID: r.ControllerNodeID},
+		CSIControllerReply: r.CSIControllerReply,
 		ValidateCapabilitiesResponse: plugin.ValidateCapabilitiesResponse{
 			Confirmed: r.Confirmed, Capabilities: caps, Message: r.Message,
 		},
@@ -273,7 +273,7 @@ func (r *CreateVolumeRequest) wireCopy() (*CreateVolumeRequest, bool) {
 		return nil, false
 	}
 	return &CreateVolumeRequest{
-		CSIControllerQuery: CSIControllerQuery{PluginID: r.PluginID, ControllerNodeID: r.ControllerNodeID},
+		CSIControllerQuery: r.CSIControllerQuery,
 		CreateVolumeRequest: plugin.CreateVolumeRequest{
 			Name: r.Name, CapacityMin: r.CapacityMin, CapacityMax: r.CapacityMax, Capabilities: caps,
 			MountOptions: mo, Parameters: params, MutableParameters: mparams, Secrets: sec,
@@ -291,7 +291,7 @@ func (r *CreateVolumeResponse) wireCopy() (*CreateVolumeResponse, bool) {
 		return nil, false
 	}
 	return &CreateVolumeResponse{
-		CSIControllerReply: CSIControllerReply{ControllerNodeID: r.ControllerNodeID},
+		CSIControllerReply: r.CSIControllerReply,
 		Volume: plugin.Volume{
 			ExternalID: v.ExternalID, Capacity: v.Capacity, Context: vctx, Source: src, Topologies: topo,
 		},
@@ -310,7 +310,7 @@ func (r *DeleteVolumeRequest) wireCopy() (*DeleteVolumeRequest, bool) {
 		return nil, false
 	}
 	return &DeleteVolumeRequest{
-		CSIControllerQuery:  CSIControllerQuery{PluginID: r.PluginID, ControllerNodeID: r.ControllerNodeID},
+		CSIControllerQuery:  r.CSIControllerQuery,
 		DeleteVolumeRequest: plugin.DeleteVolumeRequest{ExternalID: r.ExternalID, Secrets: sec},
 	}, true
 }
@@ -319,7 +319,7 @@ func (r *DeleteVolumeResponse) wireCopy() (*DeleteVolumeResponse, bool) {
 	if !wireReply(r.CSIControllerReply) {
 		return nil, false
 	}
-	return &DeleteVolumeResponse{CSIControllerReply: CSIControllerReply{ControllerNodeID: r.ControllerNodeID}}, true
+	return &DeleteVolumeResponse{CSIControllerReply: r.CSIControllerReply}, true
 }
 
 func (r *DeleteVolumeResponse) wireZero() bool { return r.ControllerNodeID == "" }
