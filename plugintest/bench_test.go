@@ -208,9 +208,10 @@ func TestRawLifecycle_SameCallsAsBareLifecycle(t *testing.T) {
 //     the transport, the mounter with its state file writes and
 //     directories, the release worker. Left out, because a host does
 //     them once and not per volume, or not at all: building the stack
-//     and its directories (mount root, state directory), the harness's
-//     own checks after the lifecycle (order of calls, leftovers), and
-//     stopping the stack.
+//     and its directories (mount root, state directory), starting its
+//     claim release worker (a host runs one with its server), the
+//     harness's own checks after the lifecycle (order of calls,
+//     leftovers), and stopping the stack.
 //   - raw-ns: dialling the plugin and every call, with the CO's
 //     directories below the same kind of roots, which exist beforehand
 //     as the mounter's do; closing the connection is left out as

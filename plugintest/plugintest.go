@@ -201,6 +201,7 @@ func lifecycle(ctx context.Context, cfg Config, r Reporter, register func(func()
 		register(l.cleanups.run)
 	}
 	defer l.close()
+	l.st.startWorker(ctx)
 	l.steps()
 	l.cleanups.run()
 	if l.probeDir != "" {

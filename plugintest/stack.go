@@ -40,9 +40,11 @@ type stack struct {
 	mnt     *mounter.Mounter
 	plugins recordingPlugins
 
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
-	stopped bool
+	ctx      context.Context // the Worker's and the Manager's, until stop
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	registry bool // the Manager runs
+	stopped  bool
 
 	mu       sync.Mutex
 	reported []*csi.PluginInfo // the Manager's last report
@@ -131,16 +133,25 @@ func (s *stack) report(ctx context.Context, infos []*csi.PluginInfo) error {
 	return err
 }
 
-// start runs the Manager and the Worker until stop.
-func (s *stack) start(parent context.Context) {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
-	s.cancel = cancel
+// startWorker runs the claim release Worker until stop. A host starts
+// its worker with its server, before any volume exists, and the harness
+// does too, before the lifecycle's first step: the worker then waits on
+// the store and the lifecycle's steps do not pay for its start.
+func (s *stack) startWorker(parent context.Context) {
+	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(parent))
 	s.worker.SetEnabled(true)
-	s.wg.Go(func() { _ = s.mgr.Run(ctx) })
-	s.wg.Go(func() { _ = s.worker.Run(ctx) })
+	s.wg.Go(func() { _ = s.worker.Run(s.ctx) })
 }
 
-// stop ends the Manager and the Worker and waits for their goroutines.
+// startRegistry runs the Manager until stop, which fingerprints the
+// instances registered so far and reports them. startWorker comes
+// first.
+func (s *stack) startRegistry() {
+	s.registry = true
+	s.wg.Go(func() { _ = s.mgr.Run(s.ctx) })
+}
+
+// stop ends the Worker and the Manager and waits for their goroutines.
 // The Manager closes the plugin clients it made, so a Manager that never
 // started runs once, already stopped, to close those that Register made.
 func (s *stack) stop() {
@@ -151,14 +162,15 @@ func (s *stack) stop() {
 	s.mu.Lock()
 	s.done = true
 	s.mu.Unlock()
-	if s.cancel == nil {
+	if s.cancel != nil {
+		s.cancel()
+		s.wg.Wait()
+	}
+	if !s.registry {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		_ = s.mgr.Run(ctx)
-		return
 	}
-	s.cancel()
-	s.wg.Wait()
 }
 
 // waitHealthy blocks until the store holds the plugin with a healthy

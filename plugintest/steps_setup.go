@@ -195,8 +195,8 @@ func (l *run) learn(step string, info *csi.PluginInfo) {
 	}
 }
 
-// registerPlugin starts the stack, whose node registry (the fingerprint
-// Manager) fingerprints the instances registered in step fingerprint and
+// registerPlugin starts the node's registry (the fingerprint Manager),
+// which fingerprints the instances registered in step fingerprint and
 // reports them, and waits until the store sees the plugin healthy on the
 // node, then reports the run's workloads to the store. It waits first:
 // the registry's goroutines then start on the harness's own processor
@@ -213,7 +213,7 @@ func (l *run) registerPlugin() {
 	for _, in := range l.instances {
 		wantController = wantController || in.typ.HasController()
 	}
-	l.st.start(l.ctx)
+	l.st.startRegistry()
 	if err := l.st.waitHealthy(ctx, wantController, true); err != nil {
 		l.fail(Failure{Step: step, Expect: "the node's registry must find the plugin healthy, as the harness did in step \"fingerprint\"",
 			Detail: err.Error(), Fatal: true})
