@@ -75,10 +75,9 @@ type writer struct {
 	// vols holds the volumes written by this write and not inserted
 	// yet, in the order first written (volOrder): a volume that several
 	// commands of a batch change (two claims' checkpoints, a claim and
-	// its publish context) is inserted once, at flushVolumes, since
-	// memdb rewrites a row's every index key at each insert. Reads of a
-	// volume by ID in the writer see these (volume); a lookup through
-	// the refs index flushes them first.
+	// its publish context) is inserted once, at flushVolumes. Reads of
+	// a volume by ID in the writer see these (volume); a lookup through
+	// tRefs flushes them first.
 	vols     map[VolumeKey]*csi.Volume
 	volOrder []VolumeKey
 }
@@ -90,7 +89,7 @@ type pluginChange struct {
 }
 
 func (w *writer) insert(table string, obj any) error {
-	if err := w.txn.Insert(table, obj); err != nil {
+	if err := put(w.txn, table, obj); err != nil {
 		return dbErr("write "+table, err)
 	}
 	w.touched[tableSlot(tableOf(table))] = true
@@ -98,7 +97,7 @@ func (w *writer) insert(table string, obj any) error {
 }
 
 func (w *writer) delete(table string, obj any) error {
-	if err := w.txn.Delete(table, obj); err != nil {
+	if err := remove(w.txn, table, obj); err != nil {
 		return dbErr("delete from "+table, err)
 	}
 	w.touched[tableSlot(tableOf(table))] = true
@@ -587,15 +586,13 @@ func checkMaxVolumes(txn *memdb.Txn, v *csi.Volume, node string, limit int64) er
 	if attachedOn(v, node) {
 		return nil // no new attachment
 	}
-	it, err := txn.Get(tVolumes, iRefs, refNode, node, v.PluginID)
+	it, err := txn.Get(tRefs, iID, tVolumes, refAttached, node, v.PluginID)
 	if err != nil {
 		return dbErr("count volumes on node", err)
 	}
 	var n int64
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		if attachedOn(raw.(*csi.Volume), node) {
-			n++
-		}
+		n++
 	}
 	if n >= limit {
 		return fmt.Errorf("%w: node %s has %d volumes of plugin %s attached, its limit is %d; cannot attach volume %s until one is released, or place the allocation elsewhere",
@@ -641,15 +638,15 @@ func (w *writer) releaseClaims(allocIDs []string, at time.Time) error {
 		v      *csi.Volume // as stored, then the edited copy
 		edited bool
 	}
-	// The lookups read the refs index: the volumes this write changed
-	// go in first.
+	// The lookups read tRefs: the volumes this write changed go in
+	// first.
 	if err := w.flushVolumes(); err != nil {
 		return err
 	}
 	var order []VolumeKey
 	vols := map[VolumeKey]*release{}
 	for _, allocID := range allocIDs {
-		it, err := w.txn.Get(tVolumes, iRefs, refAlloc, allocID)
+		it, err := byRef(w.txn, tVolumes, refAlloc, allocID)
 		if err != nil {
 			return dbErr("list claims of allocation", err)
 		}
@@ -660,6 +657,9 @@ func (w *writer) releaseClaims(allocIDs []string, at time.Time) error {
 				vols[k] = &release{v: v}
 				order = append(order, k)
 			}
+		}
+		if err := it.Err(); err != nil {
+			return dbErr("list claims of allocation", err)
 		}
 	}
 	for _, allocID := range allocIDs {
@@ -1008,7 +1008,7 @@ func recountPlugin(txn *memdb.Txn, p *csi.Plugin) error {
 	if err != nil {
 		return err
 	}
-	it, err := txn.Get(tAllocations, iRefs, refRunning, p.ID)
+	it, err := byRef(txn, tAllocations, refRunning, p.ID)
 	if err != nil {
 		return dbErr("list plugin allocations", err)
 	}
@@ -1016,6 +1016,9 @@ func recountPlugin(txn *memdb.Txn, p *csi.Plugin) error {
 		c, n := expected(raw.(*csi.Allocation), p.ID)
 		p.ControllersExpected += c
 		p.NodesExpected += n
+	}
+	if err := it.Err(); err != nil {
+		return dbErr("list plugin allocations", err)
 	}
 	return nil
 }

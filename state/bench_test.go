@@ -424,3 +424,52 @@ func BenchmarkApply_Lifecycle(b *testing.B) {
 	b.ReportMetric(median(times), "ns/lifecycle")
 	b.ReportMetric(median(times)/float64(len(cmds)), "ns/command")
 }
+
+// BenchmarkSharedVolume measures (median) a write that changes one claim
+// of a volume that n allocations on n nodes share, for 10 and 1,000
+// claims, alternating between the two stores: a publish context set,
+// then cleared. ns/shared-1k-write is the time at 1,000 claims and
+// shared-1k-vs-10 its ratio to 10. A write rewrites the volume, claims
+// and all, so the time grows with the claims; what it does not do is
+// write the volume's lookup keys again (tRefs keeps each key in a row
+// of its own and writes only those that change).
+func BenchmarkSharedVolume(b *testing.B) {
+	type store struct {
+		*benchStore
+		n     int
+		times []time.Duration
+	}
+	stores := []*store{}
+	for _, n := range []int{10, 1000} {
+		s := &store{benchStore: newBenchStore(b), n: n}
+		s.cluster(n, 0)
+		s.volumes(1)
+		claims := make([]state.Command, n)
+		for i := range n {
+			claims[i] = state.ClaimVolume{Namespace: "default", VolumeID: "vol-000000", Claim: csi.Claim{
+				AllocationID: fmt.Sprintf("w%d", i), NodeID: fmt.Sprintf("n%d", i), Mode: csi.ClaimRead,
+				AccessMode: benchCap().AccessMode, AttachmentMode: benchCap().AttachmentMode,
+			}}
+		}
+		s.batched(claims)
+		stores = append(stores, s)
+	}
+	contexts := []map[string]string{{"devicePath": "/dev/xvdf"}, nil}
+	i := 0
+	for b.Loop() {
+		for _, s := range stores {
+			cmd := state.SetPublishContext{Namespace: "default", VolumeID: "vol-000000", AllocationID: "w0", PublishContext: contexts[i%2]}
+			s.idx++
+			start := time.Now()
+			_, err := s.s.Apply(s.idx, cmd)
+			s.times = append(s.times, time.Since(start))
+			if err != nil {
+				b.Fatalf("set publish context: %v", err)
+			}
+		}
+		i++
+	}
+	b.ReportMetric(median(stores[1].times), "ns/shared-1k-write")
+	b.ReportMetric(median(stores[0].times), "ns/shared-10-write")
+	b.ReportMetric(median(stores[1].times)/median(stores[0].times), "shared-1k-vs-10")
+}

@@ -45,7 +45,12 @@
 // table, and writes to a memdb that notifies no memdb watch (nothing in
 // the store waits on one): a write costs the rows it changes and little
 // more. A volume changed by several commands of one batch is written
-// once.
+// once. Volumes and allocations have one memdb index each, by ID; the
+// other lookups (by plugin, node, allocation, past claims) are rows of
+// tables of their own, written only when a key appears or goes, so a
+// write that moves no key (a checkpoint, a publish context) writes the
+// row alone, however many claims its volume has. A lookup by plugin,
+// node or allocation reads each row it yields by ID.
 //
 // # Usage
 //

@@ -167,7 +167,12 @@ func (s *MemStore) VolumesByPlugin(pluginID string) ([]*csi.Volume, error) {
 	if err := csi.ValidatePluginID(pluginID); err != nil {
 		return nil, err
 	}
-	return listVolumes(s.read(), iRefs, nil, refPlugin, pluginID)
+	txn := s.read()
+	it, err := byRef(txn, tVolumes, refPlugin, pluginID)
+	if err != nil {
+		return nil, dbErr("list volumes", err)
+	}
+	return viewVolumes(txn, it, nil)
 }
 
 // VolumesByNode implements VolumeReader.
@@ -175,7 +180,12 @@ func (s *MemStore) VolumesByNode(nodeID string) ([]*csi.Volume, error) {
 	if err := csi.ValidateNodeID(nodeID); err != nil {
 		return nil, err
 	}
-	vols, err := listVolumes(s.read(), iRefs, nil, refNode, nodeID)
+	txn := s.read()
+	it, err := byRef(txn, tVolumes, refNode, nodeID)
+	if err != nil {
+		return nil, dbErr("list volumes", err)
+	}
+	vols, err := viewVolumes(txn, it, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -187,21 +197,40 @@ func (s *MemStore) VolumesByNode(nodeID string) ([]*csi.Volume, error) {
 
 // VolumesWithPastClaims implements VolumeReader.
 func (s *MemStore) VolumesWithPastClaims() ([]*csi.Volume, error) {
-	return listVolumes(s.read(), iRefs, nil, refPast)
+	txn := s.read()
+	it, err := txn.Get(tPast, iID)
+	if err != nil {
+		return nil, dbErr("list volumes with past claims", err)
+	}
+	plugins := map[string]*csi.Plugin{}
+	var out []*csi.Volume
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		p := raw.(*pastRow)
+		v, err := getVolume(txn, p.Namespace, p.ID)
+		if err != nil {
+			return nil, err
+		}
+		view, err := viewVolume(txn, v, plugins)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, view)
+	}
+	return out, nil
 }
 
 // PastClaimVolumeIDs implements VolumeReader.
 func (s *MemStore) PastClaimVolumeIDs() ([]VolumeStamp, error) {
-	it, err := s.read().Get(tVolumes, iRefs, refPast)
+	it, err := s.read().Get(tPast, iID)
 	if err != nil {
 		return nil, dbErr("list volumes with past claims", err)
 	}
 	var out []VolumeStamp
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		// Stored volumes are never changed in place, and strings are
-		// immutable: the stamp can share the stored ID strings.
-		v := raw.(*csi.Volume)
-		out = append(out, VolumeStamp{VolumeKey: VolumeKey{Namespace: v.Namespace, ID: v.ID}, ModifyIndex: v.ModifyIndex})
+		// Rows are never changed in place, and strings are immutable:
+		// the stamp can share the row's strings.
+		p := raw.(*pastRow)
+		out = append(out, VolumeStamp{VolumeKey: VolumeKey{Namespace: p.Namespace, ID: p.ID}, ModifyIndex: p.ModifyIndex})
 	}
 	return out, nil
 }
@@ -298,13 +327,16 @@ func (s *MemStore) AllocationsByNode(nodeID string) ([]*csi.Allocation, error) {
 	if err := csi.ValidateNodeID(nodeID); err != nil {
 		return nil, err
 	}
-	it, err := s.read().Get(tAllocations, iRefs, refOnNode, nodeID)
+	it, err := byRef(s.read(), tAllocations, refOnNode, nodeID)
 	if err != nil {
 		return nil, dbErr("list allocations of node "+nodeID, err)
 	}
 	var out []*csi.Allocation
 	for raw := it.Next(); raw != nil; raw = it.Next() {
 		out = append(out, raw.(*csi.Allocation).Copy())
+	}
+	if err := it.Err(); err != nil {
+		return nil, dbErr("list allocations of node "+nodeID, err)
 	}
 	return out, nil
 }
@@ -403,6 +435,15 @@ func listVolumes(txn *memdb.Txn, index string, keep func(*csi.Volume) bool, args
 	if err != nil {
 		return nil, dbErr("list volumes", err)
 	}
+	return viewVolumes(txn, it, keep)
+}
+
+// rows is what viewVolumes reads: a memdb iterator, or a refIter.
+type rows interface{ Next() any }
+
+// viewVolumes returns the views of the volumes it yields that keep
+// keeps (all for a nil keep).
+func viewVolumes(txn *memdb.Txn, it rows, keep func(*csi.Volume) bool) ([]*csi.Volume, error) {
 	plugins := map[string]*csi.Plugin{}
 	var out []*csi.Volume
 	for raw := it.Next(); raw != nil; raw = it.Next() {
@@ -415,6 +456,9 @@ func listVolumes(txn *memdb.Txn, index string, keep func(*csi.Volume) bool, args
 			return nil, err
 		}
 		out = append(out, view)
+	}
+	if r, ok := it.(*refIter); ok && r.Err() != nil {
+		return nil, dbErr("list volumes", r.Err())
 	}
 	return out, nil
 }
@@ -474,7 +518,7 @@ func viewPlugin(txn *memdb.Txn, row *csi.Plugin) (*csi.Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
-	it, err := txn.Get(tAllocations, iRefs, refRunning, row.ID)
+	it, err := byRef(txn, tAllocations, refRunning, row.ID)
 	if err != nil {
 		return nil, dbErr("list plugin allocations", err)
 	}
@@ -488,7 +532,10 @@ func viewPlugin(txn *memdb.Txn, row *csi.Plugin) (*csi.Plugin, error) {
 			}
 		}
 	}
-	// The index yields allocation order; the contract adds the type.
+	if err := it.Err(); err != nil {
+		return nil, dbErr("list plugin allocations", err)
+	}
+	// The keys yield allocation order; the contract adds the type.
 	slices.SortStableFunc(p.Allocations, func(a, b csi.PluginAllocation) int {
 		if c := strings.Compare(a.AllocationID, b.AllocationID); c != 0 {
 			return c

@@ -1,9 +1,9 @@
 package state
 
 import (
-	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/csikit/csikit/csi"
 	"github.com/hashicorp/go-memdb"
@@ -24,20 +24,25 @@ const (
 // memdb index names.
 const (
 	iID    = "id"
-	iRefs  = "refs"
-	iAlloc = "alloc"
+	iAlloc = "alloc" // instances: the allocation that runs them
 )
 
-// The kinds of key in a refs index: each key is the kind, then its
-// parts (see refsIndex).
+// The kinds of key in tRefs: each key is the table, the kind, its
+// parts, then the row's ID. The lookups read often, by node (a claim's
+// MaxVolumes check, a node's volumes) and past claims (every scan of
+// the claim release worker), are memdb indexes of their tables: a read
+// through tRefs looks up each row it yields by ID.
 const (
 	// Volumes.
 	refPlugin = "plugin" // plugin ID: every volume
 	refNode   = "node"   // node ID, plugin ID: a node a claim (live or past) is on
-	refAlloc  = "alloc"  // allocation ID: a claim's allocation (live or past)
-	refPast   = "past"   // no part: the volume holds past claims
+	// node ID, plugin ID: a node the volume counts against for the
+	// plugin's MaxVolumes (attachedOn), so that a claim counts them
+	// from the keys alone.
+	refAttached = "attached"
+	refAlloc    = "alloc" // allocation ID: a claim's allocation (live or past)
 	// Allocations.
-	refOnNode  = "node"   // node ID: every allocation; memdb orders a node's by allocation ID
+	refOnNode  = "node"   // node ID: every allocation
 	refRunning = "plugin" // plugin ID: the plugins a running allocation runs (its expected instances)
 )
 
@@ -78,7 +83,6 @@ func schema() *memdb.DBSchema {
 			iID: {Name: iID, Unique: true, Indexer: single(2, func(v *csi.Volume) []string {
 				return []string{v.Namespace, v.ID}
 			})},
-			iRefs: {Name: iRefs, Indexer: refs(volumeRefs)},
 		}},
 		tPlugins: {Name: tPlugins, Indexes: map[string]*memdb.IndexSchema{
 			iID: {Name: iID, Unique: true, Indexer: single(1, func(p *csi.Plugin) []string { return []string{p.ID} })},
@@ -99,56 +103,89 @@ func schema() *memdb.DBSchema {
 			iID: {Name: iID, Unique: true, Indexer: single(1, func(n *Node) []string { return []string{n.ID} })},
 		}},
 		tAllocations: {Name: tAllocations, Indexes: map[string]*memdb.IndexSchema{
-			iID:   {Name: iID, Unique: true, Indexer: single(1, func(a *csi.Allocation) []string { return []string{a.ID} })},
-			iRefs: {Name: iRefs, Indexer: refs(allocationRefs)},
+			iID: {Name: iID, Unique: true, Indexer: single(1, func(a *csi.Allocation) []string { return []string{a.ID} })},
+		}},
+		tRefs: {Name: tRefs, Indexes: map[string]*memdb.IndexSchema{
+			iID: {Name: iID, Unique: true, Indexer: refKeyIndex{}},
+		}},
+		tPast: {Name: tPast, Indexes: map[string]*memdb.IndexSchema{
+			iID: {Name: iID, Unique: true, Indexer: single(2, func(p *pastRow) []string {
+				return []string{p.Namespace, p.ID}
+			})},
 		}},
 	}}
 }
 
-// claimNodes returns the distinct nodes of a volume's claims, sorted.
-// volumeRefs lists a volume's keys in the refs index. A volume is
-// written whole at each change, and memdb updates every index of a
-// table at each write: the lookups share one index, so a write updates
-// two trees, not one per lookup.
-func volumeRefs(v *csi.Volume) [][]string {
-	keys := [][]string{{refPlugin, v.PluginID}}
-	for _, n := range claimNodes(v) {
-		keys = append(keys, []string{refNode, n, v.PluginID})
-	}
-	var allocs []string
-	for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims, v.PastClaims} {
-		for id := range m {
+// volumeRefs adds a volume's keys in tRefs to k.
+func volumeRefs(k keyBuilder, v *csi.Volume) keyBuilder {
+	k = k.add(refPlugin, v.PluginID)
+	// Most volumes have a few claims: the lists stay on the stack.
+	var allocBuf [8]string
+	var nodeBuf [8]claimNode
+	allocs, nodes := allocBuf[:0], nodeBuf[:0]
+	for _, m := range [...]map[string]*csi.Claim{v.ReadClaims, v.WriteClaims} {
+		for id, c := range m {
 			allocs = append(allocs, id)
+			nodes = append(nodes, claimNode{c.NodeID, true})
 		}
+	}
+	for id, c := range v.PastClaims {
+		allocs = append(allocs, id)
+		nodes = append(nodes, claimNode{c.NodeID, c.State < csi.ClaimNodeDetached})
 	}
 	slices.Sort(allocs)
 	for _, id := range slices.Compact(allocs) {
-		keys = append(keys, []string{refAlloc, id})
+		k = k.add(refAlloc, id)
 	}
-	if len(v.PastClaims) > 0 {
-		keys = append(keys, []string{refPast})
-	}
-	return keys
-}
-
-// allocationRefs lists an allocation's keys in the refs index.
-func allocationRefs(a *csi.Allocation) [][]string {
-	keys := [][]string{{refOnNode, a.NodeID}}
-	for _, id := range allocPluginIDs(a) {
-		keys = append(keys, []string{refRunning, id})
-	}
-	return keys
-}
-
-func claimNodes(v *csi.Volume) []string {
-	var nodes []string
-	for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims, v.PastClaims} {
-		for _, c := range m {
-			nodes = append(nodes, c.NodeID)
+	// By node, attached first: the first of each node says whether
+	// the volume counts against it (attachedOn).
+	slices.SortFunc(nodes, func(a, b claimNode) int {
+		if c := strings.Compare(a.node, b.node); c != 0 {
+			return c
+		}
+		switch {
+		case a.attached == b.attached:
+			return 0
+		case a.attached:
+			return -1
+		}
+		return 1
+	})
+	for i, n := range nodes {
+		if i > 0 && nodes[i-1].node == n.node {
+			continue
+		}
+		k = k.add(refNode, n.node, v.PluginID)
+		if n.attached {
+			k = k.add(refAttached, n.node, v.PluginID)
 		}
 	}
-	slices.Sort(nodes)
-	return slices.Compact(nodes)
+	return k
+}
+
+// claimNode is a node a claim is on, and whether the claim keeps the
+// volume attached there.
+type claimNode struct {
+	node     string
+	attached bool
+}
+
+// allocationRefs adds an allocation's keys in tRefs to k.
+func allocationRefs(k keyBuilder, a *csi.Allocation) keyBuilder {
+	k = k.add(refOnNode, a.NodeID)
+	if a.Terminal {
+		return k
+	}
+	var buf [8]string
+	ids := buf[:0]
+	for _, p := range a.Plugins {
+		ids = append(ids, p.PluginID)
+	}
+	slices.Sort(ids)
+	for _, id := range slices.Compact(ids) {
+		k = k.add(refRunning, id)
+	}
+	return k
 }
 
 // A key is the concatenation of its parts, each ending in a NUL byte.
@@ -184,14 +221,32 @@ func (k keyArgs) strings(args []any) ([]string, error) {
 }
 
 func (k keyArgs) FromArgs(args ...any) ([]byte, error) {
+	if len(args) == 1 {
+		if id, ok := args[0].(*idKey); ok {
+			return id.key, nil
+		}
+	}
 	if len(args) != k.n {
 		return nil, fmt.Errorf("index takes %d arguments, got %d", k.n, len(args))
 	}
-	parts, err := k.strings(args)
-	if err != nil {
-		return nil, err
+	return encodeArgs(args)
+}
+
+// encodeArgs is encodeKey for query arguments, which must be strings.
+func encodeArgs(args []any) ([]byte, error) {
+	n := 0
+	for i, a := range args {
+		s, ok := a.(string)
+		if !ok {
+			return nil, fmt.Errorf("index argument %d is %T, not a string", i, a)
+		}
+		n += len(s) + 1
 	}
-	return encodeKey(parts), nil
+	b := make([]byte, 0, n)
+	for _, a := range args {
+		b = append(append(b, a.(string)...), 0)
+	}
+	return b, nil
 }
 
 // PrefixFromArgs takes 1 to n arguments; every argument but the last is
@@ -229,24 +284,23 @@ func (s *singleIndex[T]) FromObject(raw any) (bool, []byte, error) {
 	return true, encodeKey(parts), nil
 }
 
-// refsIndex is a table's one non-unique secondary index, keyed by
-// kind: each key of an object is a kind (refPlugin, refNode, …) and its
-// parts. Get takes the kind and one or more leading parts, and returns
-// the objects with a key that starts with them, ordered by the rest of
-// the key and then by the object's ID (memdb appends it to every key of
-// a non-unique index).
-type refsIndex[T any] struct {
+// multiIndex is a non-unique index with any number of keys per row,
+// each of one or more parts. Get takes one or more leading parts, all
+// whole, and returns the rows with a key that starts with them, ordered
+// by the rest of the key and then by the row's ID (memdb appends it to
+// every key of a non-unique index).
+type multiIndex[T any] struct {
 	of func(T) [][]string
 }
 
-func refs[T any](of func(T) [][]string) *refsIndex[T] { return &refsIndex[T]{of: of} }
+func multi[T any](of func(T) [][]string) *multiIndex[T] { return &multiIndex[T]{of: of} }
 
-func (r *refsIndex[T]) FromObject(raw any) (bool, [][]byte, error) {
+func (m *multiIndex[T]) FromObject(raw any) (bool, [][]byte, error) {
 	obj, ok := raw.(T)
 	if !ok {
 		return false, nil, fmt.Errorf("index expects %T, got %T", obj, raw)
 	}
-	keys := r.of(obj)
+	keys := m.of(obj)
 	out := make([][]byte, len(keys))
 	for i, k := range keys {
 		out[i] = encodeKey(k)
@@ -254,13 +308,9 @@ func (r *refsIndex[T]) FromObject(raw any) (bool, [][]byte, error) {
 	return len(out) > 0, out, nil
 }
 
-func (r *refsIndex[T]) FromArgs(args ...any) ([]byte, error) {
+func (m *multiIndex[T]) FromArgs(args ...any) ([]byte, error) {
 	if len(args) == 0 {
-		return nil, errors.New("refs index takes a kind and its leading parts")
+		return nil, fmt.Errorf("index takes one or more leading parts of a key")
 	}
-	parts, err := keyArgs{}.strings(args)
-	if err != nil {
-		return nil, err
-	}
-	return encodeKey(parts), nil
+	return encodeArgs(args)
 }

@@ -294,7 +294,7 @@ func restoreRow(txn *memdb.Txn, line []byte, indexes map[Table]uint64) error {
 		indexes[r.Table] = r.Index
 		return nil
 	}
-	if err := txn.Insert(l.Table, obj); err != nil {
+	if err := put(txn, l.Table, obj); err != nil {
 		return fmt.Errorf("%s: %v", l.Table, err)
 	}
 	return nil

@@ -240,7 +240,49 @@ func (w *world) view(t reporter) view {
 		}
 	}
 	w.checkAllocationsByNode(t, v)
+	w.checkVolumeLookups(t, v)
 	return v
+}
+
+// checkVolumeLookups checks VolumesByNode, for every node the world has
+// named, and VolumesByPlugin, for every plugin of a volume, against the
+// volumes of the view.
+func (w *world) checkVolumeLookups(t reporter, v view) {
+	t.Helper()
+	byNode, byPlugin := map[string][]string{}, map[string][]string{}
+	for id := range w.nodes {
+		byNode[id] = nil
+	}
+	for _, vol := range v.Volumes { // in (namespace, ID) order
+		byPlugin[vol.PluginID] = append(byPlugin[vol.PluginID], vol.Namespace+"/"+vol.ID)
+		nodes := map[string]bool{}
+		for _, m := range []map[string]*csi.Claim{vol.ReadClaims, vol.WriteClaims, vol.PastClaims} {
+			for _, c := range m {
+				nodes[c.NodeID] = true
+			}
+		}
+		for n := range nodes {
+			byNode[n] = append(byNode[n], vol.Namespace+"/"+vol.ID)
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(byNode)) {
+		got, err := w.s.VolumesByNode(n)
+		if err != nil {
+			t.Fatalf("VolumesByNode(%s): %v", n, err)
+		}
+		if ids := volumeIDs(got); !slices.Equal(ids, byNode[n]) {
+			t.Errorf("VolumesByNode(%s) = %v, the volumes with a claim there are %v", n, ids, byNode[n])
+		}
+	}
+	for _, p := range slices.Sorted(maps.Keys(byPlugin)) {
+		got, err := w.s.VolumesByPlugin(p)
+		if err != nil {
+			t.Fatalf("VolumesByPlugin(%s): %v", p, err)
+		}
+		if ids := volumeIDs(got); !slices.Equal(ids, byPlugin[p]) {
+			t.Errorf("VolumesByPlugin(%s) = %v, the volumes of the plugin are %v", p, ids, byPlugin[p])
+		}
+	}
 }
 
 // checkAllocationsByNode checks AllocationsByNode against the

@@ -1,0 +1,274 @@
+package state
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/csikit/csikit/csi"
+)
+
+// tRefs holds the keys of every lookup of volumes and allocations other
+// than by ID: one row per key of a row, its kind and parts (see
+// volumeRefs and allocationRefs) followed by the row's ID. It is not a
+// public table and not in snapshots; put and remove keep it in step
+// with the rows, and Restore rebuilds it.
+//
+// A row is written when its key appears and deleted when it goes, and
+// left alone otherwise. As an index of the volumes table, memdb wrote
+// every key of a volume again at each write of the volume: a checkpoint
+// or a publish context, which changes no key, cost two or three times
+// the write of the volume itself, and a volume with many claims cost
+// more at each write. Here such a write touches the volumes tree only,
+// and a claim added or released writes its own keys.
+const tRefs = "refs"
+
+// tPast holds a row for each volume with past claims, which the claim
+// release worker lists at each scan (PastClaimVolumeIDs): a scan reads
+// it alone, and a write of a volume without past claims does not touch
+// it. put and remove keep it in step with the volumes.
+const tPast = "past"
+
+// pastRow is a row of tPast.
+type pastRow struct {
+	Namespace, ID string
+	ModifyIndex   uint64 // the volume's
+}
+
+// refRow is a row of tRefs.
+type refRow struct {
+	Key   []byte // the table, the kind, its parts, the owner's ID parts (encodeKey)
+	Owner *idKey // the owner's key in its table's ID index
+}
+
+// idKey is a row's encoded key in its table's ID index. As the one
+// argument of a lookup by ID (First), it is the key as is: a lookup
+// through refs encodes nothing.
+type idKey struct{ key []byte }
+
+// refKeyIndex indexes refRows by Key. Get takes the table, the kind and
+// leading parts, all whole, and returns the rows whose key starts with
+// them, in key order.
+type refKeyIndex struct{}
+
+func (refKeyIndex) FromObject(raw any) (bool, []byte, error) {
+	r, ok := raw.(*refRow)
+	if !ok {
+		return false, nil, fmt.Errorf("index expects *refRow, got %T", raw)
+	}
+	return true, r.Key, nil
+}
+
+func (refKeyIndex) FromArgs(args ...any) ([]byte, error) {
+	if len(args) < 2 {
+		return nil, fmt.Errorf("refs takes a table, a kind and its leading parts, got %d arguments", len(args))
+	}
+	return encodeArgs(args)
+}
+
+// refsOf returns a row's keys in tRefs, sorted (they share one
+// string), or ok false for a table without refs.
+func refsOf(table string, obj any) (keys []string, ok bool) {
+	var bBuf [512]byte
+	var endBuf [16]int
+	k := keyBuilder{table: table, b: bBuf[:0], ends: endBuf[:0]}
+	switch table {
+	case tVolumes:
+		v := obj.(*csi.Volume)
+		k.owner, k.nOwner = [2]string{v.Namespace, v.ID}, 2
+		k = volumeRefs(k, v)
+	case tAllocations:
+		a := obj.(*csi.Allocation)
+		k.owner, k.nOwner = [2]string{a.ID}, 1
+		k = allocationRefs(k, a)
+	default:
+		return nil, false
+	}
+	return k.keys(), true
+}
+
+// ownerOf returns the key of a row of volumes or allocations in its ID
+// index.
+func ownerOf(table string, obj any) *idKey {
+	if table == tVolumes {
+		v := obj.(*csi.Volume)
+		return &idKey{encodeKey([]string{v.Namespace, v.ID})}
+	}
+	return &idKey{encodeKey([]string{obj.(*csi.Allocation).ID})}
+}
+
+// keyBuilder encodes the keys of one row in tRefs into one buffer,
+// which refsOf keeps on the stack for a row of a few keys.
+type keyBuilder struct {
+	table  string
+	owner  [2]string // the row's ID parts: the first nOwner
+	nOwner int
+	b      []byte
+	ends   []int // where each key ends in b
+}
+
+// add encodes the key of kind and parts: the table, them, and the
+// row's ID parts (see encodeKey). It works on a copy, which it
+// returns, so that a builder on the stack stays there.
+func (k keyBuilder) add(kind string, parts ...string) keyBuilder {
+	k.b = append(append(k.b, k.table...), 0)
+	k.b = append(append(k.b, kind...), 0)
+	for _, p := range parts {
+		k.b = append(append(k.b, p...), 0)
+	}
+	for _, p := range k.owner[:k.nOwner] {
+		k.b = append(append(k.b, p...), 0)
+	}
+	k.ends = append(k.ends, len(k.b))
+	return k
+}
+
+// keys returns the keys added, sorted.
+func (k keyBuilder) keys() []string {
+	all := string(k.b)
+	out := make([]string, len(k.ends))
+	start := 0
+	for i, end := range k.ends {
+		out[i] = all[start:end]
+		start = end
+	}
+	slices.Sort(out)
+	return out
+}
+
+// put inserts obj into table, replacing the row with its ID, and writes
+// the refs rows whose keys the replaced row did not have and deletes
+// those obj no longer has.
+func put(txn *memdb.Txn, table string, obj any) error {
+	keys, ok := refsOf(table, obj)
+	if !ok {
+		return txn.Insert(table, obj)
+	}
+	owner := ownerOf(table, obj)
+	old, err := txn.First(table, iID, owner)
+	if err != nil {
+		return err
+	}
+	if err := txn.Insert(table, obj); err != nil {
+		return err
+	}
+	var was []string
+	if old != nil {
+		was, _ = refsOf(table, old)
+	}
+	if err := syncRefs(txn, owner, was, keys); err != nil {
+		return err
+	}
+	if v, ok := obj.(*csi.Volume); ok {
+		hadPast := old != nil && len(old.(*csi.Volume).PastClaims) > 0
+		return syncPast(txn, v, hadPast, len(v.PastClaims) > 0)
+	}
+	return nil
+}
+
+// syncPast writes v's row in tPast when v has past claims, and deletes
+// it when v had some and has none now.
+func syncPast(txn *memdb.Txn, v *csi.Volume, had, has bool) error {
+	switch {
+	case has:
+		return txn.Insert(tPast, &pastRow{Namespace: v.Namespace, ID: v.ID, ModifyIndex: v.ModifyIndex})
+	case had:
+		return txn.Delete(tPast, &pastRow{Namespace: v.Namespace, ID: v.ID})
+	}
+	return nil
+}
+
+// remove deletes obj, the stored row, from table, and its refs rows.
+func remove(txn *memdb.Txn, table string, obj any) error {
+	if err := txn.Delete(table, obj); err != nil {
+		return err
+	}
+	keys, ok := refsOf(table, obj)
+	if !ok {
+		return nil
+	}
+	if err := syncRefs(txn, nil, keys, nil); err != nil {
+		return err
+	}
+	if v, ok := obj.(*csi.Volume); ok {
+		return syncPast(txn, v, len(v.PastClaims) > 0, false)
+	}
+	return nil
+}
+
+// syncRefs deletes the refs rows of keys in was and not in now, and
+// inserts those in now and not in was, for the row with ID parts owner;
+// both are sorted.
+func syncRefs(txn *memdb.Txn, owner *idKey, was, now []string) error {
+	i, j := 0, 0
+	for i < len(was) || j < len(now) {
+		switch {
+		case j == len(now) || (i < len(was) && was[i] < now[j]):
+			if err := txn.Delete(tRefs, &refRow{Key: []byte(was[i])}); err != nil {
+				return err
+			}
+			i++
+		case i == len(was) || now[j] < was[i]:
+			if err := txn.Insert(tRefs, &refRow{Key: []byte(now[j]), Owner: owner}); err != nil {
+				return err
+			}
+			j++
+		default:
+			i++
+			j++
+		}
+	}
+	return nil
+}
+
+// refIter iterates the rows of a table that have a key starting with
+// given parts (see byRef).
+type refIter struct {
+	txn   *memdb.Txn
+	table string
+	it    memdb.ResultIterator
+	err   error
+}
+
+// byRef returns the rows of table (volumes or allocations) with a key of
+// kind that starts with parts, ordered by the rest of the key and then
+// by the row's ID. After the last row, Err says whether a row could not
+// be read.
+func byRef(txn *memdb.Txn, table, kind string, parts ...string) (*refIter, error) {
+	args := make([]any, 0, 2+len(parts))
+	args = append(args, table, kind)
+	for _, p := range parts {
+		args = append(args, p)
+	}
+	it, err := txn.Get(tRefs, iID, args...)
+	if err != nil {
+		return nil, err
+	}
+	return &refIter{txn: txn, table: table, it: it}, nil
+}
+
+// Next returns the next row, or nil after the last one or an error.
+func (r *refIter) Next() any {
+	if r.err != nil {
+		return nil
+	}
+	raw := r.it.Next()
+	if raw == nil {
+		return nil
+	}
+	row := raw.(*refRow)
+	obj, err := r.txn.First(r.table, iID, row.Owner)
+	switch {
+	case err != nil:
+		r.err = err
+	case obj == nil:
+		// put and remove keep the refs in step with the rows in the
+		// same transaction; a key without its row is a bug.
+		r.err = fmt.Errorf("a %s key names row %q, which is not there", r.table, row.Owner.key)
+	}
+	return obj
+}
+
+// Err returns the error that ended the iteration, if any.
+func (r *refIter) Err() error { return r.err }
