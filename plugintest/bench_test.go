@@ -43,14 +43,14 @@ func bareConfig(endpoint string, data plugintest.DataCheck, dir string) pluginte
 // check, two unpublishes, unstage, detach and delete. It does the CO's
 // share of the file system work too (directories, the file), at the
 // paths csikit's mounter uses, so that every call carries the same
-// arguments as the lifecycle's.
-func rawLifecycle(ctx context.Context, endpoint, dir string, shared bool) error {
+// arguments as the lifecycle's. name is the volume's CSI name.
+func rawLifecycle(ctx context.Context, endpoint, dir, name string, shared bool) error {
 	conn, err := rawDial(endpoint)
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	return rawCalls(ctx, conn, dir, shared)
+	return rawCalls(ctx, conn, dir, name, shared)
 }
 
 // rawDial makes the raw client's connection (it connects on first use).
@@ -59,7 +59,7 @@ func rawDial(endpoint string) (*grpc.ClientConn, error) {
 }
 
 // rawCalls is rawLifecycle on a connection the caller made and closes.
-func rawCalls(ctx context.Context, conn *grpc.ClientConn, dir string, shared bool) error {
+func rawCalls(ctx context.Context, conn *grpc.ClientConn, dir, name string, shared bool) error {
 	ident, ctrl, node := csipb.NewIdentityClient(conn), csipb.NewControllerClient(conn), csipb.NewNodeClient(conn)
 
 	if _, err := ident.GetPluginCapabilities(ctx, &csipb.GetPluginCapabilitiesRequest{}); err != nil {
@@ -93,7 +93,7 @@ func rawCalls(ctx context.Context, conn *grpc.ClientConn, dir string, shared boo
 		AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{}},
 		AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_SINGLE_NODE_WRITER},
 	}
-	cv, err := ctrl.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: "raw-" + filepath.Base(dir), VolumeCapabilities: []*csipb.VolumeCapability{vc}})
+	cv, err := ctrl.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: name, VolumeCapabilities: []*csipb.VolumeCapability{vc}})
 	if err != nil {
 		return err
 	}
@@ -185,7 +185,7 @@ func TestRawLifecycle_SameCallsAsBareLifecycle(t *testing.T) {
 	if r.Failed() {
 		t.Fatalf("the bare lifecycle failed: %v", failuresOf(r))
 	}
-	if err := rawLifecycle(t.Context(), raw.Endpoint(), t.TempDir(), false); err != nil {
+	if err := rawLifecycle(t.Context(), raw.Endpoint(), t.TempDir(), "raw", false); err != nil {
 		t.Fatal(err)
 	}
 	if s, w := stack.Methods(), raw.Methods(); !slices.Equal(s, w) {
@@ -208,14 +208,15 @@ func TestRawLifecycle_SameCallsAsBareLifecycle(t *testing.T) {
 //     the transport, the mounter with its state file writes and
 //     directories, the release worker. Left out, because a host does
 //     them once and not per volume, or not at all: building the stack
-//     and its directories (mount root, state directory), starting its
-//     claim release worker (a host runs one with its server), the
+//     and its directories (mount root, state directory, which every
+//     lifecycle of the run shares, as a node's lifecycles do), starting
+//     its claim release worker (a host runs one with its server), the
 //     harness's own checks after the lifecycle (order of calls,
 //     leftovers), and stopping the stack.
 //   - raw-ns: dialling the plugin and every call, with the CO's
 //     directories below the same kind of roots, which exist beforehand
-//     as the mounter's do; closing the connection is left out as
-//     stopping the stack is.
+//     and are shared by the run's lifecycles as the mounter's are;
+//     closing the connection is left out as stopping the stack is.
 //   - check-ns and check-vs-raw: the whole plugintest.Check, everything
 //     above included, against the same raw time.
 //   - overhead-ns: lifecycle-ns minus raw-ns, the stack's own cost. The
@@ -266,14 +267,26 @@ func (s *stepTimer) Step(name string) {
 
 func benchLifecycle(b *testing.B, endpoint string, data plugintest.DataCheck, shared bool) {
 	ctx := context.Background()
+	// Each side keeps its directories from one lifecycle to the next,
+	// as a node does: the stack its mount root and state directory, the
+	// raw client the same roots below its own directory. A lifecycle
+	// leaves nothing in them (the harness checks, and the raw sequence
+	// removes what it made). Fresh ones per lifecycle would put their
+	// creation, which a host does once, into the timed part after all:
+	// on a journaling file system the plugin's first fsync commits it.
 	root := b.TempDir()
+	stackDir, rawDir := filepath.Join(root, "stack"), filepath.Join(root, "raw")
+	for _, sub := range []string{"staging", "per-alloc"} {
+		if err := os.MkdirAll(filepath.Join(rawDir, sub), 0o750); err != nil {
+			b.Fatal(err)
+		}
+	}
 	var stackNs, checkNs, rawNs []float64
 	i := 0
 	for b.Loop() {
 		i++
-		dir := filepath.Join(root, fmt.Sprint(i))
 		stackRun := func() {
-			cfg := bareConfig(endpoint, data, filepath.Join(dir, "stack"))
+			cfg := bareConfig(endpoint, data, stackDir)
 			r := &stepTimer{}
 			start := time.Now()
 			if err := plugintest.Check(ctx, cfg, r); err != nil {
@@ -289,19 +302,12 @@ func benchLifecycle(b *testing.B, endpoint string, data plugintest.DataCheck, sh
 			stackNs = append(stackNs, float64(r.end.Sub(r.start)))
 		}
 		rawRun := func() {
-			d := filepath.Join(dir, "raw")
-			// The mounter's roots exist before its first mount.
-			for _, sub := range []string{"staging", "per-alloc"} {
-				if err := os.MkdirAll(filepath.Join(d, sub), 0o750); err != nil {
-					b.Fatal(err)
-				}
-			}
 			start := time.Now()
 			conn, err := rawDial(endpoint)
 			if err != nil {
 				b.Fatal(err)
 			}
-			err = rawCalls(ctx, conn, d, shared)
+			err = rawCalls(ctx, conn, rawDir, fmt.Sprintf("raw-%d", i), shared)
 			rawNs = append(rawNs, float64(time.Since(start)))
 			_ = conn.Close()
 			if err != nil {
