@@ -18,10 +18,11 @@ import (
 // A row is written when its key appears and deleted when it goes, and
 // left alone otherwise. As an index of the volumes table, memdb wrote
 // every key of a volume again at each write of the volume: a checkpoint
-// or a publish context, which changes no key, cost two or three times
-// the write of the volume itself, and a volume with many claims cost
-// more at each write. Here such a write touches the volumes tree only,
-// and a claim added or released writes its own keys.
+// or a publish context, which changes no key, cost about twice the
+// write of the volume alone, and a volume with many claims cost more at
+// each write. Here such a write touches the volumes tree only, and a
+// claim added or released writes its own keys. The price is on reads:
+// a lookup through tRefs reads each row it yields by ID.
 const tRefs = "refs"
 
 // tPast holds a row for each volume with past claims, which the claim
