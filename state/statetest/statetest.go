@@ -265,22 +265,24 @@ func (w *world) checkVolumeLookups(t reporter, v view) {
 			byNode[n] = append(byNode[n], vol.Namespace+"/"+vol.ID)
 		}
 	}
-	for _, n := range slices.Sorted(maps.Keys(byNode)) {
-		got, err := w.s.VolumesByNode(n)
-		if err != nil {
-			t.Fatalf("VolumesByNode(%s): %v", n, err)
-		}
-		if ids := volumeIDs(got); !slices.Equal(ids, byNode[n]) {
-			t.Errorf("VolumesByNode(%s) = %v, the volumes with a claim there are %v", n, ids, byNode[n])
-		}
+	lookups := []struct {
+		name string
+		read func(string) ([]*csi.Volume, error)
+		want map[string][]string
+		what string
+	}{
+		{"VolumesByNode", w.s.VolumesByNode, byNode, "the volumes with a claim there"},
+		{"VolumesByPlugin", w.s.VolumesByPlugin, byPlugin, "the volumes of the plugin"},
 	}
-	for _, p := range slices.Sorted(maps.Keys(byPlugin)) {
-		got, err := w.s.VolumesByPlugin(p)
-		if err != nil {
-			t.Fatalf("VolumesByPlugin(%s): %v", p, err)
-		}
-		if ids := volumeIDs(got); !slices.Equal(ids, byPlugin[p]) {
-			t.Errorf("VolumesByPlugin(%s) = %v, the volumes of the plugin are %v", p, ids, byPlugin[p])
+	for _, l := range lookups {
+		for _, k := range slices.Sorted(maps.Keys(l.want)) {
+			got, err := l.read(k)
+			if err != nil {
+				t.Fatalf("%s(%s): %v", l.name, k, err)
+			}
+			if ids := volumeIDs(got); !slices.Equal(ids, l.want[k]) {
+				t.Errorf("%s(%s) = %v, %s are %v", l.name, k, ids, l.what, l.want[k])
+			}
 		}
 	}
 }
