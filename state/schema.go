@@ -28,10 +28,8 @@ const (
 )
 
 // The kinds of key in tRefs: each key is the table, the kind, its
-// parts, then the row's ID. The lookups read often, by node (a claim's
-// MaxVolumes check, a node's volumes) and past claims (every scan of
-// the claim release worker), are memdb indexes of their tables: a read
-// through tRefs looks up each row it yields by ID.
+// parts, then the row's ID. Past claims, which every scan of the claim
+// release worker lists, are in tPast instead.
 const (
 	// Volumes.
 	refPlugin = "plugin" // plugin ID: every volume
@@ -205,20 +203,9 @@ func encodeKey(parts []string) []byte {
 	return b
 }
 
-// keyArgs turns query arguments into keys for an index of n parts.
+// keyArgs turns query arguments into keys for an index of n parts. An
+// *idKey as the one argument is a key already encoded (see refIter).
 type keyArgs struct{ n int }
-
-func (k keyArgs) strings(args []any) ([]string, error) {
-	out := make([]string, len(args))
-	for i, a := range args {
-		s, ok := a.(string)
-		if !ok {
-			return nil, fmt.Errorf("index argument %d is %T, not a string", i, a)
-		}
-		out[i] = s
-	}
-	return out, nil
-}
 
 func (k keyArgs) FromArgs(args ...any) ([]byte, error) {
 	if len(args) == 1 {
@@ -255,11 +242,10 @@ func (k keyArgs) PrefixFromArgs(args ...any) ([]byte, error) {
 	if len(args) == 0 || len(args) > k.n {
 		return nil, fmt.Errorf("prefix index takes 1 to %d arguments, got %d", k.n, len(args))
 	}
-	parts, err := k.strings(args)
+	b, err := encodeArgs(args)
 	if err != nil {
 		return nil, err
 	}
-	b := encodeKey(parts)
 	return b[:len(b)-1], nil
 }
 
@@ -282,35 +268,4 @@ func (s *singleIndex[T]) FromObject(raw any) (bool, []byte, error) {
 		return false, nil, nil
 	}
 	return true, encodeKey(parts), nil
-}
-
-// multiIndex is a non-unique index with any number of keys per row,
-// each of one or more parts. Get takes one or more leading parts, all
-// whole, and returns the rows with a key that starts with them, ordered
-// by the rest of the key and then by the row's ID (memdb appends it to
-// every key of a non-unique index).
-type multiIndex[T any] struct {
-	of func(T) [][]string
-}
-
-func multi[T any](of func(T) [][]string) *multiIndex[T] { return &multiIndex[T]{of: of} }
-
-func (m *multiIndex[T]) FromObject(raw any) (bool, [][]byte, error) {
-	obj, ok := raw.(T)
-	if !ok {
-		return false, nil, fmt.Errorf("index expects %T, got %T", obj, raw)
-	}
-	keys := m.of(obj)
-	out := make([][]byte, len(keys))
-	for i, k := range keys {
-		out[i] = encodeKey(k)
-	}
-	return len(out) > 0, out, nil
-}
-
-func (m *multiIndex[T]) FromArgs(args ...any) ([]byte, error) {
-	if len(args) == 0 {
-		return nil, fmt.Errorf("index takes one or more leading parts of a key")
-	}
-	return encodeArgs(args)
 }
