@@ -586,6 +586,7 @@ func checkMaxVolumes(txn *memdb.Txn, v *csi.Volume, node string, limit int64) er
 	if attachedOn(v, node) {
 		return nil // no new attachment
 	}
+	// The attachment keys alone count: no volume is read.
 	it, err := txn.Get(tRefs, iID, tVolumes, refAttached, node, v.PluginID)
 	if err != nil {
 		return dbErr("count volumes on node", err)

@@ -198,25 +198,11 @@ func (s *MemStore) VolumesByNode(nodeID string) ([]*csi.Volume, error) {
 // VolumesWithPastClaims implements VolumeReader.
 func (s *MemStore) VolumesWithPastClaims() ([]*csi.Volume, error) {
 	txn := s.read()
-	it, err := txn.Get(tPast, iID)
+	it, err := byPast(txn)
 	if err != nil {
 		return nil, dbErr("list volumes with past claims", err)
 	}
-	plugins := map[string]*csi.Plugin{}
-	var out []*csi.Volume
-	for raw := it.Next(); raw != nil; raw = it.Next() {
-		p := raw.(*pastRow)
-		v, err := getVolume(txn, p.Namespace, p.ID)
-		if err != nil {
-			return nil, err
-		}
-		view, err := viewVolume(txn, v, plugins)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, view)
-	}
-	return out, nil
+	return viewVolumes(txn, it, nil)
 }
 
 // PastClaimVolumeIDs implements VolumeReader.
@@ -438,7 +424,8 @@ func listVolumes(txn *memdb.Txn, index string, keep func(*csi.Volume) bool, args
 	return viewVolumes(txn, it, keep)
 }
 
-// rows is what viewVolumes reads: a memdb iterator, or a refIter.
+// rows is what viewVolumes reads: a memdb iterator, or a refIter, which
+// also has Err.
 type rows interface{ Next() any }
 
 // viewVolumes returns the views of the volumes it yields that keep
@@ -457,7 +444,7 @@ func viewVolumes(txn *memdb.Txn, it rows, keep func(*csi.Volume) bool) ([]*csi.V
 		}
 		out = append(out, view)
 	}
-	if r, ok := it.(*refIter); ok && r.Err() != nil {
+	if r, ok := it.(interface{ Err() error }); ok && r.Err() != nil {
 		return nil, dbErr("list volumes", r.Err())
 	}
 	return out, nil

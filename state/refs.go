@@ -35,6 +35,7 @@ const tPast = "past"
 type pastRow struct {
 	Namespace, ID string
 	ModifyIndex   uint64 // the volume's
+	Owner         *idKey // the volume's key in its ID index
 }
 
 // refRow is a row of tRefs.
@@ -163,17 +164,17 @@ func put(txn *memdb.Txn, table string, obj any) error {
 	}
 	if v, ok := obj.(*csi.Volume); ok {
 		hadPast := old != nil && len(old.(*csi.Volume).PastClaims) > 0
-		return syncPast(txn, v, hadPast, len(v.PastClaims) > 0)
+		return syncPast(txn, v, owner, hadPast, len(v.PastClaims) > 0)
 	}
 	return nil
 }
 
 // syncPast writes v's row in tPast when v has past claims, and deletes
-// it when v had some and has none now.
-func syncPast(txn *memdb.Txn, v *csi.Volume, had, has bool) error {
+// it when v had some and has none now. owner is v's key in its ID index.
+func syncPast(txn *memdb.Txn, v *csi.Volume, owner *idKey, had, has bool) error {
 	switch {
 	case has:
-		return txn.Insert(tPast, &pastRow{Namespace: v.Namespace, ID: v.ID, ModifyIndex: v.ModifyIndex})
+		return txn.Insert(tPast, &pastRow{Namespace: v.Namespace, ID: v.ID, ModifyIndex: v.ModifyIndex, Owner: owner})
 	case had:
 		return txn.Delete(tPast, &pastRow{Namespace: v.Namespace, ID: v.ID})
 	}
@@ -193,7 +194,7 @@ func remove(txn *memdb.Txn, table string, obj any) error {
 		return err
 	}
 	if v, ok := obj.(*csi.Volume); ok {
-		return syncPast(txn, v, len(v.PastClaims) > 0, false)
+		return syncPast(txn, v, nil, len(v.PastClaims) > 0, false)
 	}
 	return nil
 }
@@ -223,8 +224,8 @@ func syncRefs(txn *memdb.Txn, owner *idKey, was, now []string) error {
 	return nil
 }
 
-// refIter iterates the rows of a table that have a key starting with
-// given parts (see byRef).
+// refIter yields the rows of a table that a lookup's rows (refRow,
+// pastRow) name, in the lookup's order (see byRef and byPast).
 type refIter struct {
 	txn   *memdb.Txn
 	table string
@@ -249,6 +250,16 @@ func byRef(txn *memdb.Txn, table, kind string, parts ...string) (*refIter, error
 	return &refIter{txn: txn, table: table, it: it}, nil
 }
 
+// byPast returns the volumes with past claims, in (namespace, ID) order,
+// as byRef does.
+func byPast(txn *memdb.Txn) (*refIter, error) {
+	it, err := txn.Get(tPast, iID)
+	if err != nil {
+		return nil, err
+	}
+	return &refIter{txn: txn, table: tVolumes, it: it}, nil
+}
+
 // Next returns the next row, or nil after the last one or an error.
 func (r *refIter) Next() any {
 	if r.err != nil {
@@ -258,15 +269,21 @@ func (r *refIter) Next() any {
 	if raw == nil {
 		return nil
 	}
-	row := raw.(*refRow)
-	obj, err := r.txn.First(r.table, iID, row.Owner)
+	var owner *idKey
+	switch row := raw.(type) {
+	case *refRow:
+		owner = row.Owner
+	case *pastRow:
+		owner = row.Owner
+	}
+	obj, err := r.txn.First(r.table, iID, owner)
 	switch {
 	case err != nil:
 		r.err = err
 	case obj == nil:
-		// put and remove keep the refs in step with the rows in the
-		// same transaction; a key without its row is a bug.
-		r.err = fmt.Errorf("a %s key names row %q, which is not there", r.table, row.Owner.key)
+		// put and remove keep the lookup rows in step with the rows in
+		// the same transaction; a key without its row is a bug.
+		r.err = fmt.Errorf("a %s key names row %q, which is not there", r.table, owner.key)
 	}
 	return obj
 }
