@@ -212,44 +212,24 @@ func checkWireZero[T any, P wireReplyMessage[T]](t *testing.T, seed uint64) {
 	}
 }
 
+// wirePair checks the copies of a request type and its response type
+// (whose zero value also travels as "no reply").
+func wirePair[Req any, Resp any, PReq wireMessage[Req], PResp wireReplyMessage[Resp]](seed uint64) func(*testing.T) {
+	return func(t *testing.T) {
+		t.Run("request", func(t *testing.T) { checkWireCopy[Req, PReq](t, seed) })
+		t.Run("response", func(t *testing.T) {
+			checkWireCopy[Resp, PResp](t, seed)
+			checkWireZero[Resp, PResp](t, seed)
+		})
+	}
+}
+
 func TestWireCopy(t *testing.T) {
 	const seed = 20260301
-	tests := []struct {
-		name string
-		run  func(t *testing.T)
-	}{
-		{"ControllerPublishRequest", func(t *testing.T) { checkWireCopy[ControllerPublishRequest](t, seed) }},
-		{"ControllerPublishResponse", func(t *testing.T) {
-			checkWireCopy[ControllerPublishResponse](t, seed)
-			checkWireZero[ControllerPublishResponse](t, seed)
-		}},
-		{"ControllerUnpublishRequest", func(t *testing.T) { checkWireCopy[ControllerUnpublishRequest](t, seed) }},
-		{"ControllerUnpublishResponse", func(t *testing.T) {
-			checkWireCopy[ControllerUnpublishResponse](t, seed)
-			checkWireZero[ControllerUnpublishResponse](t, seed)
-		}},
-		{"ValidateCapabilitiesRequest", func(t *testing.T) { checkWireCopy[ValidateCapabilitiesRequest](t, seed) }},
-		{"ValidateCapabilitiesResponse", func(t *testing.T) {
-			checkWireCopy[ValidateCapabilitiesResponse](t, seed)
-			checkWireZero[ValidateCapabilitiesResponse](t, seed)
-		}},
-		{"CreateVolumeRequest", func(t *testing.T) { checkWireCopy[CreateVolumeRequest](t, seed) }},
-		{"CreateVolumeResponse", func(t *testing.T) {
-			checkWireCopy[CreateVolumeResponse](t, seed)
-			checkWireZero[CreateVolumeResponse](t, seed)
-		}},
-		{"DeleteVolumeRequest", func(t *testing.T) { checkWireCopy[DeleteVolumeRequest](t, seed) }},
-		{"DeleteVolumeResponse", func(t *testing.T) {
-			checkWireCopy[DeleteVolumeResponse](t, seed)
-			checkWireZero[DeleteVolumeResponse](t, seed)
-		}},
-		{"NodeDetachRequest", func(t *testing.T) { checkWireCopy[NodeDetachRequest](t, seed) }},
-		{"NodeDetachResponse", func(t *testing.T) {
-			checkWireCopy[NodeDetachResponse](t, seed)
-			checkWireZero[NodeDetachResponse](t, seed)
-		}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, tc.run)
-	}
+	t.Run("ControllerPublish", wirePair[ControllerPublishRequest, ControllerPublishResponse](seed))
+	t.Run("ControllerUnpublish", wirePair[ControllerUnpublishRequest, ControllerUnpublishResponse](seed))
+	t.Run("ValidateCapabilities", wirePair[ValidateCapabilitiesRequest, ValidateCapabilitiesResponse](seed))
+	t.Run("CreateVolume", wirePair[CreateVolumeRequest, CreateVolumeResponse](seed))
+	t.Run("DeleteVolume", wirePair[DeleteVolumeRequest, DeleteVolumeResponse](seed))
+	t.Run("NodeDetach", wirePair[NodeDetachRequest, NodeDetachResponse](seed))
 }
