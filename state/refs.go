@@ -114,13 +114,12 @@ type keyBuilder struct {
 // row's ID parts (see encodeKey). It works on a copy, which it
 // returns, so that a builder on the stack stays there.
 func (k keyBuilder) add(kind string, parts ...string) keyBuilder {
-	k.b = append(append(k.b, k.table...), 0)
-	k.b = append(append(k.b, kind...), 0)
+	k.b = appendPart(appendPart(k.b, k.table), kind)
 	for _, p := range parts {
-		k.b = append(append(k.b, p...), 0)
+		k.b = appendPart(k.b, p)
 	}
 	for _, p := range k.owner[:k.nOwner] {
-		k.b = append(append(k.b, p...), 0)
+		k.b = appendPart(k.b, p)
 	}
 	k.ends = append(k.ends, len(k.b))
 	return k

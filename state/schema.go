@@ -197,11 +197,13 @@ func encodeKey(parts []string) []byte {
 	}
 	b := make([]byte, 0, n)
 	for _, p := range parts {
-		b = append(b, p...)
-		b = append(b, 0)
+		b = appendPart(b, p)
 	}
 	return b
 }
+
+// appendPart appends one part of a key to b (see encodeKey).
+func appendPart(b []byte, part string) []byte { return append(append(b, part...), 0) }
 
 // keyArgs turns query arguments into keys for an index of n parts. An
 // *idKey as the one argument is a key already encoded (see refIter).
@@ -231,7 +233,7 @@ func encodeArgs(args []any) ([]byte, error) {
 	}
 	b := make([]byte, 0, n)
 	for _, a := range args {
-		b = append(append(b, a.(string)...), 0)
+		b = appendPart(b, a.(string))
 	}
 	return b, nil
 }
