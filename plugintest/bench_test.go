@@ -60,10 +60,10 @@ func rawDial(endpoint string, bounded bool) (*grpc.ClientConn, error) {
 	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if bounded {
 		opts = append(opts, grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any,
-			cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+			cc *grpc.ClientConn, invoker grpc.UnaryInvoker, callOpts ...grpc.CallOption) error {
 			ctx, cancel := context.WithTimeout(ctx, plugintest.DefaultTimeout)
 			defer cancel()
-			return invoker(ctx, method, req, reply, cc, opts...)
+			return invoker(ctx, method, req, reply, cc, callOpts...)
 		}))
 	}
 	return grpc.NewClient("unix://"+endpoint, opts...)
