@@ -126,6 +126,11 @@ type stateFile struct {
 	// more files than the node tracked volumes at once, plus those New
 	// found, which open on their first use.
 	fd *os.File
+	// mapped is fd's file mapped for writing (Linux), from the first
+	// write in place until fd is closed; noMap: the file could not be
+	// mapped, and is written with pwrite until it is opened again.
+	mapped []byte
+	noMap  bool
 }
 
 const (
@@ -284,7 +289,8 @@ func (s *store) open(f *stateFile) (*os.File, error) {
 		}
 		f.closeFD()
 	}
-	fd, err := os.OpenFile(s.path(f), os.O_WRONLY, 0)
+	// Read and write: a shared mapping for writing needs both.
+	fd, err := os.OpenFile(s.path(f), os.O_RDWR, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -294,6 +300,8 @@ func (s *store) open(f *stateFile) (*os.File, error) {
 
 // closeFD closes the file kept open, if any.
 func (f *stateFile) closeFD() {
+	f.unmap()
+	f.noMap = false
 	if f.fd != nil {
 		_ = f.fd.Close()
 		f.fd = nil
@@ -311,7 +319,7 @@ func (s *store) writeSlot(fd *os.File, f *stateFile, data []byte, durable bool) 
 		f.unsure = false
 	}
 	slot := 1 - f.stable
-	if _, err := fd.WriteAt(encodeSlot(f.slotSize, s.gen.Add(1), data), int64(slot)*int64(f.slotSize)); err != nil {
+	if err := f.writeAt(fd, encodeSlot(f.slotSize, s.gen.Add(1), data), slot*f.slotSize); err != nil {
 		return err
 	}
 	if durable && s.sync {

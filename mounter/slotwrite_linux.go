@@ -1,0 +1,81 @@
+//go:build linux
+
+package mounter
+
+import (
+	"os"
+	"runtime/debug"
+	"syscall"
+)
+
+// writeAt writes b at offset off of f's file, open as fd, through a
+// shared mapping of the file, made at the first write and kept until
+// the file is closed (closeFD).
+//
+// Why not pwrite(2): every write(2) moves the file's mtime, which
+// dirties its inode; on a journaling file system the next commit, which
+// the plugin's own fsync of its state soon forces, carries that inode
+// block too. A store that writes a slot at each step of a mount thus
+// makes each of the plugin's syncs heavier. A store through a mapping
+// moves the mtime only when a clean page is first written (after the
+// page went to disk: at most once per writeback, or per fdatasync), and
+// takes no system call. fdatasync flushes the mapped pages as it
+// flushes written ones: the page cache is the same.
+//
+// The mapping covers 2·slotSize bytes, the file's length; a file found
+// shorter (cut behind the store's back) is written with pwrite, which
+// extends it, as before. A file cut after it was mapped makes the store
+// fault: the fault is caught (the write then goes through pwrite), not
+// a crash of the agent.
+func (f *stateFile) writeAt(fd *os.File, b []byte, off int) error {
+	if f.mapped == nil && !f.noMap {
+		f.mapped = mapFile(fd, 2*f.slotSize)
+		f.noMap = f.mapped == nil
+	}
+	if f.mapped != nil && off+len(b) <= len(f.mapped) && copyFaultSafe(f.mapped[off:], b) {
+		return nil
+	}
+	f.unmap()
+	_, err := fd.WriteAt(b, int64(off))
+	return err
+}
+
+// mapFile maps the first size bytes of fd for writing, or returns nil
+// when the file is shorter than that or cannot be mapped.
+func mapFile(fd *os.File, size int) []byte {
+	var st syscall.Stat_t
+	if size <= 0 || syscall.Fstat(int(fd.Fd()), &st) != nil || st.Size < int64(size) {
+		return nil
+	}
+	m, err := syscall.Mmap(int(fd.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		return nil
+	}
+	return m
+}
+
+// copyFaultSafe copies src to the start of dst, a file mapping, and
+// reports whether it could: a page of the mapping past the file's end
+// (the file was truncated meanwhile) faults, and the fault is turned
+// into false rather than a SIGBUS that ends the process.
+func copyFaultSafe(dst, src []byte) (ok bool) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if _, fault := r.(interface{ Addr() uintptr }); !fault {
+				panic(r)
+			}
+			ok = false
+		}
+	}()
+	copy(dst, src)
+	return true
+}
+
+// unmap drops the file's mapping, if any.
+func (f *stateFile) unmap() {
+	if f.mapped != nil {
+		_ = syscall.Munmap(f.mapped)
+		f.mapped = nil
+	}
+}

@@ -1,0 +1,110 @@
+//go:build linux
+
+package mounter
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// fileHolds reports whether the file at p holds the record tagged tag.
+func fileHolds(t *testing.T, p, tag string) bool {
+	t.Helper()
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Contains(string(data), tag+"-alloc-0000")
+}
+
+// Writes in place go through the file's mapping, and what they write is
+// what a reader of the file (a restarted agent) reads.
+func TestStore_WritesInPlaceThroughMapping(t *testing.T) {
+	for _, sync := range []bool{true, false} {
+		dir := t.TempDir()
+		s := openStore(t, dir, sync)
+		if err := s.save(testRecord("a", 1)); err != nil {
+			t.Fatal(err)
+		}
+		f := s.vols[volKey{"default", "vol1"}].file
+		if f.mapped != nil {
+			t.Fatalf("sync %v: a file written whole (created) is mapped", sync)
+		}
+		for i, tag := range []string{"b", "c", "d"} {
+			if err := s.save(testRecord(tag, 1)); err != nil {
+				t.Fatal(err)
+			}
+			if f.mapped == nil || len(f.mapped) != 2*f.slotSize {
+				t.Fatalf("sync %v: write %d in place did not go through a mapping of the whole file (%d bytes mapped)", sync, i, len(f.mapped))
+			}
+			_, recs := reload(t, dir, sync)
+			if rec := recs[volKey{"default", "vol1"}]; rec == nil || rec.Stages[testStage].Writers[tag+"-alloc-0000"] == nil {
+				t.Fatalf("sync %v: reload after write %q read %+v", sync, tag, rec)
+			}
+		}
+		if err := s.drop("default", "vol1", false); err != nil {
+			t.Fatal(err)
+		}
+		// A freed file keeps its descriptor and mapping for the next
+		// volume; closing the descriptor drops the mapping.
+		f.closeFD()
+		if f.mapped != nil || f.fd != nil {
+			t.Fatalf("sync %v: closeFD left the mapping or the descriptor", sync)
+		}
+	}
+}
+
+// A file cut short behind the store's back after it was mapped does not
+// crash the agent: the write that meets the cut faults, the fault is
+// caught, and the write goes out with pwrite, as without a mapping.
+func TestStore_FileTruncatedUnderMapping(t *testing.T) {
+	s := openStore(t, t.TempDir(), false)
+	for _, tag := range []string{"a", "b"} {
+		if err := s.save(testRecord(tag, 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := s.vols[volKey{"default", "vol1"}].file
+	if f.mapped == nil {
+		t.Fatal("the second write did not map the file")
+	}
+	p := s.path(f)
+	if err := os.Truncate(p, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.note(testRecord("c", 1)); err != nil {
+		t.Fatalf("write to a file truncated under its mapping: %v", err)
+	}
+	if f.mapped != nil {
+		t.Error("the mapping of a truncated file was kept")
+	}
+	if !fileHolds(t, p, "c") {
+		t.Fatal("the write after the cut is not in the file")
+	}
+	// The file is shorter than two slots now: later writes do not map
+	// it (that would fault again) and still land.
+	if err := s.note(testRecord("d", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if f.mapped != nil {
+		t.Error("a file shorter than its two slots was mapped")
+	}
+	if !fileHolds(t, p, "d") {
+		t.Fatal("the write to the short file is not in it")
+	}
+}
+
+// A fault other than on the mapping is not swallowed.
+func TestCopyFaultSafe(t *testing.T) {
+	dst := make([]byte, 4)
+	if !copyFaultSafe(dst, []byte("abcd")) || string(dst) != "abcd" {
+		t.Fatalf("copy to memory: %q", dst)
+	}
+	defer func() {
+		if r := recover(); r == nil {
+			t.Fatal("a panic that is not a memory fault was swallowed")
+		}
+	}()
+	copyFaultSafe(nil, []byte("x")[5:])
+}
