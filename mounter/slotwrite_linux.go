@@ -4,6 +4,7 @@ package mounter
 
 import (
 	"os"
+	"runtime"
 	"runtime/debug"
 	"syscall"
 )
@@ -31,6 +32,12 @@ func (f *stateFile) writeAt(fd *os.File, b []byte, off int) error {
 	if f.mapped == nil && !f.noMap {
 		f.mapped = mapFile(fd, 2*f.slotSize)
 		f.noMap = f.mapped == nil
+		if f.mapped != nil {
+			// A Mounter has no Close: a store dropped with its files
+			// mapped unmaps them once they are unreachable, as their
+			// descriptors are closed then.
+			f.unmapper = runtime.AddCleanup(f, munmap, f.mapped)
+		}
 	}
 	if f.mapped != nil && off+len(b) <= len(f.mapped) && copyFaultSafe(f.mapped[off:], b) {
 		return nil
@@ -75,7 +82,10 @@ func copyFaultSafe(dst, src []byte) (ok bool) {
 // unmap drops the file's mapping, if any.
 func (f *stateFile) unmap() {
 	if f.mapped != nil {
-		_ = syscall.Munmap(f.mapped)
+		f.unmapper.Stop()
+		munmap(f.mapped)
 		f.mapped = nil
 	}
 }
+
+func munmap(m []byte) { _ = syscall.Munmap(m) }

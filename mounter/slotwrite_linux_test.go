@@ -4,8 +4,10 @@ package mounter
 
 import (
 	"os"
+	"runtime"
 	"strings"
 	"testing"
+	"time"
 )
 
 // fileHolds reports whether the file at p holds the record tagged tag.
@@ -107,4 +109,58 @@ func TestCopyFaultSafe(t *testing.T) {
 		}
 	}()
 	copyFaultSafe(nil, []byte("x")[5:])
+}
+
+// mapped reports whether the process maps the file at p.
+func mapped(t *testing.T, p string) bool {
+	t.Helper()
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Skipf("cannot read /proc/self/maps: %v", err)
+	}
+	return strings.Contains(string(maps), p)
+}
+
+// A Mounter has no Close: a store dropped with its file mapped unmaps
+// it once the garbage collector finds it unreachable, so a process that
+// makes many Mounters (a test binary running plugintest many times)
+// does not pile up mappings.
+func TestStore_DroppedStoreUnmaps(t *testing.T) {
+	dir := t.TempDir()
+	p := func() string {
+		s := openStore(t, dir, false)
+		for _, tag := range []string{"a", "b"} {
+			if err := s.save(testRecord(tag, 1)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return s.path(s.vols[volKey{"default", "vol1"}].file)
+	}()
+	if !mapped(t, p) {
+		t.Fatal("the store's file is not mapped after a write in place")
+	}
+	for range 100 {
+		runtime.GC()
+		if !mapped(t, p) {
+			break
+		}
+		time.Sleep(10 * time.Millisecond) // cleanups run on their own goroutine
+	}
+	if mapped(t, p) {
+		t.Fatal("the file of a dropped store is still mapped")
+	}
+	// An explicit close unmaps at once, and the cleanup does not unmap
+	// again (it would unmap whatever took the address meanwhile).
+	s := openStore(t, dir, false)
+	if err := s.save(testRecord("c", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.save(testRecord("d", 1)); err != nil {
+		t.Fatal(err)
+	}
+	f := s.vols[volKey{"default", "vol1"}].file
+	f.closeFD()
+	if mapped(t, p) {
+		t.Fatal("closeFD left the file mapped")
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -129,8 +130,9 @@ type stateFile struct {
 	// mapped is fd's file mapped for writing (Linux), from the first
 	// write in place until fd is closed; noMap: the file could not be
 	// mapped, and is written with pwrite until it is opened again.
-	mapped []byte
-	noMap  bool
+	mapped   []byte
+	noMap    bool
+	unmapper runtime.Cleanup // unmaps mapped if f is dropped mapped
 }
 
 const (
