@@ -119,9 +119,9 @@
 // has its name, and a file removed or replaced behind its back is
 // written again at the name. On Linux the write is a copy into a shared
 // mapping of the file rather than a write(2): a write(2) moves the
-// file's mtime and so dirties its inode, which the next journal commit
-// of the file system (the plugin's own fsyncs force one after nearly
-// every call) then has to carry; through the mapping the mtime moves
+// file's mtime and so dirties its inode, and on ext4 that makes the
+// next fsync of another file nearby slower, such as the one the plugin
+// makes after nearly every call; through the mapping the mtime moves
 // only when a page that went to disk is dirtied again.
 // BenchmarkStore_NeighbourSync measures what each write adds to a
 // neighbour's fsync.

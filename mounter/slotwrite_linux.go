@@ -13,15 +13,20 @@ import (
 // shared mapping of the file, made at the first write and kept until
 // the file is closed (closeFD).
 //
-// Why not pwrite(2): every write(2) moves the file's mtime, which
-// dirties its inode; on a journaling file system the next commit, which
-// the plugin's own fsync of its state soon forces, carries that inode
-// block too. A store that writes a slot at each step of a mount thus
-// makes each of the plugin's syncs heavier. A store through a mapping
-// moves the mtime only when a clean page is first written (after the
-// page went to disk: at most once per writeback, or per fdatasync), and
-// takes no system call. fdatasync flushes the mapped pages as it
-// flushes written ones: the page cache is the same.
+// Why not pwrite(2): every write(2) moves the file's mtime (since Linux
+// 6.13 the fstat that checks the descriptor before each write makes the
+// kernel stamp the next change with a fine-grained time, so it always
+// moves; before, it moved at each clock tick, a few ms), which
+// dirties the file's inode, and on ext4 a dirty inode makes the next
+// fsync of another file nearby slower: the plugin syncs its state after
+// nearly every call, so a store that writes a slot at each step of a
+// mount slowed each of the plugin's calls (BenchmarkStore_NeighbourSync:
+// a neighbour's fsync took about 1.45 times as long after a pwrite).
+// Through a mapping the mtime moves only when a clean page is first
+// written (after the page went to disk: at most once per writeback, or
+// per fdatasync), and a write takes no system call. fdatasync flushes
+// the mapped pages as it flushes written ones: the page cache is the
+// same.
 //
 // The mapping covers 2·slotSize bytes, the file's length; a file found
 // shorter (cut behind the store's back) is written with pwrite, which
