@@ -24,7 +24,7 @@ import (
 // a neighbour's fsync took about 1.45 times as long after a pwrite).
 // Through a mapping the mtime moves only when a clean page is first
 // written (after the page went to disk: at most once per writeback, or
-// per fdatasync), and a write takes no system call. fdatasync flushes
+// per fdatasync), and the copy takes no system call. fdatasync flushes
 // the mapped pages as it flushes written ones: the page cache is the
 // same.
 //
@@ -70,18 +70,24 @@ func mapFile(fd *os.File, size int) []byte {
 // reports whether it could: a page of the mapping past the file's end
 // (the file was truncated meanwhile) faults, and the fault is turned
 // into false rather than a SIGBUS that ends the process.
-func copyFaultSafe(dst, src []byte) (ok bool) {
+func copyFaultSafe(dst, src []byte) bool {
+	return !faulted(func() { copy(dst, src) })
+}
+
+// faulted runs fn and reports whether it faulted on memory; any other
+// panic goes on.
+func faulted(fn func()) (fault bool) {
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
 		if r := recover(); r != nil {
-			if _, fault := r.(interface{ Addr() uintptr }); !fault {
+			if _, ok := r.(interface{ Addr() uintptr }); !ok {
 				panic(r)
 			}
-			ok = false
+			fault = true
 		}
 	}()
-	copy(dst, src)
-	return true
+	fn()
+	return false
 }
 
 // unmap drops the file's mapping, if any.
