@@ -122,9 +122,14 @@
 // file's mtime and so dirties its inode, and on ext4 that makes the
 // next fsync of another file nearby slower, such as the one the plugin
 // makes after nearly every call; through the mapping the mtime moves
-// only when a page that went to disk is dirtied again.
-// BenchmarkStore_NeighbourSync measures what each write adds to a
-// neighbour's fsync.
+// only when a page that went to disk is dirtied again, or at the first
+// write of a new mapping. The Mounter never reads its files'
+// timestamps (the check and New's reads use statx without them): since
+// Linux 6.13 a read of a file's ctime makes its next change take a
+// fine-grained time, which always moves, where otherwise the coarse
+// clock moves once per tick. BenchmarkStore_NeighbourSync measures
+// what a write adds to a neighbour's fsync, from a store that has
+// written before and from one just opened.
 //
 // A file holds two slots of S bytes (S a power of two, at least 4096,
 // so the file is 2·S bytes long), each a 32-byte header and a record:

@@ -7,26 +7,28 @@ import (
 	"runtime"
 	"runtime/debug"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // writeAt writes b at offset off of f's file, open as fd, through a
 // shared mapping of the file, made at the first write and kept until
 // the file is closed (closeFD).
 //
-// Why not pwrite(2): every write(2) moves the file's mtime (since Linux
-// 6.13 the fstat that checks the descriptor before each write makes the
-// kernel stamp the next change with a fine-grained time, so it always
-// moves; before, it moved at each clock tick, a few ms), which
-// dirties the file's inode, and on ext4 a dirty inode makes the next
-// fsync of another file nearby slower: the plugin syncs its state after
-// nearly every call, so a store that writes a slot at each step of a
-// mount slowed each of the plugin's calls (BenchmarkStore_NeighbourSync:
-// a neighbour's fsync took about 1.45 times as long after a pwrite).
-// Through a mapping the mtime moves only when a clean page is first
-// written (after the page went to disk: at most once per writeback, or
-// per fdatasync), and the copy takes no system call. fdatasync flushes
-// the mapped pages as it flushes written ones: the page cache is the
-// same.
+// Why not pwrite(2): every write(2) moves the file's mtime, at least
+// once per tick of the kernel's coarse clock (a few ms), and always
+// when the timestamps were read since the last change (fstat did that
+// before each write; see statFile), which dirties the file's inode,
+// and on ext4 a dirty inode makes the next fsync of another file nearby
+// slower: the plugin syncs its state after nearly every call, so a
+// store that writes a slot at each step of a mount slowed each of the
+// plugin's calls (BenchmarkStore_NeighbourSync: a neighbour's fsync
+// took about 1.45 times as long after a pwrite). Through a mapping the
+// mtime moves only when a clean page is first written (the first write
+// of a new mapping, or after the page went to disk: at most once per
+// writeback, or per fdatasync), and the copy takes no system call.
+// fdatasync flushes the mapped pages as it flushes written ones: the
+// page cache is the same.
 //
 // The mapping covers 2·slotSize bytes, the file's length; a file found
 // shorter (cut behind the store's back) is written with pwrite, which
@@ -53,10 +55,13 @@ func (f *stateFile) writeAt(fd *os.File, b []byte, off int) error {
 }
 
 // mapFile maps the first size bytes of fd for writing, or returns nil
-// when the file is shorter than that or cannot be mapped.
+// when the file is shorter than that or cannot be mapped. It reads the
+// file's size without its timestamps (statFile).
 func mapFile(fd *os.File, size int) []byte {
-	var st syscall.Stat_t
-	if size <= 0 || syscall.Fstat(int(fd.Fd()), &st) != nil || st.Size < int64(size) {
+	if size <= 0 {
+		return nil
+	}
+	if _, n, err := statFile(fd, unix.STATX_SIZE); err != nil || n < int64(size) {
 		return nil
 	}
 	m, err := syscall.Mmap(int(fd.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)

@@ -599,7 +599,7 @@ func (s *store) addSpare() error {
 // free file), the file's state, and the record's generation, the
 // highest of the file's valid slots.
 func (s *store) readState(p string, num int) (*volumeRecord, *stateFile, uint64, error) {
-	data, err := os.ReadFile(p)
+	data, err := readFile(p)
 	if err != nil {
 		return nil, nil, 0, &StateError{Path: p, Reason: "cannot read", Err: err}
 	}

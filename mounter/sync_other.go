@@ -11,3 +11,6 @@ func fdatasync(f *os.File) error { return f.Sync() }
 // linked reports false where the link count cannot be read portably:
 // the store then opens its file again for each write.
 func linked(*os.File) bool { return false }
+
+// readFile reads the file at p whole.
+func readFile(p string) ([]byte, error) { return os.ReadFile(p) }

@@ -1,0 +1,36 @@
+//go:build linux
+
+package plugintest
+
+import (
+	"io/fs"
+	"os"
+
+	"golang.org/x/sys/unix"
+)
+
+// lstat checks that p exists, as os.Lstat does, without reading p's
+// timestamps: statx(2) asks for the file type alone.
+//
+// The harness checks that the plugin made target_path, whose inode with
+// a bind mount is the volume's root, and then writes the data check's
+// file there. Since Linux 6.13 (multigrain timestamps) a read of a
+// file's ctime, which lstat(2) returns, makes the kernel stamp the
+// file's next change with a fine-grained time, which always moves: the
+// write then dirties the inode of the plugin's directory, and on ext4
+// the plugin's next fsync is slower for it (see the mounter's statFile).
+// A harness should not slow the plugin it measures.
+func lstat(p string) error {
+	var sx unix.Statx_t
+	err := unix.Statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_SYNC_AS_STAT, unix.STATX_TYPE, &sx)
+	if err == unix.ENOSYS || err == unix.EPERM {
+		// Before Linux 4.11, or behind a seccomp filter that predates
+		// statx.
+		_, err := os.Lstat(p)
+		return err
+	}
+	if err != nil {
+		return &fs.PathError{Op: "lstat", Path: p, Err: err}
+	}
+	return nil
+}
