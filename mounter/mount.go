@@ -3,7 +3,6 @@ package mounter
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -378,5 +377,3 @@ func (m *Mounter) nodePlugin(pluginID string) (plugin.NodeClient, *csi.PluginInf
 	}
 	return c, info, nil
 }
-
-func ensureDir(p string) error { return os.MkdirAll(p, 0o750) }

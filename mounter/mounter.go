@@ -145,7 +145,7 @@ func New(cfg Config) (*Mounter, error) {
 	// directories of its own volume and allocation, and a teardown never
 	// removes these.
 	for _, d := range []string{m.root, filepath.Join(m.root, stagingDir), filepath.Join(m.root, perAllocDir)} {
-		if err := ensureDir(d); err != nil {
+		if err := ensureDir(d, 0o750); err != nil {
 			return nil, fmt.Errorf("mounter: create mount root: %w", err)
 		}
 	}

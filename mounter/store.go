@@ -150,7 +150,7 @@ func newStore(stateDir string, sync bool, logger hclog.Logger) (*store, error) {
 		vols:      map[volKey]*volFiles{},
 		next:      1,
 	}
-	if err := os.MkdirAll(s.dir, 0o700); err != nil {
+	if err := ensureDir(s.dir, 0o700); err != nil {
 		return nil, fmt.Errorf("create mounter state directory %s: %w", s.dir, err)
 	}
 	if err := s.syncDir(stateDir); err != nil {

@@ -100,3 +100,22 @@ func readFile(p string) ([]byte, error) {
 		}
 	}
 }
+
+// statDir reports whether p, symbolic links followed, is a directory,
+// as os.Stat's IsDir does, without reading p's timestamps (see
+// statFile).
+func statDir(p string) (bool, error) {
+	var sx unix.Statx_t
+	err := statx(unix.AT_FDCWD, p, unix.AT_STATX_SYNC_AS_STAT, unix.STATX_TYPE, &sx)
+	if err == unix.ENOSYS || err == unix.EPERM {
+		fi, err := os.Stat(p)
+		if err != nil {
+			return false, err
+		}
+		return fi.IsDir(), nil
+	}
+	if err != nil {
+		return false, &os.PathError{Op: "stat", Path: p, Err: err}
+	}
+	return sx.Mode&unix.S_IFMT == unix.S_IFDIR, nil
+}

@@ -134,3 +134,33 @@ func TestReadFile(t *testing.T) {
 		t.Error("readFile of a directory: no error")
 	}
 }
+
+// statDir says what os.Stat's IsDir says, links followed, through statx
+// or, where statx is refused, through stat itself.
+func TestStatDir(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(dir, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { statx = unix.Statx })
+	for _, refuse := range []error{nil, unix.ENOSYS, unix.EPERM} {
+		statx = unix.Statx
+		if refuse != nil {
+			statx = func(int, string, int, int, *unix.Statx_t) error { return refuse }
+		}
+		for _, p := range []string{dir, file, filepath.Join(dir, "link"), filepath.Join(dir, "missing")} {
+			got, err := statDir(p)
+			fi, want := os.Stat(p)
+			if (err == nil) != (want == nil) || (err == nil && got != fi.IsDir()) {
+				t.Errorf("statx refused with %v: statDir(%s) = %v, %v; os.Stat says dir %v, %v", refuse, p, got, err, want == nil && fi.IsDir(), want)
+			}
+			if want != nil && !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("statDir(%s) = %v, want fs.ErrNotExist", p, err)
+			}
+		}
+	}
+}

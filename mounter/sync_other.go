@@ -14,3 +14,12 @@ func linked(*os.File) bool { return false }
 
 // readFile reads the file at p whole.
 func readFile(p string) ([]byte, error) { return os.ReadFile(p) }
+
+// statDir reports whether p, symbolic links followed, is a directory.
+func statDir(p string) (bool, error) {
+	fi, err := os.Stat(p)
+	if err != nil {
+		return false, err
+	}
+	return fi.IsDir(), nil
+}
