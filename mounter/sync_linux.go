@@ -3,6 +3,7 @@
 package mounter
 
 import (
+	"errors"
 	"io"
 	"os"
 	"slices"
@@ -70,11 +71,17 @@ func statFile(f *os.File, mask int) (nlink uint32, size int64, err error) {
 var statx = unix.Statx
 
 // readFile reads the file at p whole, as os.ReadFile does, without
-// reading its timestamps (see statFile): the store writes the files it
-// reads at New, and after an fstat the first of those writes would
-// dirty the file's inode.
+// touching its inode: it does not read the timestamps (see statFile),
+// and it opens the file with O_NOATIME, where the read would otherwise
+// move the access time of a file written since it was last read
+// (relatime) and so dirty the inode, as the store's files are at each
+// New. O_NOATIME needs the file's owner (or CAP_FOWNER); without it the
+// file is read as os.ReadFile reads it.
 func readFile(p string) ([]byte, error) {
-	f, err := os.Open(p)
+	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOATIME, 0)
+	if errors.Is(err, syscall.EPERM) {
+		f, err = os.Open(p)
+	}
 	if err != nil {
 		return nil, err
 	}

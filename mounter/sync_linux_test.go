@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -162,5 +163,43 @@ func TestStatDir(t *testing.T) {
 				t.Errorf("statDir(%s) = %v, want fs.ErrNotExist", p, err)
 			}
 		}
+	}
+}
+
+// readFile leaves a file's access time alone where os.ReadFile moves it
+// (relatime: the file was written since it was last read).
+func TestReadFile_KeepsAccessTime(t *testing.T) {
+	dir := t.TempDir()
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	atime := func(p string) time.Time {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return time.Unix(st.Atim.Unix())
+	}
+	stale := func(name string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte("record"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, old, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	ref := stale("ref")
+	if _, err := os.ReadFile(ref); err != nil {
+		t.Fatal(err)
+	}
+	if atime(ref).Equal(old) {
+		t.Skip("the file system does not update access times on read (noatime); nothing to keep")
+	}
+	p := stale("f")
+	if _, err := readFile(p); err != nil {
+		t.Fatal(err)
+	}
+	if got := atime(p); !got.Equal(old) {
+		t.Errorf("readFile moved the access time from %v to %v", old, got)
 	}
 }

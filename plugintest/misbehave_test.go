@@ -2,6 +2,8 @@ package plugintest_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -343,4 +345,66 @@ func TestCheck_Interrupted(t *testing.T) {
 		t.Errorf("no step skipped as interrupted: %+v", r.Steps())
 	}
 	requireClean(t, p, true, "")
+}
+
+// A plugin that leaves a file in the staging directory when it unstages,
+// or whose target directory comes back after the unpublish, fails
+// "nothing left behind", which lists what remains under the mount root:
+// files, and empty directories at a path the plugin was given (the
+// mounter's own empty parents are harmless and not listed).
+func TestCheck_LeftBehind(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		// leave runs at NodeUnstageVolume, after the first target's
+		// unpublish (whose checks passed), and returns what it left.
+		leave func(target, staging string) (string, error)
+		want  string
+	}{{
+		name: "file in the staging directory",
+		leave: func(_, staging string) (string, error) {
+			p := filepath.Join(staging, "stray")
+			return p, os.WriteFile(p, []byte("left"), 0o600)
+		},
+		want: `step "nothing left behind": 1 path(s) remain under the mount root: staging/plugintest/vol-`,
+	}, {
+		name: "target directory",
+		leave: func(target, _ string) (string, error) {
+			return target, os.MkdirAll(target, 0o750)
+		},
+		want: `step "nothing left behind": 1 path(s) remain under the mount root: per-alloc/alloc-`,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			p := full(t)
+			var mu sync.Mutex
+			var target, left string
+			p.SetHook(csitest.MethodNodeUnpublishVolume, func(_ context.Context, _ string, req any) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if target == "" {
+					target = req.(*csipb.NodeUnpublishVolumeRequest).GetTargetPath()
+				}
+				return nil
+			})
+			p.SetHook(csitest.MethodNodeUnstageVolume, func(_ context.Context, _ string, req any) error {
+				mu.Lock()
+				defer mu.Unlock()
+				if left == "" {
+					var err error
+					if left, err = c.leave(target, req.(*csipb.NodeUnstageVolumeRequest).GetStagingTargetPath()); err != nil {
+						t.Error(err)
+					}
+				}
+				return nil
+			})
+			cfg := fakeConfig(p)
+			cfg.SkipIdempotency, cfg.SkipNegative = true, true
+			dir := t.TempDir()
+			cfg.MountRoot, cfg.StateDir = filepath.Join(dir, "mnt"), filepath.Join(dir, "state")
+			r := check(t, cfg)
+			f := requireOneFailure(t, r, c.want)
+			if rel, err := filepath.Rel(cfg.MountRoot, left); err != nil || !strings.Contains(f.String(), rel) {
+				t.Errorf("the failure does not name %s: %s", left, f)
+			}
+		})
+	}
 }

@@ -260,25 +260,35 @@ func (l *run) leftovers(skipProbe bool) []string {
 	}
 	var out []string
 	root := l.cfg.MountRoot
-	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil || p == root {
-			return nil
-		}
-		rel, _ := filepath.Rel(root, p)
-		if l.probeDir != "" && (p == l.probeDir || strings.HasPrefix(p, l.probeDir+string(filepath.Separator))) {
-			if skipProbe {
-				return filepath.SkipDir
+	// A walk in name order, as filepath.WalkDir's, that reads each
+	// directory once and without moving its access time (readDir).
+	var walk func(dir string, entries []fs.DirEntry)
+	walk = func(dir string, entries []fs.DirEntry) {
+		for _, e := range entries {
+			p := filepath.Join(dir, e.Name())
+			rel, _ := filepath.Rel(root, p)
+			if l.probeDir != "" && (p == l.probeDir || strings.HasPrefix(p, l.probeDir+string(filepath.Separator))) {
+				if skipProbe {
+					continue
+				}
+				given[p] = true
 			}
-			given[p] = true
+			if !e.IsDir() {
+				out = append(out, rel)
+				continue
+			}
+			sub, err := readDir(p)
+			if err != nil {
+				continue
+			}
+			if len(sub) == 0 && given[p] {
+				out = append(out, rel+string(filepath.Separator))
+			}
+			walk(p, sub)
 		}
-		if !d.IsDir() {
-			out = append(out, rel)
-			return nil
-		}
-		if entries, err := os.ReadDir(p); err == nil && len(entries) == 0 && given[p] {
-			out = append(out, rel+string(filepath.Separator))
-		}
-		return nil
-	})
+	}
+	if entries, err := readDir(root); err == nil {
+		walk(root, entries)
+	}
 	return out
 }

@@ -3,8 +3,11 @@
 package plugintest
 
 import (
+	"errors"
 	"io/fs"
 	"os"
+	"slices"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -33,4 +36,25 @@ func lstat(p string) error {
 		return &fs.PathError{Op: "lstat", Path: p, Err: err}
 	}
 	return nil
+}
+
+// readDir lists directory p, as os.ReadDir does (sorted by name), with p
+// opened O_NOATIME: a read of a directory that changed since it was
+// last read moves its access time (relatime) and dirties its inode, and
+// the harness lists the mount root's directories at the end of each run
+// (leftovers), after the mounter changed them. Without the directory's
+// ownership (or CAP_FOWNER), which O_NOATIME needs, p is read as
+// os.ReadDir reads it.
+func readDir(p string) ([]fs.DirEntry, error) {
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_DIRECTORY|unix.O_NOATIME, 0)
+	if errors.Is(err, unix.EPERM) {
+		return os.ReadDir(p)
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(-1)
+	slices.SortFunc(entries, func(a, b fs.DirEntry) int { return strings.Compare(a.Name(), b.Name()) })
+	return entries, err
 }

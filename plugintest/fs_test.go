@@ -43,3 +43,38 @@ func TestLstat(t *testing.T) {
 		}
 	}
 }
+
+// readDir lists what os.ReadDir lists, in the same order.
+func TestReadDir(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"b", "a", "c.d", "A"} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o750); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Fatalf("readDir listed %d entries, os.ReadDir %d", len(got), len(want))
+	}
+	for i := range got {
+		if got[i].Name() != want[i].Name() || got[i].IsDir() != want[i].IsDir() {
+			t.Errorf("entry %d: %s (dir %v), os.ReadDir: %s (dir %v)", i, got[i].Name(), got[i].IsDir(), want[i].Name(), want[i].IsDir())
+		}
+	}
+	if _, err := readDir(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("readDir of a missing directory = %v, want fs.ErrNotExist", err)
+	}
+	if _, err := readDir(filepath.Join(dir, "a")); err == nil {
+		t.Error("readDir of a file: no error")
+	}
+}
