@@ -292,7 +292,7 @@ func (s *store) open(f *stateFile) (*os.File, error) {
 		f.closeFD()
 	}
 	// Read and write: a shared mapping for writing needs both.
-	fd, err := os.OpenFile(s.path(f), os.O_RDWR, 0)
+	fd, err := openNoAtime(s.path(f), os.O_RDWR)
 	if err != nil {
 		return nil, err
 	}

@@ -67,21 +67,31 @@ func statFile(f *os.File, mask int) (nlink uint32, size int64, err error) {
 	return uint32(st.Nlink), st.Size, nil
 }
 
+// openNoAtime opens the file at p with flag and O_NOATIME: neither a
+// read nor a mapping of the file (mmap(2) counts as an access) then
+// moves its access time, which under relatime would dirty the inode of
+// a file written since its last access (see readFile). O_NOATIME needs
+// the file's owner (or CAP_FOWNER); without it the file is opened
+// without the flag.
+func openNoAtime(p string, flag int) (*os.File, error) {
+	f, err := os.OpenFile(p, flag|syscall.O_NOATIME, 0)
+	if errors.Is(err, syscall.EPERM) {
+		return os.OpenFile(p, flag, 0)
+	}
+	return f, err
+}
+
 // statx is unix.Statx; tests refuse it to exercise the fstat fallback.
 var statx = unix.Statx
 
 // readFile reads the file at p whole, as os.ReadFile does, without
 // touching its inode: it does not read the timestamps (see statFile),
-// and it opens the file with O_NOATIME, where the read would otherwise
-// move the access time of a file written since it was last read
-// (relatime) and so dirty the inode, as the store's files are at each
-// New. O_NOATIME needs the file's owner (or CAP_FOWNER); without it the
-// file is read as os.ReadFile reads it.
+// and it opens the file with O_NOATIME (openNoAtime), where the read
+// would otherwise move the access time of a file written since it was
+// last read (relatime) and so dirty the inode, as the store's files are
+// at each New.
 func readFile(p string) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOATIME, 0)
-	if errors.Is(err, syscall.EPERM) {
-		f, err = os.Open(p)
-	}
+	f, err := openNoAtime(p, os.O_RDONLY)
 	if err != nil {
 		return nil, err
 	}

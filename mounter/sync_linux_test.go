@@ -203,3 +203,58 @@ func TestReadFile_KeepsAccessTime(t *testing.T) {
 		t.Errorf("readFile moved the access time from %v to %v", old, got)
 	}
 }
+
+// A store just opened reads its file and writes it through a new
+// mapping without moving the file's access time (a mapping counts as an
+// access), where a plain open would (relatime: the file was written
+// since it was last read).
+func TestStore_KeepsAccessTime(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t, dir, false)
+	if err := s.save(testRecord("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	p := s.path(s.vols[volKey{"default", "vol1"}].file)
+	closeAll(s)
+	old := time.Now().Add(-time.Hour).Truncate(time.Second)
+	atime := func() time.Time {
+		var st unix.Stat_t
+		if err := unix.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		return time.Unix(st.Atim.Unix())
+	}
+	if err := os.Chtimes(p, old, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := syscall.Mmap(int(f.Fd()), 0, 4096, syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = syscall.Munmap(m)
+	_ = f.Close()
+	if atime().Equal(old) {
+		t.Skip("the file system does not update access times (noatime); nothing to keep")
+	}
+	if err := os.Chtimes(p, old, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	r, recs := reload(t, dir, false)
+	if len(recs) != 1 {
+		t.Fatalf("reloaded %d records, want 1", len(recs))
+	}
+	if err := r.note(testRecord("b", 1)); err != nil {
+		t.Fatal(err)
+	}
+	if f := r.vols[volKey{"default", "vol1"}].file; f.mapped == nil {
+		t.Fatal("the write did not go through a mapping")
+	}
+	closeAll(r)
+	if got := atime(); !got.Equal(old) {
+		t.Errorf("the store moved its file's access time from %v to %v", old, got)
+	}
+}

@@ -23,3 +23,6 @@ func statDir(p string) (bool, error) {
 	}
 	return fi.IsDir(), nil
 }
+
+// openNoAtime opens the file at p with flag.
+func openNoAtime(p string, flag int) (*os.File, error) { return os.OpenFile(p, flag, 0) }
