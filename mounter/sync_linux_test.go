@@ -171,13 +171,7 @@ func TestStatDir(t *testing.T) {
 func TestReadFile_KeepsAccessTime(t *testing.T) {
 	dir := t.TempDir()
 	old := time.Now().Add(-time.Hour).Truncate(time.Second)
-	atime := func(p string) time.Time {
-		var st unix.Stat_t
-		if err := unix.Stat(p, &st); err != nil {
-			t.Fatal(err)
-		}
-		return time.Unix(st.Atim.Unix())
-	}
+	atime := func(p string) time.Time { return accessTime(t, p) }
 	stale := func(name string) string {
 		p := filepath.Join(dir, name)
 		if err := os.WriteFile(p, []byte("record"), 0o600); err != nil {
@@ -217,13 +211,7 @@ func TestStore_KeepsAccessTime(t *testing.T) {
 	p := s.path(s.vols[volKey{"default", "vol1"}].file)
 	closeAll(s)
 	old := time.Now().Add(-time.Hour).Truncate(time.Second)
-	atime := func() time.Time {
-		var st unix.Stat_t
-		if err := unix.Stat(p, &st); err != nil {
-			t.Fatal(err)
-		}
-		return time.Unix(st.Atim.Unix())
-	}
+	atime := func() time.Time { return accessTime(t, p) }
 	if err := os.Chtimes(p, old, time.Now()); err != nil {
 		t.Fatal(err)
 	}
@@ -257,4 +245,14 @@ func TestStore_KeepsAccessTime(t *testing.T) {
 	if got := atime(); !got.Equal(old) {
 		t.Errorf("the store moved its file's access time from %v to %v", old, got)
 	}
+}
+
+// accessTime returns the access time of the file at p.
+func accessTime(t *testing.T, p string) time.Time {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat(p, &st); err != nil {
+		t.Fatal(err)
+	}
+	return time.Unix(st.Atim.Unix())
 }
