@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/internal/quietfs"
 )
 
 // Layout under Config.Root. Every element below the root is a validated
@@ -96,9 +97,9 @@ func (m *Mounter) makeTargetParent(target string) error {
 // created from the top down, one mkdir per level, where MkdirAll stats
 // every missing level first. base is normally there (New creates it);
 // if it is not, or p is not below it, os.MkdirAll does the work. The
-// stats leave the timestamps unread (statDir).
+// stats leave the timestamps unread (quietfs.IsDir).
 func mkdirBelow(base, p string) error {
-	dir, err := statDir(p)
+	dir, err := quietfs.IsDir(p)
 	if err == nil {
 		if dir {
 			return nil
@@ -123,7 +124,7 @@ func mkdirBelow(base, p string) error {
 			// Something that is not a directory fails the next mkdir
 			// (ENOTDIR) or, for p itself, this check.
 			if d == p {
-				if dir, serr := statDir(p); serr != nil || !dir {
+				if dir, serr := quietfs.IsDir(p); serr != nil || !dir {
 					return err
 				}
 			}
@@ -136,10 +137,10 @@ func mkdirBelow(base, p string) error {
 
 // ensureDir creates directory p with perm, and its parents if need be,
 // and takes an existing directory as it is, as os.MkdirAll does; but it
-// tries mkdir first and checks an existing p with statDir, where
+// tries mkdir first and checks an existing p with quietfs.IsDir, where
 // MkdirAll stats p first and reads its timestamps. Such a read makes
 // p's next change take a fine-grained time (Linux 6.13 and later; see
-// statFile), and the mounter's directories change at each mount: the
+// quietfs), and the mounter's directories change at each mount: the
 // first mount after New would dirty their inodes, which slows the
 // plugin's next fsync on ext4 (in plugintest, which builds a Mounter
 // per run, at every run).
@@ -149,7 +150,7 @@ func ensureDir(p string, perm fs.FileMode) error {
 	case err == nil:
 		return nil
 	case errors.Is(err, fs.ErrExist):
-		dir, serr := statDir(p)
+		dir, serr := quietfs.IsDir(p)
 		switch {
 		case serr != nil:
 			return err

@@ -8,7 +8,7 @@ import (
 	"runtime/debug"
 	"syscall"
 
-	"golang.org/x/sys/unix"
+	"github.com/csikit/csikit/internal/quietfs"
 )
 
 // writeAt writes b at offset off of f's file, open as fd, through a
@@ -18,7 +18,7 @@ import (
 // Why not pwrite(2): every write(2) moves the file's mtime, at least
 // once per tick of the kernel's coarse clock (a few ms), and always
 // when the timestamps were read since the last change (fstat did that
-// before each write; see statFile), which dirties the file's inode,
+// before each write; see quietfs), which dirties the file's inode,
 // and on ext4 a dirty inode makes the next fsync of another file nearby
 // slower: the plugin syncs its state after nearly every call, so a
 // store that writes a slot at each step of a mount slowed each of the
@@ -56,12 +56,12 @@ func (f *stateFile) writeAt(fd *os.File, b []byte, off int) error {
 
 // mapFile maps the first size bytes of fd for writing, or returns nil
 // when the file is shorter than that or cannot be mapped. It reads the
-// file's size without its timestamps (statFile).
+// file's size without its timestamps (quietfs.Stat).
 func mapFile(fd *os.File, size int) []byte {
 	if size <= 0 {
 		return nil
 	}
-	if _, n, err := statFile(fd, unix.STATX_SIZE); err != nil || n < int64(size) {
+	if _, n, err := quietfs.Stat(fd); err != nil || n < int64(size) {
 		return nil
 	}
 	m, err := syscall.Mmap(int(fd.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/internal/quietfs"
 )
 
 // store persists volume records in a pool of files, one volume per file
@@ -292,7 +293,7 @@ func (s *store) open(f *stateFile) (*os.File, error) {
 		f.closeFD()
 	}
 	// Read and write: a shared mapping for writing needs both.
-	fd, err := openNoAtime(s.path(f), os.O_RDWR)
+	fd, err := quietfs.Open(s.path(f), os.O_RDWR)
 	if err != nil {
 		return nil, err
 	}
@@ -599,7 +600,7 @@ func (s *store) addSpare() error {
 // free file), the file's state, and the record's generation, the
 // highest of the file's valid slots.
 func (s *store) readState(p string, num int) (*volumeRecord, *stateFile, uint64, error) {
-	data, err := readFile(p)
+	data, err := quietfs.ReadFile(p)
 	if err != nil {
 		return nil, nil, 0, &StateError{Path: p, Reason: "cannot read", Err: err}
 	}

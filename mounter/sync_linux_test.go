@@ -3,9 +3,6 @@
 package mounter
 
 import (
-	"bytes"
-	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -15,186 +12,37 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// statFile reads the link count and size fstat would, through statx or,
-// where statx is refused, through fstat itself.
-func TestStatFile(t *testing.T) {
+// linked is true for an open file with a name and false once the name
+// is gone, removed or replaced by a rename.
+func TestLinked(t *testing.T) {
 	dir := t.TempDir()
-	open := func(t *testing.T, name string, size int) *os.File {
-		t.Helper()
-		f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	open := func(name string) *os.File {
+		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = f.Close() })
-		if _, err := f.Write(make([]byte, size)); err != nil {
-			t.Fatal(err)
-		}
 		return f
 	}
-	refused := func(errno error) func(int, string, int, int, *unix.Statx_t) error {
-		return func(int, string, int, int, *unix.Statx_t) error { return errno }
-	}
-	for _, tc := range []struct {
-		name   string
-		statx  func(int, string, int, int, *unix.Statx_t) error
-		size   int
-		remove bool // unlink the file before the stat
-		link   bool // give the file a second name
-	}{
-		{name: "statx", statx: unix.Statx, size: 8192},
-		{name: "statx, empty file", statx: unix.Statx},
-		{name: "statx, removed", statx: unix.Statx, size: 100, remove: true},
-		{name: "statx, two names", statx: unix.Statx, size: 100, link: true},
-		{name: "no statx (ENOSYS)", statx: refused(unix.ENOSYS), size: 8192},
-		{name: "statx filtered (EPERM), removed", statx: refused(unix.EPERM), size: 100, remove: true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Cleanup(func() { statx = unix.Statx })
-			f := open(t, "f", tc.size)
-			if tc.remove {
-				if err := os.Remove(f.Name()); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if tc.link {
-				if err := os.Link(f.Name(), f.Name()+".2"); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = os.Remove(f.Name() + ".2") })
-			}
-			var want syscall.Stat_t
-			if err := syscall.Fstat(int(f.Fd()), &want); err != nil {
-				t.Fatal(err)
-			}
-			statx = tc.statx
-			nlink, size, err := statFile(f, unix.STATX_NLINK|unix.STATX_SIZE)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if uint64(nlink) != uint64(want.Nlink) || size != want.Size {
-				t.Errorf("statFile = nlink %d, size %d; fstat says nlink %d, size %d", nlink, size, want.Nlink, want.Size)
-			}
-			if got := linked(f); got != (want.Nlink > 0) {
-				t.Errorf("linked = %v with %d links", got, want.Nlink)
-			}
-		})
-	}
-}
-
-// A statx error other than a refusal is an error, not a silent fstat,
-// and names the file; a closed file is one.
-func TestStatFile_Errors(t *testing.T) {
-	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
-	if err != nil {
+	kept, removed, replaced := open("kept"), open("removed"), open("replaced")
+	if err := os.Remove(removed.Name()); err != nil {
 		t.Fatal(err)
 	}
-	_ = f.Close()
-	if _, _, err := statFile(f, unix.STATX_SIZE); err == nil {
-		t.Fatal("statFile of a closed file: no error")
-	}
-	t.Cleanup(func() { statx = unix.Statx })
-	statx = func(int, string, int, int, *unix.Statx_t) error { return unix.EIO }
-	g, err := os.Create(filepath.Join(t.TempDir(), "g"))
-	if err != nil {
+	if err := os.WriteFile(replaced.Name()+".new", nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	defer g.Close()
-	_, _, err = statFile(g, unix.STATX_SIZE)
-	var pe *os.PathError
-	if !errors.As(err, &pe) || pe.Op != "statx" || pe.Path != g.Name() || !errors.Is(err, unix.EIO) {
-		t.Fatalf("statFile with statx failing EIO = %v, want a statx PathError for %s wrapping EIO", err, g.Name())
-	}
-	if linked(g) {
-		t.Error("linked is true for a file it could not stat")
-	}
-}
-
-// readFile reads what os.ReadFile reads, at sizes around its buffer's
-// edges, and reports a missing file as fs.ErrNotExist.
-func TestReadFile(t *testing.T) {
-	dir := t.TempDir()
-	for _, size := range []int{0, 1, 511, 512, 4096, 8192, 8193, 70000} {
-		p := filepath.Join(dir, "f")
-		want := bytes.Repeat([]byte{'x', 'y', 'z'}, size/3+1)[:size]
-		if err := os.WriteFile(p, want, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		got, err := readFile(p)
-		if err != nil {
-			t.Fatalf("size %d: %v", size, err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("size %d: read %d bytes that differ from the file's", size, len(got))
-		}
-	}
-	if _, err := readFile(filepath.Join(dir, "missing")); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("readFile of a missing file = %v, want fs.ErrNotExist", err)
-	}
-	// A directory opens but does not read.
-	if _, err := readFile(dir); err == nil {
-		t.Error("readFile of a directory: no error")
-	}
-}
-
-// statDir says what os.Stat's IsDir says, links followed, through statx
-// or, where statx is refused, through stat itself.
-func TestStatDir(t *testing.T) {
-	dir := t.TempDir()
-	file := filepath.Join(dir, "file")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
+	if err := os.Rename(replaced.Name()+".new", replaced.Name()); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Symlink(dir, filepath.Join(dir, "link")); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { statx = unix.Statx })
-	for _, refuse := range []error{nil, unix.ENOSYS, unix.EPERM} {
-		statx = unix.Statx
-		if refuse != nil {
-			statx = func(int, string, int, int, *unix.Statx_t) error { return refuse }
-		}
-		for _, p := range []string{dir, file, filepath.Join(dir, "link"), filepath.Join(dir, "missing")} {
-			got, err := statDir(p)
-			fi, want := os.Stat(p)
-			if (err == nil) != (want == nil) || (err == nil && got != fi.IsDir()) {
-				t.Errorf("statx refused with %v: statDir(%s) = %v, %v; os.Stat says dir %v, %v", refuse, p, got, err, want == nil && fi.IsDir(), want)
-			}
-			if want != nil && !errors.Is(err, fs.ErrNotExist) {
-				t.Errorf("statDir(%s) = %v, want fs.ErrNotExist", p, err)
-			}
+	for f, want := range map[*os.File]bool{kept: true, removed: false, replaced: false} {
+		if got := linked(f); got != want {
+			t.Errorf("linked(%s) = %v, want %v", filepath.Base(f.Name()), got, want)
 		}
 	}
-}
-
-// readFile leaves a file's access time alone where os.ReadFile moves it
-// (relatime: the file was written since it was last read).
-func TestReadFile_KeepsAccessTime(t *testing.T) {
-	dir := t.TempDir()
-	old := time.Now().Add(-time.Hour).Truncate(time.Second)
-	atime := func(p string) time.Time { return accessTime(t, p) }
-	stale := func(name string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte("record"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chtimes(p, old, time.Now()); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	ref := stale("ref")
-	if _, err := os.ReadFile(ref); err != nil {
-		t.Fatal(err)
-	}
-	if atime(ref).Equal(old) {
-		t.Skip("the file system does not update access times on read (noatime); nothing to keep")
-	}
-	p := stale("f")
-	if _, err := readFile(p); err != nil {
-		t.Fatal(err)
-	}
-	if got := atime(p); !got.Equal(old) {
-		t.Errorf("readFile moved the access time from %v to %v", old, got)
+	closed := open("closed")
+	_ = closed.Close()
+	if linked(closed) {
+		t.Error("linked is true for a closed file")
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/plugin"
+	"github.com/csikit/csikit/internal/quietfs"
 	"github.com/csikit/csikit/rpcshim"
 	"github.com/csikit/csikit/state"
 )
@@ -261,7 +262,10 @@ func (l *run) leftovers(skipProbe bool) []string {
 	var out []string
 	root := l.cfg.MountRoot
 	// A walk in name order, as filepath.WalkDir's, that reads each
-	// directory once and without moving its access time (readDir).
+	// directory once and without moving its access time
+	// (quietfs.ReadDir): the mounter changed these directories, and a
+	// read would dirty their inodes, which slows the plugin's next
+	// fsync.
 	var walk func(dir string, entries []fs.DirEntry)
 	walk = func(dir string, entries []fs.DirEntry) {
 		for _, e := range entries {
@@ -277,7 +281,7 @@ func (l *run) leftovers(skipProbe bool) []string {
 				out = append(out, rel)
 				continue
 			}
-			sub, err := readDir(p)
+			sub, err := quietfs.ReadDir(p)
 			if err != nil {
 				continue
 			}
@@ -287,7 +291,7 @@ func (l *run) leftovers(skipProbe bool) []string {
 			walk(p, sub)
 		}
 	}
-	if entries, err := readDir(root); err == nil {
+	if entries, err := quietfs.ReadDir(root); err == nil {
 		walk(root, entries)
 	}
 	return out
