@@ -22,8 +22,8 @@
 //     open with O_NOATIME.
 //
 // Where statx(2) is refused (ENOSYS before Linux 4.11, or EPERM from a
-// seccomp filter that predates it), the functions fall back on the
-// stat family; where O_NOATIME is refused (it needs the file's owner,
+// seccomp filter that predates it), or leaves out a field asked for,
+// the functions fall back on the stat family; where O_NOATIME is refused (it needs the file's owner,
 // or CAP_FOWNER), they open without it. On other systems they are the
 // os package's functions.
 package quietfs

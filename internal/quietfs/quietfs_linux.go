@@ -18,13 +18,29 @@ import (
 var statx = unix.Statx
 
 // refused reports whether a statx error means "use the stat family".
-func refused(err error) bool { return err == unix.ENOSYS || err == unix.EPERM }
+func refused(err error) bool { return err == unix.ENOSYS || err == unix.EPERM || err == errPartial }
+
+// errPartial stands for a statx that succeeded without filling in
+// everything asked (a file system may leave out what it cannot
+// provide): the stat family fills it in.
+var errPartial = errors.New("statx left out a field asked for")
+
+// statxAll is statx, with errPartial when sx lacks a field of mask.
+func statxAll(dirfd int, path string, flags, mask int, sx *unix.Statx_t) error {
+	if err := statx(dirfd, path, flags, mask, sx); err != nil {
+		return err
+	}
+	if sx.Mask&uint32(mask) != uint32(mask) {
+		return errPartial
+	}
+	return nil
+}
 
 // Stat returns f's link count and size, as fstat(2) would, without
 // reading its timestamps.
 func Stat(f *os.File) (nlink uint64, size int64, err error) {
 	var sx unix.Statx_t
-	err = statx(int(f.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_STATX_SYNC_AS_STAT, unix.STATX_NLINK|unix.STATX_SIZE, &sx)
+	err = statxAll(int(f.Fd()), "", unix.AT_EMPTY_PATH|unix.AT_STATX_SYNC_AS_STAT, unix.STATX_NLINK|unix.STATX_SIZE, &sx)
 	if err == nil {
 		return uint64(sx.Nlink), int64(sx.Size), nil
 	}
@@ -42,7 +58,7 @@ func Stat(f *os.File) (nlink uint64, size int64, err error) {
 // os.Stat's IsDir does, without reading its timestamps.
 func IsDir(p string) (bool, error) {
 	var sx unix.Statx_t
-	err := statx(unix.AT_FDCWD, p, unix.AT_STATX_SYNC_AS_STAT, unix.STATX_TYPE, &sx)
+	err := statxAll(unix.AT_FDCWD, p, unix.AT_STATX_SYNC_AS_STAT, unix.STATX_TYPE, &sx)
 	if refused(err) {
 		fi, err := os.Stat(p)
 		if err != nil {
@@ -60,7 +76,7 @@ func IsDir(p string) (bool, error) {
 // otherwise the error os.Lstat returns, without reading p's timestamps.
 func Lexists(p string) error {
 	var sx unix.Statx_t
-	err := statx(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_SYNC_AS_STAT, unix.STATX_TYPE, &sx)
+	err := statxAll(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_SYNC_AS_STAT, unix.STATX_TYPE, &sx)
 	if refused(err) {
 		_, err := os.Lstat(p)
 		return err

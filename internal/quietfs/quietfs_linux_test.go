@@ -13,10 +13,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// refuse makes statx fail with errno for the rest of the test.
+// refuse makes statx fail with errno for the rest of the test; a nil
+// errno makes it succeed with nothing filled in.
 func refuse(t *testing.T, errno error) {
 	t.Cleanup(func() { statx = unix.Statx })
-	statx = func(int, string, int, int, *unix.Statx_t) error { return errno }
+	statx = func(_ int, _ string, _, _ int, sx *unix.Statx_t) error {
+		*sx = unix.Statx_t{}
+		return errno
+	}
 }
 
 // Stat reads the link count and size fstat would, through statx or,
@@ -29,6 +33,7 @@ func TestStat(t *testing.T) {
 		size    int
 		remove  bool // unlink the file before the stat
 		link    bool // give the file a second name
+		partial bool // statx succeeds without filling the fields in
 	}{
 		{name: "statx", size: 8192},
 		{name: "statx, empty file"},
@@ -36,6 +41,7 @@ func TestStat(t *testing.T) {
 		{name: "statx, two names", size: 100, link: true},
 		{name: "no statx (ENOSYS)", refused: unix.ENOSYS, size: 8192},
 		{name: "statx filtered (EPERM), removed", refused: unix.EPERM, size: 100, remove: true},
+		{name: "statx fills nothing in", partial: true, size: 100, link: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := filepath.Join(dir, "f")
@@ -62,7 +68,7 @@ func TestStat(t *testing.T) {
 			if err := syscall.Fstat(int(f.Fd()), &want); err != nil {
 				t.Fatal(err)
 			}
-			if tc.refused != nil {
+			if tc.refused != nil || tc.partial {
 				refuse(t, tc.refused)
 			}
 			nlink, size, err := Stat(f)
@@ -103,8 +109,8 @@ func TestStat_Errors(t *testing.T) {
 // Where statx is refused, IsDir and Lexists still say what os.Stat and
 // os.Lstat say.
 func TestIsDirAndLexists_Refused(t *testing.T) {
-	for _, errno := range []error{unix.ENOSYS, unix.EPERM} {
-		t.Run(errno.Error(), func(t *testing.T) {
+	for name, errno := range map[string]error{"ENOSYS": unix.ENOSYS, "EPERM": unix.EPERM, "nothing filled in": nil} {
+		t.Run(name, func(t *testing.T) {
 			dir := t.TempDir()
 			if err := os.Symlink(filepath.Join(dir, "nowhere"), filepath.Join(dir, "dangling")); err != nil {
 				t.Fatal(err)
