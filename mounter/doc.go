@@ -123,11 +123,14 @@
 // next fsync of another file nearby slower, such as the one the plugin
 // makes after nearly every call; through the mapping the mtime moves
 // only when a page that went to disk is dirtied again, or at the first
-// write of a new mapping. The Mounter never reads its files'
-// timestamps (the check and New's reads use statx without them): since
-// Linux 6.13 a read of a file's ctime makes its next change take a
-// fine-grained time, which always moves, where otherwise the coarse
-// clock moves once per tick. BenchmarkStore_NeighbourSync measures
+// write of a new mapping. Nor does the Mounter dirty an inode by
+// reading it: it never reads the timestamps of its files and
+// directories (the checks use statx without them; since Linux 6.13 a
+// read of a file's ctime makes its next change take a fine-grained
+// time, which always moves, where otherwise the coarse clock moves once
+// per tick), and it opens its files O_NOATIME, so that neither New's
+// reads nor the mapping move their access times (relatime would, for a
+// file written since). BenchmarkStore_NeighbourSync measures
 // what a write adds to a neighbour's fsync, from a store that has
 // written before and from one just opened.
 //

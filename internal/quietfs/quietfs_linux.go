@@ -17,8 +17,9 @@ import (
 // statx is unix.Statx; tests refuse it to exercise the fallbacks.
 var statx = unix.Statx
 
-// refused reports whether a statx error means "use the stat family".
-func refused(err error) bool { return err == unix.ENOSYS || err == unix.EPERM || err == errPartial }
+// fallBack reports whether a statx error means "use the stat family":
+// statx refused (ENOSYS, EPERM) or partial (errPartial).
+func fallBack(err error) bool { return err == unix.ENOSYS || err == unix.EPERM || err == errPartial }
 
 // errPartial stands for a statx that succeeded without filling in
 // everything asked (a file system may leave out what it cannot
@@ -44,7 +45,7 @@ func Stat(f *os.File) (nlink uint64, size int64, err error) {
 	if err == nil {
 		return uint64(sx.Nlink), int64(sx.Size), nil
 	}
-	if !refused(err) {
+	if !fallBack(err) {
 		return 0, 0, &os.PathError{Op: "statx", Path: f.Name(), Err: err}
 	}
 	var st syscall.Stat_t
@@ -59,7 +60,7 @@ func Stat(f *os.File) (nlink uint64, size int64, err error) {
 func IsDir(p string) (bool, error) {
 	var sx unix.Statx_t
 	err := statxAll(unix.AT_FDCWD, p, unix.AT_STATX_SYNC_AS_STAT, unix.STATX_TYPE, &sx)
-	if refused(err) {
+	if fallBack(err) {
 		fi, err := os.Stat(p)
 		if err != nil {
 			return false, err
@@ -77,7 +78,7 @@ func IsDir(p string) (bool, error) {
 func Lexists(p string) error {
 	var sx unix.Statx_t
 	err := statxAll(unix.AT_FDCWD, p, unix.AT_SYMLINK_NOFOLLOW|unix.AT_STATX_SYNC_AS_STAT, unix.STATX_TYPE, &sx)
-	if refused(err) {
+	if fallBack(err) {
 		_, err := os.Lstat(p)
 		return err
 	}
