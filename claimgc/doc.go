@@ -11,7 +11,9 @@
 //     for the allocation, then NodeUnstage if it was the volume's last
 //     user there. Skipped when the host reports the node gone
 //     (csi.NodeStatusGone); retried while it is down or unknown.
-//     Checkpoint: csi.ClaimNodeDetached.
+//     Checkpoint: csi.ClaimNodeDetached. A host whose node agent has
+//     already unmounted the allocation writes that checkpoint itself
+//     (usage step 4), and the Worker starts at step 2.
 //  2. Controller step, through ControllerDetacher:
 //     ControllerUnpublishVolume for the volume and the claim's CSI node
 //     ID, when the plugin needs it (csi.Plugin.NeedsControllerPublish).
@@ -106,7 +108,13 @@
 //     start.
 //  4. Report stopped allocations to the store (state.UpsertAllocations
 //     with Terminal and ReleasedAt, or state.ReleaseClaims): that is all
-//     it takes to start a release.
+//     it takes to start a release. When the node agent has already torn
+//     down the allocation's mounts (its mounter's HasMount says so for
+//     each volume), say so in the same write: a state.Batch of the
+//     upsert and a state.CheckpointClaim to csi.ClaimNodeDetached for
+//     each of its claims. The Worker then makes no node-detach call
+//     back to that node, which would find nothing to do, and writes no
+//     node checkpoint.
 //  5. Report a node that left for good as csi.NodeStatusGone, so that
 //     its claims skip the node step; until then they wait for it.
 //  6. Watch Stats or pass a Config.Observer for metrics: claims freed,

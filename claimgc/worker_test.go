@@ -15,6 +15,7 @@ import (
 	"github.com/csikit/csikit/claimgc"
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csitest"
+	"github.com/csikit/csikit/mounter"
 	"github.com/csikit/csikit/state"
 )
 
@@ -242,6 +243,51 @@ func TestWorker_Release_NodeGoneSkipsNodeStep(t *testing.T) {
 	}
 	if got := h.ctrl.CallCount(ctrlUnpublish); got != 1 {
 		t.Errorf("ControllerUnpublish calls = %d, want 1: the attachment outlives the node", got)
+	}
+	h.requireDetached("vol", "a1")
+	h.requireNoViolations()
+}
+
+// A host whose node agent unmounted the allocation itself reports the
+// node step done with the stop (a Batch of the terminal upsert and the
+// NodeDetached checkpoint): the Worker makes no node call and goes
+// straight to ControllerUnpublish and the free.
+func TestWorker_Release_HostReportsNodeDetached(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.addVolume("vol", csi.AccessModeSingleNodeWriter)
+	h.claim("vol", "a1", "n1")
+	w := h.startWorker(h.workerConfig(), true)
+	h.settle(w)
+
+	n1 := h.nodes["n1"]
+	v, err := h.store.Volume(testNamespace, "vol")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.mounter.UnmountVolume(context.Background(), mounter.NewUnmountRequest(testNamespace, "vol", v.Claim("a1"))); err != nil {
+		t.Fatal(err)
+	}
+	calls := n1.fake.CallCount(nodeUnpublish) + n1.fake.CallCount(nodeUnstage)
+	h.mu.Lock()
+	a := h.allocs["a1"]
+	a.Terminal = true
+	h.allocs["a1"] = a
+	h.mu.Unlock()
+	h.apply(state.Batch{Commands: []state.Command{
+		state.UpsertAllocations{Allocations: []csi.Allocation{a}, ReleasedAt: h.clock.Now()},
+		state.CheckpointClaim{Namespace: testNamespace, VolumeID: "vol", AllocationID: "a1", State: csi.ClaimNodeDetached},
+	}})
+	h.settle(w)
+
+	h.requireNoPastClaims("after the release")
+	if got := n1.fake.CallCount(nodeUnpublish) + n1.fake.CallCount(nodeUnstage); got != calls {
+		t.Errorf("the worker made %d node calls, want none: the host reported the node step done", got-calls)
+	}
+	if got := h.ctrl.CallCount(ctrlUnpublish); got != 1 {
+		t.Errorf("ControllerUnpublish calls = %d, want 1", got)
+	}
+	if st := w.Stats(); st.NodeDetached != 0 || st.ControllerDetached != 1 || st.Freed != 1 {
+		t.Errorf("worker stats = %+v, want no node step, one controller step, one free", st)
 	}
 	h.requireDetached("vol", "a1")
 	h.requireNoViolations()

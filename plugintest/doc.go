@@ -54,7 +54,10 @@
 //     unstages. The spec makes the plugin delete what it created at each
 //     target_path; a target left in place fails the step.
 //  8. "release": the allocations stop and the claim release worker frees
-//     the claims (node detach, ControllerUnpublishVolume, free).
+//     the claims (ControllerUnpublishVolume, free). The harness reports
+//     the node step of each allocation it unmounted as done with the
+//     stop, as a node agent does; the worker detaches on the node only
+//     an allocation that may still have a mount.
 //  9. "delete volume" (or "deregister volume" for a pre-provisioned one).
 //  10. "order of calls" and "nothing left behind" check the run itself.
 //

@@ -174,9 +174,29 @@ func (a *alloc) allocation(terminal bool) csi.Allocation {
 // lifecycle builds the stack and runs every step, then the cleanups.
 // register, when set, also receives the cleanups (t.Cleanup).
 func lifecycle(ctx context.Context, cfg Config, r Reporter, register func(func())) (result, error) {
-	c, err := cfg.withDefaults()
+	l, err := newRun(ctx, cfg, r)
 	if err != nil {
 		return result{}, err
+	}
+	if register != nil {
+		register(l.cleanups.run)
+	}
+	defer l.close()
+	l.st.startWorker(ctx)
+	l.steps()
+	l.cleanups.run()
+	if l.probeDir != "" {
+		_ = os.Remove(l.probeDir) // only when empty: a probe's mount stays visible
+	}
+	return result{stopped: l.stopped, leftovers: l.leftovers(false)}, nil
+}
+
+// newRun makes the run's directories and builds its stack; the caller
+// starts the stack's worker and closes the run.
+func newRun(ctx context.Context, cfg Config, r Reporter) (*run, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
 	}
 	suffix := randomHex(6)
 	l := &run{
@@ -190,24 +210,13 @@ func lifecycle(ctx context.Context, cfg Config, r Reporter, register func(func()
 	}
 	for _, d := range []string{c.MountRoot, c.StateDir} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
-			return result{}, fmt.Errorf("plugintest: create %s: %w", d, err)
+			return nil, fmt.Errorf("plugintest: create %s: %w", d, err)
 		}
 	}
-	l.st, err = newStack(c, c.MountRoot, c.StateDir, l.calls)
-	if err != nil {
-		return result{}, fmt.Errorf("plugintest: build the csikit stack: %w", err)
+	if l.st, err = newStack(c, c.MountRoot, c.StateDir, l.calls); err != nil {
+		return nil, fmt.Errorf("plugintest: build the csikit stack: %w", err)
 	}
-	if register != nil {
-		register(l.cleanups.run)
-	}
-	defer l.close()
-	l.st.startWorker(ctx)
-	l.steps()
-	l.cleanups.run()
-	if l.probeDir != "" {
-		_ = os.Remove(l.probeDir) // only when empty: a probe's mount stays visible
-	}
-	return result{stopped: l.stopped, leftovers: l.leftovers(false)}, nil
+	return l, nil
 }
 
 // steps runs the lifecycle in order. Each step checks that the ones it

@@ -19,9 +19,10 @@ import (
 )
 
 // release stops the allocations, as a host reports stopped workloads,
-// and waits for the claim release worker to free their claims: node
-// detach (nothing left to do after the unmounts), ControllerUnpublish
-// (when the plugin needs it), free.
+// and waits for the claim release worker to free their claims:
+// ControllerUnpublish (when the plugin needs it), then free. The node
+// step is already done for the allocations the unmounts tore down (see
+// stopAllocs); the worker runs it for any other.
 func (l *run) release() {
 	const step = "release"
 	if !l.hasUnreleased() || !l.begin(step) {
@@ -63,19 +64,47 @@ func (l *run) hasUnreleased() bool {
 // as stopped (terminal), as a host does for stopped workloads, and once
 // the store took them marks them released. The claim release worker
 // then frees their claims.
+//
+// A node agent that has torn down an allocation's mounts before it
+// reports the allocation stopped knows that the release's node step
+// has nothing left to do, and says so in the same write: for each
+// allocation the mounter no longer has the volume mounted for
+// (HasMount), the claim is checkpointed NodeDetached in the batch that
+// makes it a past claim, and the worker goes straight to the controller
+// step. An allocation that may still have a mount (a failed unmount, an
+// uncertain publish) keeps its claim at Unpublishing: the worker's node
+// step unmounts it.
 func (l *run) stopAllocs(ctx context.Context) error {
 	var stop []*alloc
 	var allocs []csi.Allocation
+	var detached []state.Command
 	for _, a := range l.allocs {
-		if a.claimed && !a.released {
-			stop = append(stop, a)
-			allocs = append(allocs, a.allocation(true))
+		if !a.claimed || a.released {
+			continue
+		}
+		stop = append(stop, a)
+		allocs = append(allocs, a.allocation(true))
+		if has, err := l.st.mnt.HasMount(ctx, namespace, l.volID, a.id); err == nil && !has {
+			detached = append(detached, state.CheckpointClaim{
+				Namespace: namespace, VolumeID: l.volID, AllocationID: a.id, State: csi.ClaimNodeDetached,
+			})
 		}
 	}
 	if len(stop) == 0 {
 		return nil
 	}
-	if _, err := l.st.applier.Apply(ctx, state.UpsertAllocations{Allocations: allocs, ReleasedAt: time.Now()}); err != nil {
+	var cmd state.Command = state.UpsertAllocations{Allocations: allocs, ReleasedAt: time.Now()}
+	if len(detached) > 0 {
+		cmd = state.Batch{Commands: append([]state.Command{cmd}, detached...)}
+	}
+	_, err := l.st.applier.Apply(ctx, cmd)
+	if err != nil && len(detached) > 0 && csi.Classify(err) == csi.ClassFinal {
+		// A checkpoint the store refused (a claim removed meanwhile)
+		// refuses the whole batch: report the stops alone, and let the
+		// worker take every claim from its node step.
+		_, err = l.st.applier.Apply(ctx, state.UpsertAllocations{Allocations: allocs, ReleasedAt: time.Now()})
+	}
+	if err != nil {
 		return err
 	}
 	for _, a := range stop {

@@ -67,7 +67,11 @@
 //     leaves for good.
 //  3. Report allocations as UpsertAllocations: each new allocation, and
 //     each allocation that becomes terminal, with ReleasedAt set. Plugin
-//     allocations list the plugins they run.
+//     allocations list the plugins they run. A terminal allocation whose
+//     volumes the node has already unmounted can carry that in the same
+//     write: a Batch of the upsert and a CheckpointClaim to
+//     csi.ClaimNodeDetached for each of its claims, so the claim release
+//     worker skips the node step.
 //  4. Register volumes with RegisterVolume; remove them with
 //     DeregisterVolume once they have no claims.
 //  5. Before an allocation uses a volume, apply ClaimVolume; continue

@@ -1,0 +1,82 @@
+package plugintest
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csitest"
+)
+
+// The release's node step goes to the claim release worker only for an
+// allocation the harness did not unmount: the stop of one it did
+// unmount carries the claim's NodeDetached checkpoint, so the worker
+// makes no node step for it and goes straight to ControllerUnpublish.
+func TestRelease_NodeStepOnlyWhereStillMounted(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		unmount   []int // allocations (1, 2) the harness unmounts before the release
+		nodeSteps uint64
+		unstages  int // NodeUnstageVolume calls the plugin got
+	}{
+		{name: "both unmounted", unmount: []int{2, 1}, nodeSteps: 0, unstages: 1},
+		{name: "one still mounted", unmount: []int{1}, nodeSteps: 1, unstages: 1},
+		{name: "none unmounted", unmount: nil, nodeSteps: 2, unstages: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := csitest.Start(t, csitest.Config{
+				Controller: csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true},
+				Node:       csi.NodeCapabilities{StageUnstageVolume: true},
+			})
+			dir := t.TempDir()
+			rec := &Recorder{}
+			l, err := newRun(t.Context(), Config{
+				Endpoint: p.Endpoint(), DataCheck: DataOff, SkipIdempotency: true, SkipNegative: true,
+				MountRoot: filepath.Join(dir, "mnt"), StateDir: filepath.Join(dir, "state"),
+			}, rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.close()
+			l.st.startWorker(t.Context())
+			l.fingerprint()
+			l.registerPlugin()
+			l.provision()
+			l.claimAll()
+			l.mountAll()
+			for _, n := range tc.unmount {
+				if !l.unmount(l.allocs[n-1]) {
+					t.Fatalf("unmount of allocation %d failed: %v", n, rec.Failures())
+				}
+			}
+			l.release()
+			if rec.Failed() {
+				t.Fatalf("the lifecycle failed: %v", rec.Failures())
+			}
+
+			st := l.st.worker.Stats()
+			if st.NodeDetached != tc.nodeSteps {
+				t.Errorf("the worker made %d node steps, want %d", st.NodeDetached, tc.nodeSteps)
+			}
+			if st.Freed != 2 || st.ControllerDetached != 2 {
+				t.Errorf("the worker freed %d claims, %d through ControllerUnpublish; want 2 and 2", st.Freed, st.ControllerDetached)
+			}
+			if n := p.CallCount(csitest.MethodNodeUnpublishVolume); n != 2 {
+				t.Errorf("NodeUnpublishVolume called %d times, want 2 (one per allocation, by the harness or the worker)", n)
+			}
+			if n := p.CallCount(csitest.MethodNodeUnstageVolume); n != tc.unstages {
+				t.Errorf("NodeUnstageVolume called %d times, want %d", n, tc.unstages)
+			}
+			if n := p.CallCount(csitest.MethodControllerUnpublishVolume); n != 1 {
+				t.Errorf("ControllerUnpublishVolume called %d times, want 1", n)
+			}
+			for _, a := range l.allocs {
+				if has, err := l.st.mnt.HasMount(t.Context(), namespace, l.volID, a.id); err != nil || has {
+					t.Errorf("allocation %d: HasMount = %v, %v after the release; want false", a.n, has, err)
+				}
+			}
+			l.deleteVolume()
+			p.RequireNoViolations(t)
+		})
+	}
+}
