@@ -314,6 +314,19 @@ func (h *harness) release(allocIDs ...string) {
 	h.apply(state.UpsertAllocations{Allocations: as, ReleasedAt: h.clock.Now()})
 }
 
+// requireControllerStepOnly checks that a worker with stats st released
+// one claim from the controller step on: no node step of its own, one
+// ControllerUnpublish, one free.
+func (h *harness) requireControllerStepOnly(st claimgc.Stats) {
+	h.t.Helper()
+	if got := h.ctrl.CallCount(ctrlUnpublish); got != 1 {
+		h.t.Errorf("ControllerUnpublish calls = %d, want 1", got)
+	}
+	if st.NodeDetached != 0 || st.ControllerDetached != 1 || st.Freed != 1 {
+		h.t.Errorf("worker stats = %+v, want no node step, one controller step, one free", st)
+	}
+}
+
 // workerConfig is the Config the tests start from: the harness's
 // detachers and node statuses, the fake clock, short retries and a
 // backstop scan far away.

@@ -217,12 +217,7 @@ func TestWorker_Resume_AfterNodeDetachedCheckpoint(t *testing.T) {
 	if u, s := n1.fake.CallCount(nodeUnpublish), n1.fake.CallCount(nodeUnstage); u != 1 || s != 1 {
 		t.Errorf("node calls = %d unpublish, %d unstage; the new worker must resume at the controller step", u, s)
 	}
-	if got := h.ctrl.CallCount(ctrlUnpublish); got != 1 {
-		t.Errorf("ControllerUnpublish calls = %d, want 1", got)
-	}
-	if st := second.Stats(); st.NodeDetached != 0 || st.ControllerDetached != 1 || st.Freed != 1 {
-		t.Errorf("second worker stats = %+v", st)
-	}
+	h.requireControllerStepOnly(second.Stats())
 	h.requireDetached("vol", "a1")
 	h.requireNoViolations()
 }
@@ -283,12 +278,7 @@ func TestWorker_Release_HostReportsNodeDetached(t *testing.T) {
 	if got := n1.fake.CallCount(nodeUnpublish) + n1.fake.CallCount(nodeUnstage); got != calls {
 		t.Errorf("the worker made %d node calls, want none: the host reported the node step done", got-calls)
 	}
-	if got := h.ctrl.CallCount(ctrlUnpublish); got != 1 {
-		t.Errorf("ControllerUnpublish calls = %d, want 1", got)
-	}
-	if st := w.Stats(); st.NodeDetached != 0 || st.ControllerDetached != 1 || st.Freed != 1 {
-		t.Errorf("worker stats = %+v, want no node step, one controller step, one free", st)
-	}
+	h.requireControllerStepOnly(w.Stats())
 	h.requireDetached("vol", "a1")
 	h.requireNoViolations()
 }
