@@ -132,8 +132,6 @@ func New(cfg Config) (*Client, error) {
 			},
 			MinConnectTimeout: 5 * time.Second,
 		}),
-		grpc.WithStaticStreamWindowSize(staticWindow),
-		grpc.WithStaticConnWindowSize(staticWindow),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("plugin client for %s: %w", socket, err)
@@ -141,17 +139,6 @@ func New(cfg Config) (*Client, error) {
 	c.conn = conn
 	return c, nil
 }
-
-// staticWindow is the flow-control window of a plugin connection, for
-// each stream and for the connection. A static window turns off gRPC's
-// bandwidth-delay probing, which otherwise answers nearly every reply
-// with a window update and a PING that the plugin must acknowledge: on a
-// local socket that probe measures nothing, and each one wakes four
-// goroutines (two in the plugin) just after the reply, while the caller
-// goes on with its next step. 1 MiB lets a reply of that size arrive
-// without waiting for a window update; larger ones (a long ListVolumes
-// page) still flow, the window refilled as the client reads.
-const staticWindow = 1 << 20
 
 // socketPath turns an endpoint into an absolute socket path.
 func socketPath(endpoint string) (string, error) {

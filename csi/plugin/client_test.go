@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -864,28 +863,4 @@ func (l *lockedWriter) Write(b []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(b)
-}
-
-// The connection's flow-control window is static (no BDP pings after
-// every reply, which on a local socket only cost a round trip): a reply
-// several times larger than the window still arrives whole, the window
-// being refilled as the client reads.
-func TestClient_ReplyLargerThanFlowWindow(t *testing.T) {
-	p := startPlugin(t)
-	const n = 2500
-	big := strings.Repeat("x", 1000)
-	for i := range n {
-		p.AddVolume(fmt.Sprintf("vol-%05d", i), 1<<30, map[string]string{"pad": big})
-	}
-	c := newClient(t, p.Addr(), nil)
-	list, err := c.ListVolumes(t.Context(), &plugin.ListVolumesRequest{})
-	noErr(t, err, "ListVolumes")
-	if len(list.Entries) != n {
-		t.Fatalf("ListVolumes returned %d volumes, want %d", len(list.Entries), n)
-	}
-	for i, e := range list.Entries {
-		if want := fmt.Sprintf("vol-%05d", i); e.Volume.ExternalID != want || e.Volume.Context["pad"] != big {
-			t.Fatalf("entry %d = %s with a %d-byte context, want %s with %d bytes", i, e.Volume.ExternalID, len(e.Volume.Context["pad"]), want, len(big))
-		}
-	}
 }
