@@ -6,6 +6,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csitest"
+	"github.com/csikit/csikit/state"
 )
 
 // The release's node step goes to the claim release worker only for an
@@ -14,14 +15,20 @@ import (
 // makes no node step for it and goes straight to ControllerUnpublish.
 func TestRelease_NodeStepOnlyWhereStillMounted(t *testing.T) {
 	for _, tc := range []struct {
-		name      string
-		unmount   []int // allocations (1, 2) the harness unmounts before the release
+		name    string
+		unmount []int // allocations (1, 2) the harness unmounts before the release
+		// removed is an allocation whose claim is removed before the
+		// release: its checkpoint refuses the batch, and the harness
+		// reports the stops alone.
+		removed   int
 		nodeSteps uint64
+		freed     uint64
 		unstages  int // NodeUnstageVolume calls the plugin got
 	}{
-		{name: "both unmounted", unmount: []int{2, 1}, nodeSteps: 0, unstages: 1},
-		{name: "one still mounted", unmount: []int{1}, nodeSteps: 1, unstages: 1},
-		{name: "none unmounted", unmount: nil, nodeSteps: 2, unstages: 1},
+		{name: "both unmounted", unmount: []int{2, 1}, nodeSteps: 0, freed: 2, unstages: 1},
+		{name: "one still mounted", unmount: []int{1}, nodeSteps: 1, freed: 2, unstages: 1},
+		{name: "none unmounted", unmount: nil, nodeSteps: 2, freed: 2, unstages: 1},
+		{name: "a claim gone before the stop", unmount: []int{2, 1}, removed: 2, nodeSteps: 1, freed: 1, unstages: 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := csitest.Start(t, csitest.Config{
@@ -49,6 +56,13 @@ func TestRelease_NodeStepOnlyWhereStillMounted(t *testing.T) {
 					t.Fatalf("unmount of allocation %d failed: %v", n, rec.Failures())
 				}
 			}
+			if tc.removed > 0 {
+				if _, err := l.st.applier.Apply(t.Context(), state.RemoveClaim{
+					Namespace: namespace, VolumeID: l.volID, AllocationID: l.allocs[tc.removed-1].id,
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
 			l.release()
 			if rec.Failed() {
 				t.Fatalf("the lifecycle failed: %v", rec.Failures())
@@ -58,8 +72,8 @@ func TestRelease_NodeStepOnlyWhereStillMounted(t *testing.T) {
 			if st.NodeDetached != tc.nodeSteps {
 				t.Errorf("the worker made %d node steps, want %d", st.NodeDetached, tc.nodeSteps)
 			}
-			if st.Freed != 2 || st.ControllerDetached != 2 {
-				t.Errorf("the worker freed %d claims, %d through ControllerUnpublish; want 2 and 2", st.Freed, st.ControllerDetached)
+			if st.Freed != tc.freed || st.ControllerDetached != tc.freed {
+				t.Errorf("the worker freed %d claims, %d through ControllerUnpublish; want %d and %d", st.Freed, st.ControllerDetached, tc.freed, tc.freed)
 			}
 			if n := p.CallCount(csitest.MethodNodeUnpublishVolume); n != 2 {
 				t.Errorf("NodeUnpublishVolume called %d times, want 2 (one per allocation, by the harness or the worker)", n)

@@ -93,16 +93,17 @@ func (l *run) stopAllocs(ctx context.Context) error {
 	if len(stop) == 0 {
 		return nil
 	}
-	var cmd state.Command = state.UpsertAllocations{Allocations: allocs, ReleasedAt: time.Now()}
+	stops := state.UpsertAllocations{Allocations: allocs, ReleasedAt: time.Now()}
+	var cmd state.Command = stops
 	if len(detached) > 0 {
-		cmd = state.Batch{Commands: append([]state.Command{cmd}, detached...)}
+		cmd = state.Batch{Commands: append([]state.Command{stops}, detached...)}
 	}
 	_, err := l.st.applier.Apply(ctx, cmd)
 	if err != nil && len(detached) > 0 && csi.Classify(err) == csi.ClassFinal {
 		// A checkpoint the store refused (a claim removed meanwhile)
 		// refuses the whole batch: report the stops alone, and let the
 		// worker take every claim from its node step.
-		_, err = l.st.applier.Apply(ctx, state.UpsertAllocations{Allocations: allocs, ReleasedAt: time.Now()})
+		_, err = l.st.applier.Apply(ctx, stops)
 	}
 	if err != nil {
 		return err
