@@ -20,6 +20,11 @@
 //	<root>/staging/<namespace>/<volume>/<stage usage>  staging directory (created by the mounter), e.g. .../snw-fs
 //	<root>/per-alloc/<allocation>/<volume>/<usage>     target (created by the plugin; its parent by the mounter), e.g. .../w-snw-fs
 //
+// A mount that stages creates the target's parent while the plugin
+// stages, and the unmount that unstages removes it while the plugin
+// unstages: on a busy file system a mkdir or rmdir can take as long as a
+// plugin call.
+//
 // # One stage per volume
 //
 // The CSI spec (csi.proto, NodeStageVolumeRequest.staging_target_path)

@@ -121,7 +121,9 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 	}
 
 	// Directories first: creating one twice is harmless, and they are
-	// removed again by the unmount.
+	// removed again by the unmount. When the volume must be staged, the
+	// target's parent is made while the plugin stages (alongside).
+	needStage := stage && (s == nil || s.Stage != stageStaged)
 	if stage {
 		if s != nil && s.StagingPath != "" {
 			stagingPath = s.StagingPath
@@ -130,8 +132,10 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 			return nil, fmt.Errorf("create staging directory: %w", err)
 		}
 	}
-	if err := m.makeTargetParent(targetPath); err != nil {
-		return nil, fmt.Errorf("create the target's parent directory: %w", err)
+	if !needStage {
+		if err := m.makeTargetParent(targetPath); err != nil {
+			return nil, fmt.Errorf("create the target's parent directory: %w", err)
+		}
 	}
 
 	if s == nil {
@@ -143,7 +147,6 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 	// One synced write before the first plugin call: the publish intent,
 	// and the stage intent too when the volume is not known to be
 	// staged, since the publish follows the stage at once.
-	needStage := stage && s.Stage != stageStaged
 	prevStage, prevPath := s.Stage, s.StagingPath
 	if needStage {
 		s.Stage, s.StagingPath = stageStaging, stagingPath
@@ -158,14 +161,16 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 
 	if needStage {
 		m.calls.Add(1)
-		err := client.NodeStageVolume(ctx, &plugin.NodeStageRequest{
-			ExternalID:     req.ExternalID,
-			PublishContext: req.PublishContext,
-			StagingPath:    s.StagingPath,
-			Capability:     req.Capability,
-			MountOptions:   req.MountOptions,
-			Secrets:        req.Secrets,
-			VolumeContext:  req.VolumeContext,
+		parentErr, err := alongside(func() error { return m.makeTargetParent(targetPath) }, func() error {
+			return client.NodeStageVolume(ctx, &plugin.NodeStageRequest{
+				ExternalID:     req.ExternalID,
+				PublishContext: req.PublishContext,
+				StagingPath:    s.StagingPath,
+				Capability:     req.Capability,
+				MountOptions:   req.MountOptions,
+				Secrets:        req.Secrets,
+				VolumeContext:  req.VolumeContext,
+			})
 		})
 		if err != nil {
 			// NodePublishVolume never ran: its intent goes. Only a refusal
@@ -185,6 +190,14 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 		// crash may lose it, and then the next mount stages again
 		// (idempotently).
 		s.Stage = stageStaged
+		if parentErr != nil {
+			// NodePublishVolume cannot run: its intent goes, synced, as
+			// when the plugin refuses the publish. The stage stays, with
+			// no user, for the host's UnmountVolume to tear down.
+			s.setPub(usage.ClaimMode, req.AllocationID, prior)
+			m.settle(v, prior == nil)
+			return nil, fmt.Errorf("create the target's parent directory: %w", parentErr)
+		}
 		m.note(v)
 	}
 
@@ -314,13 +327,28 @@ func (m *Mounter) completeUnpublishes(ctx context.Context, client plugin.NodeCli
 // unpublish calls NodeUnpublishVolume and removes the target's empty
 // parents. NotFound counts as done.
 func (m *Mounter) unpublish(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, allocID, target string) error {
+	if err := m.nodeUnpublish(ctx, client, rec, allocID, target); err != nil {
+		return err
+	}
+	m.removeTargetParent(target)
+	return nil
+}
+
+// nodeUnpublish calls NodeUnpublishVolume; NotFound counts as done. The
+// caller removes the target's parents (removeTargetParent).
+func (m *Mounter) nodeUnpublish(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, allocID, target string) error {
 	m.calls.Add(1)
 	err := client.NodeUnpublishVolume(ctx, &plugin.NodeUnpublishRequest{ExternalID: rec.ExternalID, TargetPath: target})
 	if !csi.TeardownDone(err) {
 		return fmt.Errorf("NodeUnpublishVolume for allocation %s: %w", allocID, err)
 	}
-	m.removeEmpty(filepath.Dir(target), filepath.Join(m.root, perAllocDir))
 	return nil
+}
+
+// removeTargetParent removes the empty parents the mounter made for a
+// target (makeTargetParent).
+func (m *Mounter) removeTargetParent(target string) {
+	m.removeEmpty(filepath.Dir(target), filepath.Join(m.root, perAllocDir))
 }
 
 // settle writes the volume's record after a change that narrowed it

@@ -629,6 +629,40 @@ func TestMounter_MountVolume_Failures(t *testing.T) {
 	}
 }
 
+// A first mount creates the target's parent while the plugin stages.
+// When that fails (here a file stands where the allocation's directory
+// goes), the stage is done but the publish cannot be: the mount fails
+// without NodePublishVolume, nothing counts as mounted, and the
+// allocation's unmount tears the unused stage down.
+func TestMounter_MountVolume_TargetParentFails(t *testing.T) {
+	e := newEnv(t, stageCaps)
+	e.volume("vol1")
+	m := e.mounter()
+	blocker := filepath.Join(e.root, "per-alloc", "a1")
+	if err := os.WriteFile(blocker, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := m.MountVolume(context.Background(), mountReq("vol1", "a1"))
+	if err == nil || !strings.Contains(err.Error(), "create the target's parent directory") {
+		t.Fatalf("MountVolume error %v, want the target's parent directory named", err)
+	}
+	requireCounts(t, e.p, [4]int{1, 0, 0, 0}, "after the failed mount")
+	for _, mm := range []*mounter.Mounter{m, e.mounter()} { // and from disk
+		if has, err := mm.HasMount(context.Background(), testNS, "vol1", "a1"); err != nil || has {
+			t.Errorf("HasMount = %v, %v after the failed mount; want false", has, err)
+		}
+	}
+	mustUnmount(t, m, unmountReq("vol1", "a1"))
+	requireCounts(t, e.p, [4]int{1, 0, 0, 1}, "after the unmount")
+	if err := os.Remove(blocker); err != nil {
+		t.Fatal(err)
+	}
+	mustMount(t, m, mountReq("vol1", "a1"))
+	mustUnmount(t, m, unmountReq("vol1", "a1"))
+	requireCounts(t, e.p, [4]int{2, 1, 1, 2}, "after a mount and unmount that worked")
+	e.p.RequireNoViolations(t)
+}
+
 func TestMounter_UnmountVolume_TeardownFailure(t *testing.T) {
 	e := newEnv(t, stageCaps)
 	e.volume("vol1")

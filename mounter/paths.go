@@ -84,6 +84,21 @@ func (m *Mounter) makeStagingDir(p string) error {
 	return mkdirBelow(filepath.Join(m.root, stagingDir), p)
 }
 
+// alongside runs dirs, directory work under the mount root, while call
+// makes a plugin call that does not depend on it, and returns once both
+// are done: dirs's error and call's. On a busy ext4 a mkdir or rmdir can
+// take as long as a plugin call (without a journal, allocating an inode
+// skips every one freed in the last minutes, and freeing a directory's
+// block waits for its discard), so a first mount creates the target's
+// parent while the plugin stages, and a last unmount removes it while
+// the plugin unstages. The two never touch the same paths.
+func alongside(dirs, call func() error) (dirsErr, callErr error) {
+	done := make(chan error, 1)
+	go func() { done <- dirs() }()
+	callErr = call()
+	return <-done, callErr
+}
+
 // makeTargetParent creates the parent directories of a target path.
 func (m *Mounter) makeTargetParent(target string) error {
 	m.dirMu.Lock()

@@ -125,18 +125,31 @@ func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) e
 func (m *Mounter) carryOut(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, plan []teardown) error {
 	for _, t := range plan {
 		s := rec.Stages[t.stage]
-		for _, p := range t.unpublish {
-			if err := m.unpublish(ctx, client, rec, p.alloc, p.rec.TargetPath); err != nil {
+		for i, p := range t.unpublish {
+			if err := m.nodeUnpublish(ctx, client, rec, p.alloc, p.rec.TargetPath); err != nil {
 				return err
 			}
 			s.setPub(p.mode, p.alloc, nil)
-		}
-		if t.unstage {
-			if err := m.unstage(ctx, client, rec, s); err != nil {
-				return err
+			if !t.unstage || i < len(t.unpublish)-1 {
+				m.removeTargetParent(p.rec.TargetPath)
 			}
-			s.Stage, s.StagingPath = stageNone, ""
 		}
+		if !t.unstage {
+			continue
+		}
+		unstage := func() error { return m.unstage(ctx, client, rec, s) }
+		var err error
+		if n := len(t.unpublish); n > 0 {
+			// The last target's parents go while the plugin unstages.
+			last := t.unpublish[n-1].rec.TargetPath
+			_, err = alongside(func() error { m.removeTargetParent(last); return nil }, unstage)
+		} else {
+			err = unstage()
+		}
+		if err != nil {
+			return err
+		}
+		s.Stage, s.StagingPath = stageNone, ""
 	}
 	return nil
 }

@@ -43,7 +43,10 @@ func bareConfig(endpoint string, data plugintest.DataCheck, dir string) pluginte
 // check, two unpublishes, unstage, detach and delete. It does the CO's
 // share of the file system work too (directories, the file), at the
 // paths csikit's mounter uses, so that every call carries the same
-// arguments as the lifecycle's. name is the volume's CSI name.
+// arguments as the lifecycle's, one step after the other: the mounter
+// instead makes the first target's parent while the plugin stages and
+// removes the last one while it unstages. name is the volume's CSI
+// name.
 func rawLifecycle(ctx context.Context, endpoint, dir, name string, shared bool) error {
 	conn, err := rawDial(endpoint, false)
 	if err != nil {
