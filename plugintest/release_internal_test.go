@@ -68,6 +68,11 @@ func TestRelease_NodeStepOnlyWhereStillMounted(t *testing.T) {
 				t.Fatalf("the lifecycle failed: %v", rec.Failures())
 			}
 
+			// The harness saw the claims freed; the worker counts them
+			// once its release returns.
+			if err := l.st.worker.Settle(t.Context()); err != nil {
+				t.Fatal(err)
+			}
 			st := l.st.worker.Stats()
 			if st.NodeDetached != tc.nodeSteps {
 				t.Errorf("the worker made %d node steps, want %d", st.NodeDetached, tc.nodeSteps)
