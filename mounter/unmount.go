@@ -125,12 +125,19 @@ func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) e
 func (m *Mounter) carryOut(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, plan []teardown) error {
 	for _, t := range plan {
 		s := rec.Stages[t.stage]
+		// Each target's parents go once it is unpublished, except the
+		// last one's when an unstage follows: those go while the plugin
+		// unstages.
+		keep := -1
+		if t.unstage {
+			keep = len(t.unpublish) - 1
+		}
 		for i, p := range t.unpublish {
 			if err := m.nodeUnpublish(ctx, client, rec, p.alloc, p.rec.TargetPath); err != nil {
 				return err
 			}
 			s.setPub(p.mode, p.alloc, nil)
-			if !t.unstage || i < len(t.unpublish)-1 {
+			if i != keep {
 				m.removeTargetParent(p.rec.TargetPath)
 			}
 		}
@@ -139,9 +146,8 @@ func (m *Mounter) carryOut(ctx context.Context, client plugin.NodeClient, rec *v
 		}
 		unstage := func() error { return m.unstage(ctx, client, rec, s) }
 		var err error
-		if n := len(t.unpublish); n > 0 {
-			// The last target's parents go while the plugin unstages.
-			last := t.unpublish[n-1].rec.TargetPath
+		if keep >= 0 {
+			last := t.unpublish[keep].rec.TargetPath
 			_, err = alongside(func() error { m.removeTargetParent(last); return nil }, unstage)
 		} else {
 			err = unstage()
