@@ -561,6 +561,24 @@ func TestPlugin_Errors(t *testing.T) {
 			_, err := f.h.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: unknownVol, VolumePath: f.target})
 			return err
 		}, codes.NotFound},
+		{"Stats_UnknownVolume_RelativePath", nil, func(ctx context.Context, t *testing.T, f *fixture) error {
+			// The volume is checked before the path's form: an unknown
+			// volume is NotFound whatever path comes with it.
+			_, err := f.h.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: unknownVol, VolumePath: "some/path"})
+			return err
+		}, codes.NotFound},
+		{"Stats_MalformedVolume_PathInsideVolumes", nil, func(ctx context.Context, t *testing.T, f *fixture) error {
+			_, err := f.h.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: badVol, VolumePath: filepath.Join(f.h.cfg.DataDir, "volumes")})
+			return err
+		}, codes.NotFound},
+		{"Stats_RelativePath", nil, func(ctx context.Context, t *testing.T, f *fixture) error {
+			_, err := f.h.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: f.vol, VolumePath: "some/path"})
+			return err
+		}, codes.InvalidArgument},
+		{"Stats_NoVolumeID", nil, func(ctx context.Context, t *testing.T, f *fixture) error {
+			_, err := f.h.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumePath: "some/path"})
+			return err
+		}, codes.InvalidArgument},
 		{"Stats_NotPublishedThere", nil, func(ctx context.Context, t *testing.T, f *fixture) error {
 			_, err := f.h.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: f.vol, VolumePath: f.base})
 			return err

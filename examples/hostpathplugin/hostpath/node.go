@@ -423,13 +423,22 @@ func (n *nodeService) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUn
 
 func (n *nodeService) NodeGetVolumeStats(ctx context.Context, req *csipb.NodeGetVolumeStatsRequest) (*csipb.NodeGetVolumeStatsResponse, error) {
 	id := req.GetVolumeId()
-	vp, err := n.checkVolumePath(id, "volume_path", req.GetVolumePath())
-	if err != nil {
+	if err := requireVolumeID(id); err != nil {
 		return nil, err
+	}
+	if req.GetVolumePath() == "" {
+		return nil, status.Error(codes.InvalidArgument, "volume_path is required")
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	// The spec's order: an unknown volume is NotFound whatever path comes
+	// with it; only then is the path checked, and a path where the volume
+	// is neither staged nor published is NotFound too.
 	if _, err := n.volumeDir(id); err != nil {
+		return nil, err
+	}
+	vp, err := n.checkPath("volume_path", req.GetVolumePath())
+	if err != nil {
 		return nil, err
 	}
 	p, s := n.st.Published[vp], n.st.Staged[vp]
