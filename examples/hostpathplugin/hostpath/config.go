@@ -101,7 +101,13 @@ type Config struct {
 
 	// NodeID is what NodeGetInfo reports; default the host name. At most
 	// 256 bytes. Several node plugins may share a DataDir if their node
-	// IDs differ.
+	// IDs differ. A node plugin (ModeNode, ModeMonolith) registers its
+	// NodeID in DataDir when it first serves there, and the registration
+	// stays when it stops: ControllerPublishVolume accepts exactly the
+	// registered node IDs and answers NotFound for any other. So in split
+	// mode the controller learns its nodes from the node plugins that
+	// share its DataDir, with nothing to configure; a controller's own
+	// NodeID is not a node.
 	NodeID string
 	// MaxVolumes is NodeGetInfo's max_volumes_per_node and, when
 	// ControllerPublish is on, the number of volumes ControllerPublish

@@ -334,6 +334,9 @@ func (c *controller) ControllerPublishVolume(ctx context.Context, req *csipb.Con
 	if v == nil {
 		return nil, notFound(id)
 	}
+	if err := c.requireNode(nodeID); err != nil {
+		return nil, err
+	}
 	if p := v.Published[nodeID]; p != nil {
 		if p.Readonly == req.GetReadonly() && p.Capability.equal(capab) {
 			return &csipb.ControllerPublishVolumeResponse{PublishContext: maps.Clone(p.Context)}, nil

@@ -58,5 +58,7 @@
 // something unknown succeed), repeated calls with the same arguments
 // succeed and with other arguments answer AlreadyExists, a single-node
 // volume published to a second node answers FailedPrecondition, and a
-// node beyond Config.MaxVolumes ResourceExhausted.
+// node beyond Config.MaxVolumes ResourceExhausted. ControllerPublish to
+// a node ID that no node plugin has registered in the data dir (see
+// Config.NodeID) is NotFound.
 package hostpath

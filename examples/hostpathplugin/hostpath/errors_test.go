@@ -73,6 +73,16 @@ func (f *fixture) pubReq() *csipb.NodePublishVolumeRequest {
 	return &csipb.NodePublishVolumeRequest{VolumeId: f.vol, PublishContext: f.pubCtx, StagingTargetPath: sp, TargetPath: f.target, VolumeCapability: mountCap(snw)}
 }
 
+// addNode serves a node plugin for nodeID on the fixture's data dir, so
+// that the controller knows the node (nodes register through the data
+// dir).
+func (f *fixture) addNode(t *testing.T, nodeID string) *harness {
+	t.Helper()
+	cfg := f.h.cfg
+	cfg.Mode, cfg.NodeID = hostpath.ModeNode, nodeID
+	return start(t, cfg)
+}
+
 // with returns a copy of m changed by edit.
 func with[M proto.Message](m M, edit func(M)) M {
 	c := proto.CloneOf(m)
@@ -236,11 +246,17 @@ func TestPlugin_Errors(t *testing.T) {
 			_, err := f.h.ctrl.ControllerPublishVolume(ctx, with(f.ctrlPubReq("node-1"), func(r *csipb.ControllerPublishVolumeRequest) { r.VolumeCapability = mountCap(snro) }))
 			return err
 		}, codes.AlreadyExists},
+		{"ControllerPublish_UnknownNode", nil, func(ctx context.Context, t *testing.T, f *fixture) error {
+			_, err := f.h.ctrl.ControllerPublishVolume(ctx, f.ctrlPubReq("node-9"))
+			return err
+		}, codes.NotFound},
 		{"ControllerPublish_SingleNodeToSecondNode", nil, func(ctx context.Context, t *testing.T, f *fixture) error {
+			f.addNode(t, "node-2")
 			_, err := f.h.ctrl.ControllerPublishVolume(ctx, f.ctrlPubReq("node-2"))
 			return err
 		}, codes.FailedPrecondition},
 		{"ControllerPublish_MultiNodeToSecondNode", nil, func(ctx context.Context, t *testing.T, f *fixture) error {
+			f.addNode(t, "node-2")
 			cv, err := f.h.ctrl.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: "multi", VolumeCapabilities: []*csipb.VolumeCapability{mountCap(mnmw)}})
 			must.NoError(t, err)
 			for _, n := range []string{"node-1", "node-2"} {
@@ -277,6 +293,7 @@ func TestPlugin_Errors(t *testing.T) {
 			return err
 		}, codes.OK},
 		{"ControllerUnpublish_AllNodesThenSecondNode", nil, func(ctx context.Context, t *testing.T, f *fixture) error {
+			f.addNode(t, "node-2")
 			if _, err := f.h.ctrl.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: f.vol}); err != nil {
 				return err
 			}

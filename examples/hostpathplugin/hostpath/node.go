@@ -71,7 +71,7 @@ func openNode(cfg Config, method MountMethod) (*nodeService, error) {
 		method:     method,
 		log:        cfg.Logger.Named("node"),
 		volumesDir: filepath.Join(cfg.DataDir, volumesDirName),
-		statePath:  filepath.Join(cfg.DataDir, stem+".json"),
+		statePath:  nodeStatePath(cfg.DataDir, cfg.NodeID),
 		lock:       lock,
 	}
 	fail := func(err error) (*nodeService, error) {
@@ -83,7 +83,12 @@ func openNode(cfg Config, method MountMethod) (*nodeService, error) {
 	}
 	switch {
 	case n.st.Version == 0:
+		// A new node writes its state file at once: the file is how the
+		// controller learns that the node exists (see nodeRegistered).
 		n.st = nodeState{Version: stateVersion, NodeID: cfg.NodeID}
+		if err := writeJSON(n.statePath, &n.st); err != nil {
+			return fail(fmt.Errorf("register node %q in the data dir: %w", cfg.NodeID, err))
+		}
 	case n.st.Version != stateVersion:
 		return fail(fmt.Errorf("state file %s has version %d, this plugin reads version %d", n.statePath, n.st.Version, stateVersion))
 	case n.st.NodeID != cfg.NodeID:
