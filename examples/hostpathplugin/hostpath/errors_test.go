@@ -589,9 +589,15 @@ func TestPlugin_Errors(t *testing.T) {
 			return err
 		}, codes.NotFound},
 		{"Stats_RelativePath", nil, func(ctx context.Context, t *testing.T, f *fixture) error {
+			// Not where the volume is: the spec's NotFound, not a
+			// complaint about the path's form.
 			_, err := f.h.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: f.vol, VolumePath: "some/path"})
 			return err
-		}, codes.InvalidArgument},
+		}, codes.NotFound},
+		{"Stats_UncleanTargetPath", nil, func(ctx context.Context, t *testing.T, f *fixture) error {
+			_, err := f.h.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumeId: f.vol, VolumePath: f.target + "/."})
+			return err
+		}, codes.OK},
 		{"Stats_NoVolumeID", nil, func(ctx context.Context, t *testing.T, f *fixture) error {
 			_, err := f.h.node.NodeGetVolumeStats(ctx, &csipb.NodeGetVolumeStatsRequest{VolumePath: "some/path"})
 			return err

@@ -437,15 +437,14 @@ func (n *nodeService) NodeGetVolumeStats(ctx context.Context, req *csipb.NodeGet
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	// The spec's order: an unknown volume is NotFound whatever path comes
-	// with it; only then is the path checked, and a path where the volume
-	// is neither staged nor published is NotFound too.
+	// with it; then a path where the volume is neither staged nor
+	// published is NotFound too (the spec's one error for this call),
+	// whatever its form. Only a recorded path, which passed checkPath
+	// when it was staged or published, reaches statfs.
 	if _, err := n.volumeDir(id); err != nil {
 		return nil, err
 	}
-	vp, err := n.checkPath("volume_path", req.GetVolumePath())
-	if err != nil {
-		return nil, err
-	}
+	vp := filepath.Clean(req.GetVolumePath())
 	p, s := n.st.Published[vp], n.st.Staged[vp]
 	if (p == nil || p.VolumeID != id) && (s == nil || s.VolumeID != id) {
 		return nil, status.Errorf(codes.NotFound, "volume %s is not published or staged at %s on this node", id, vp)
