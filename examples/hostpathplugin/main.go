@@ -31,6 +31,7 @@ func run(args []string, stderr io.Writer) int {
 		nodeID     = fs.String("node-id", "", "node ID reported by NodeGetInfo (default: the host name)")
 		maxVolumes = fs.Int64("max-volumes", 0, "max volumes per node reported by NodeGetInfo and enforced by ControllerPublish (0: no limit)")
 		mode       = fs.String("mode", string(hostpath.ModeMonolith), "services to serve: controller, node or monolith")
+		splitNode  = fs.Bool("split-node", false, "with -mode node: the node half of a split plugin whose controller runs apart; advertise CONTROLLER_SERVICE like the controller")
 		ctrlPub    = fs.Bool("controller-publish", true, "advertise PUBLISH_UNPUBLISH_VOLUME (ControllerPublish/Unpublish)")
 		staging    = fs.Bool("staging", true, "advertise STAGE_UNSTAGE_VOLUME (NodeStage/Unstage)")
 		mount      = fs.String("mount", string(hostpath.MountAuto), "how volumes appear at node paths: bind (needs root), symlink, or auto (bind when it works)")
@@ -67,6 +68,7 @@ func run(args []string, stderr io.Writer) int {
 		Endpoint:          *endpoint,
 		DataDir:           *dataDir,
 		Mode:              hostpath.Mode(*mode),
+		SplitNode:         *splitNode,
 		NodeID:            *nodeID,
 		MaxVolumes:        *maxVolumes,
 		ControllerPublish: *ctrlPub,

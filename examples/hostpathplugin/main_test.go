@@ -21,6 +21,7 @@ func TestRun_RefusesBadSettings(t *testing.T) {
 		{"BadMount", []string{"-data-dir", data, "-mount", "nfs"}, `mount method "nfs"`},
 		{"BadLogLevel", []string{"-data-dir", data, "-log-level", "loud"}, `-log-level "loud"`},
 		{"TCPEndpoint", []string{"-data-dir", data, "-endpoint", "tcp://127.0.0.1:1"}, "only unix sockets"},
+		{"SplitNodeInMonolith", []string{"-data-dir", data, "-split-node"}, "SplitNode is for mode node only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
@@ -39,7 +40,7 @@ func TestRun_Help(t *testing.T) {
 	if code := run([]string{"-h"}, &out); code != 0 {
 		t.Fatalf("exit code %d, want 0", code)
 	}
-	for _, flag := range []string{"-endpoint", "-data-dir", "-node-id", "-max-volumes", "-mode", "-controller-publish", "-staging", "-mount"} {
+	for _, flag := range []string{"-endpoint", "-data-dir", "-node-id", "-max-volumes", "-mode", "-controller-publish", "-staging", "-mount", "-split-node"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("usage does not list %s", flag)
 		}

@@ -42,7 +42,8 @@ const (
 	// Unimplemented.
 	ModeController Mode = "controller"
 	// ModeNode serves Node only; Controller calls answer Unimplemented
-	// and GetPluginCapabilities does not advertise CONTROLLER_SERVICE.
+	// and GetPluginCapabilities does not advertise CONTROLLER_SERVICE
+	// unless Config.SplitNode says a controller plugin runs apart.
 	ModeNode Mode = "node"
 )
 
@@ -98,6 +99,18 @@ type Config struct {
 
 	// Mode selects the services served; default ModeMonolith.
 	Mode Mode
+
+	// SplitNode, in ModeNode only, says that this node plugin is the node
+	// half of a split plugin whose controller plugin (ModeController)
+	// runs apart, the spec's figure 2. GetPluginCapabilities then
+	// advertises what the controller does (CONTROLLER_SERVICE, online
+	// expansion): the capabilities describe the plugin, and COs such as
+	// Kubernetes, and csi-sanity, learn them from the node plugin.
+	// Without SplitNode a ModeNode plugin is node-only (the spec's figure
+	// 4: no CONTROLLER_SERVICE), the way a CO serves pre-provisioned
+	// volumes whose controller is gone. It still serves no Controller
+	// call either way.
+	SplitNode bool
 
 	// NodeID is what NodeGetInfo reports; default the host name. At most
 	// 256 bytes. Several node plugins may share a DataDir if their node
@@ -159,6 +172,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if !c.Mode.valid() {
 		return c, configError("mode %q is not one of monolith, controller, node", c.Mode)
+	}
+	if c.SplitNode && c.Mode != ModeNode {
+		return c, configError("SplitNode is for mode node only (mode is %s): a plugin that serves the controller advertises it anyway", c.Mode)
 	}
 	if c.Mount == "" {
 		c.Mount = MountAuto

@@ -28,7 +28,9 @@ func (s *identity) GetPluginInfo(context.Context, *csipb.GetPluginInfoRequest) (
 
 func (s *identity) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabilitiesRequest) (*csipb.GetPluginCapabilitiesResponse, error) {
 	resp := &csipb.GetPluginCapabilitiesResponse{}
-	if s.p.cfg.Mode.hasController() {
+	// The capabilities describe the plugin, so a split plugin's node half
+	// advertises its controller's (see Config.SplitNode).
+	if s.p.cfg.Mode.hasController() || s.p.cfg.SplitNode {
 		resp.Capabilities = append(resp.Capabilities,
 			&csipb.PluginCapability{Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{
 				Type: csipb.PluginCapability_Service_CONTROLLER_SERVICE,

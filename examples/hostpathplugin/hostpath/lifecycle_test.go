@@ -345,6 +345,8 @@ func TestNew_InvalidConfig(t *testing.T) {
 		{"LongNodeID", hostpath.Config{DataDir: "/x", NodeID: string(long)}, "NodeID"},
 		{"TCPEndpoint", hostpath.Config{DataDir: "/x", Endpoint: "tcp://127.0.0.1:9000"}, "only unix sockets"},
 		{"LongSocketPath", hostpath.Config{DataDir: "/x", Endpoint: "/" + string(long)}, "socket path"},
+		{"SplitNodeNotNode", hostpath.Config{DataDir: "/x", Mode: hostpath.ModeMonolith, SplitNode: true}, "SplitNode"},
+		{"SplitNodeDefaultMode", hostpath.Config{DataDir: "/x", SplitNode: true}, "SplitNode"},
 		{"NegativeShutdownTimeout", hostpath.Config{DataDir: "/x", ShutdownTimeout: -1}, "ShutdownTimeout"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
