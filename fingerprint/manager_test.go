@@ -203,11 +203,13 @@ func TestManager_Run_ChangeReportedOnce(t *testing.T) {
 	after := only(t, h.next())
 	check.False(t, after.Healthy, "the report after three quiet cycles is the next change, not a repeat")
 	check.Equal(t, before+4, p.CallCount(csitest.MethodProbe), "each tick ran one cycle: %v", p.Methods())
-	select {
-	case r := <-h.reports:
-		t.Fatalf("unexpected extra report %s", describe(r))
-	default:
-	}
+	// A repeat of the last report could still be on its way from the
+	// reporter goroutine, so a non-blocking look now would not see it.
+	// Once Run has returned every report has been made: the one after
+	// the change must be Run's final take-back.
+	must.NoError(t, h.stop())
+	final := only(t, h.next())
+	check.Contains(t, final.HealthDescription, "stopped", "no repeat of the last change came before Run's final reports")
 }
 
 func TestManager_Run_SocketRemoved(t *testing.T) {
@@ -482,22 +484,25 @@ func TestManager_Run_SocketNeverAppears(t *testing.T) {
 	sock := socketIn(t, "csi.sock")
 	h := newHarness(t, func(c *fingerprint.Config) { c.SocketWait = 5 * time.Second })
 	must.NoError(t, h.m.Register(fingerprint.Instance{PluginID: "p", AllocationID: "a1", Type: csi.PluginTypeNode, Socket: sock}))
+	deadline := h.clk.Now().Add(5 * time.Second)
 	h.run()
-	// SocketWait is a few backoff steps; the bound only turns a missing
-	// report into a failure instead of a hang.
-	for range 100 {
+	// Step the clock through the socket wait's backoff sleeps, the last
+	// of which ends exactly at the deadline. The report then comes from
+	// the reporter goroutine, which may not have run yet (with -cpu 1 the
+	// test and the instance loop can hand the processor back and forth
+	// for many steps), so wait on the channel in real time, not on a
+	// number of clock steps. The step bound turns a wait that never ends
+	// into a failure instead of a hang.
+	for steps := 0; h.clk.Now().Before(deadline); steps++ {
+		if steps == 100 {
+			t.Fatalf("the socket wait is still sleeping after %d clock steps (now %s, deadline %s)", steps, h.clk.Now(), deadline)
+		}
 		h.park(1)
 		h.clk.AdvanceToNext()
-		select {
-		case r := <-h.reports:
-			info := only(t, r)
-			check.False(t, info.Healthy)
-			check.Contains(t, info.HealthDescription, "does not exist")
-			return
-		default:
-		}
 	}
-	t.Fatalf("no report after 100 clock steps (now %s); SocketWait was 5s", h.clk.Now())
+	info := only(t, h.next())
+	check.False(t, info.Healthy)
+	check.Contains(t, info.HealthDescription, "does not exist")
 }
 
 func TestManager_Run_Shutdown(t *testing.T) {
