@@ -61,8 +61,27 @@ type Config struct {
 	MaxVolumes int64
 	// Topology is NodeGetInfo's accessible topology, and the topology of
 	// created volumes when RequiresTopologies is set and the request has
-	// no accessibility requirements.
+	// no accessibility requirements. Without RequiresTopologies created
+	// volumes have no accessible_topology, whatever Topology says.
 	Topology *csi.Topology
+
+	// PublishContext chooses the publish_context ControllerPublishVolume
+	// returns; the default, ContextSet, is {"devicePath":
+	// "/dev/fake-<volume ID>"}. Whatever it returns, the attachment is
+	// recorded, and node calls must pass the same context back (an empty
+	// and an absent one count as the same, as they do on the wire).
+	PublishContext ContextReply
+	// VolumeContext chooses the volume_context of the volumes CreateVolume
+	// makes; the default, ContextSet, is {"name": <the request's name>}.
+	// AddVolume and AdmitUnknownVolumes keep the context they are given.
+	VolumeContext ContextReply
+	// UnknownCapacity makes CreateVolume, ListVolumes and
+	// ControllerGetVolume report capacity_bytes 0, which the spec defines
+	// as "capacity unknown" (an NFS share, say). The model still holds
+	// what was provisioned (VolumeState.Capacity), GetCapacity still
+	// counts it, and the expansion RPCs, whose capacity_bytes the spec
+	// requires, still report it.
+	UnknownCapacity bool
 
 	// AvailableCapacity is the pool that CreateVolume draws from and
 	// GetCapacity reports; default DefaultAvailableCapacity.
@@ -94,6 +113,50 @@ type Config struct {
 	Clock clock.Clock
 }
 
+// ContextReply chooses how a string map the spec marks OPTIONAL (a
+// publish or volume context) comes back in a reply. The zero value is
+// the fake's usual, non-empty map.
+//
+// Protocol buffers encode an empty map and an absent one alike, so a
+// client over gRPC sees no entries either way; both exist so that a
+// test can say which a plugin meant and so that a shapes matrix names
+// both of the forms a plugin's code may return.
+type ContextReply int
+
+const (
+	// ContextSet replies with the fake's map (see the Config field).
+	ContextSet ContextReply = iota
+	// ContextEmpty replies with an empty, non-nil map.
+	ContextEmpty
+	// ContextAbsent replies with no map (nil).
+	ContextAbsent
+)
+
+func (r ContextReply) valid() bool { return r >= ContextSet && r <= ContextAbsent }
+
+func (r ContextReply) String() string {
+	switch r {
+	case ContextSet:
+		return "set"
+	case ContextEmpty:
+		return "empty"
+	case ContextAbsent:
+		return "absent"
+	}
+	return fmt.Sprintf("ContextReply(%d)", int(r))
+}
+
+// apply returns the map to reply with: set, an empty map or nil.
+func (r ContextReply) apply(set map[string]string) map[string]string {
+	switch r {
+	case ContextEmpty:
+		return map[string]string{}
+	case ContextAbsent:
+		return nil
+	}
+	return set
+}
+
 // withDefaults validates c and returns it with defaults filled. ownDir is
 // the temporary directory reserved for the default socket, or "".
 func (c Config) withDefaults() (cfg Config, ownDir string, err error) {
@@ -120,6 +183,14 @@ func (c Config) withDefaults() (cfg Config, ownDir string, err error) {
 	}
 	if c.AvailableCapacity < 0 {
 		return c, "", fmt.Errorf("%w: csitest: AvailableCapacity is %d; use 0 for the default", csi.ErrInvalidRequest, c.AvailableCapacity)
+	}
+	for _, k := range []struct {
+		field string
+		v     ContextReply
+	}{{"PublishContext", c.PublishContext}, {"VolumeContext", c.VolumeContext}} {
+		if !k.v.valid() {
+			return c, "", fmt.Errorf("%w: csitest: %s is %d; use ContextSet, ContextEmpty or ContextAbsent", csi.ErrInvalidRequest, k.field, k.v)
+		}
 	}
 	if c.MaxCalls < 0 {
 		return c, "", fmt.Errorf("%w: csitest: MaxCalls is %d; use 0 to keep every call", csi.ErrInvalidRequest, c.MaxCalls)

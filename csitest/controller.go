@@ -60,7 +60,7 @@ func (s controllerServer) CreateVolume(_ context.Context, req *csipb.CreateVolum
 			!proto.Equal(v.source, src) {
 			return nil, errorf(codes.AlreadyExists, m, "volume named %q exists as %q with capacity %d and other parameters; use another name or the same request", name, v.id, v.capacity)
 		}
-		return &csipb.CreateVolumeResponse{Volume: v.toProto()}, nil
+		return &csipb.CreateVolumeResponse{Volume: v.toProto(p.unknownCapacity)}, nil
 	}
 
 	capacity := reqBytes
@@ -84,7 +84,7 @@ func (s controllerServer) CreateVolume(_ context.Context, req *csipb.CreateVolum
 	v := newVolume(seqID("vol", p.volumeSeq))
 	v.name = name
 	v.capacity = capacity
-	v.context = map[string]string{"name": name}
+	v.context = p.volumeContext.apply(map[string]string{"name": name})
 	v.parameters = maps.Clone(req.GetParameters())
 	v.mutableParameters = maps.Clone(req.GetMutableParameters())
 	for _, vc := range req.GetVolumeCapabilities() {
@@ -97,7 +97,7 @@ func (s controllerServer) CreateVolume(_ context.Context, req *csipb.CreateVolum
 		v.topology = p.chooseTopologyLocked(req.GetAccessibilityRequirements())
 	}
 	p.volumes[v.id] = v
-	return &csipb.CreateVolumeResponse{Volume: v.toProto()}, nil
+	return &csipb.CreateVolumeResponse{Volume: v.toProto(p.unknownCapacity)}, nil
 }
 
 // chooseTopologyLocked places a new volume: the first preferred
@@ -169,7 +169,7 @@ func (s controllerServer) ControllerPublishVolume(_ context.Context, req *csipb.
 	a := &attachment{
 		readonly:       req.GetReadonly(),
 		capability:     cloneCapability(vc),
-		publishContext: map[string]string{"devicePath": "/dev/fake-" + id},
+		publishContext: p.publishContext.apply(map[string]string{"devicePath": "/dev/fake-" + id}),
 	}
 	v.attachments[node] = a
 	return &csipb.ControllerPublishVolumeResponse{PublishContext: maps.Clone(a.publishContext)}, nil
@@ -251,7 +251,7 @@ func (s controllerServer) ListVolumes(_ context.Context, req *csipb.ListVolumesR
 	resp := &csipb.ListVolumesResponse{NextToken: next}
 	for _, id := range ids {
 		v := p.volumes[id]
-		e := &csipb.ListVolumesResponse_Entry{Volume: v.toProto()}
+		e := &csipb.ListVolumesResponse_Entry{Volume: v.toProto(p.unknownCapacity)}
 		if p.ctrlCaps.ListVolumesPublishedNodes {
 			e.Status = &csipb.ListVolumesResponse_VolumeStatus{PublishedNodeIds: v.attachedNodes()}
 		}
@@ -409,7 +409,7 @@ func (s controllerServer) ControllerGetVolume(_ context.Context, req *csipb.Cont
 		return nil, err
 	}
 	return &csipb.ControllerGetVolumeResponse{
-		Volume: v.toProto(),
+		Volume: v.toProto(p.unknownCapacity),
 		Status: &csipb.ControllerGetVolumeResponse_VolumeStatus{PublishedNodeIds: v.attachedNodes()},
 	}, nil
 }

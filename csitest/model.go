@@ -65,11 +65,16 @@ func (v *volume) inUse() bool {
 	return len(v.attachments)+len(v.staged)+len(v.published) > 0
 }
 
-func (v *volume) toProto() *csipb.Volume {
+// toProto is the volume as the controller RPCs report it; with
+// unknownCapacity its capacity_bytes is 0, "unknown" in the spec.
+func (v *volume) toProto(unknownCapacity bool) *csipb.Volume {
 	out := &csipb.Volume{
 		VolumeId:      v.id,
 		CapacityBytes: v.capacity,
 		VolumeContext: maps.Clone(v.context),
+	}
+	if unknownCapacity {
+		out.CapacityBytes = 0
 	}
 	if v.source != nil {
 		out.ContentSource = proto.Clone(v.source).(*csipb.VolumeContentSource)
@@ -269,6 +274,26 @@ func (p *Plugin) Volumes() []VolumeState {
 	out := make([]VolumeState, 0, len(p.volumes))
 	for _, id := range slices.Sorted(maps.Keys(p.volumes)) {
 		out = append(out, p.volumes[id].state())
+	}
+	return out
+}
+
+// Attachments returns the controller attachments the plugin believes
+// in: for every volume ControllerPublished to at least one node, the CSI
+// node IDs it is published to, sorted. A volume with no attachment is
+// left out, so a plugin with none returns an empty map (never nil). The
+// map and slices are the caller's. An attachment is recorded whatever
+// publish context ControllerPublishVolume returned (Config.PublishContext),
+// so a test can compare this with a CO's attachment records under every
+// shape.
+func (p *Plugin) Attachments() map[string][]string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	out := make(map[string][]string)
+	for id, v := range p.volumes {
+		if len(v.attachments) > 0 {
+			out[id] = v.attachedNodes()
+		}
 	}
 	return out
 }

@@ -30,6 +30,9 @@ type Plugin struct {
 	requiresTopologies bool
 	availableCapacity  int64
 	admitUnknown       bool
+	publishContext     ContextReply
+	volumeContext      ContextReply
+	unknownCapacity    bool
 	maxCalls           int
 	log                hclog.Logger
 	clock              clock.Clock
@@ -75,6 +78,9 @@ func New(cfg Config) (*Plugin, error) {
 		requiresTopologies: c.RequiresTopologies,
 		availableCapacity:  c.AvailableCapacity,
 		admitUnknown:       c.AdmitUnknownVolumes,
+		publishContext:     c.PublishContext,
+		volumeContext:      c.VolumeContext,
+		unknownCapacity:    c.UnknownCapacity,
 		maxCalls:           c.MaxCalls,
 		log:                c.Logger,
 		clock:              c.Clock,

@@ -28,6 +28,8 @@ func TestNew_InvalidConfig(t *testing.T) {
 		{"negative max volumes", csitest.Config{MaxVolumes: -1}, "MaxVolumes"},
 		{"negative capacity", csitest.Config{AvailableCapacity: -1}, "AvailableCapacity"},
 		{"negative max calls", csitest.Config{MaxCalls: -1}, "MaxCalls"},
+		{"unknown publish context reply", csitest.Config{PublishContext: csitest.ContextAbsent + 1}, "PublishContext"},
+		{"negative volume context reply", csitest.Config{VolumeContext: -1}, "VolumeContext"},
 		{"long node ID", csitest.Config{NodeID: strings.Repeat("n", csi.MaxIDLength+1)}, "node ID"},
 		{"long socket path", csitest.Config{Endpoint: "/tmp/" + strings.Repeat("s", 120) + "/csi.sock"}, "socket path"},
 	}
