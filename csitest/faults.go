@@ -27,6 +27,9 @@ type fault struct {
 	always  codes.Code   // FailAlways; OK means none
 	latency time.Duration
 	hook    Hook
+	// gate holds requests before handling (Hold), replyGate replies
+	// after it (HoldReplies).
+	gate, replyGate *Gate
 }
 
 // faultLocked returns the method's knobs, creating them; p.mu is held.
@@ -87,12 +90,24 @@ func (p *Plugin) SetHook(method string, fn Hook) {
 	p.faultLocked(method).hook = fn
 }
 
-// ClearFaults removes every injected failure, latency and hook. It does
-// not change Probe readiness, capabilities or the model.
+// ClearFaults removes every injected failure, latency, hook and gate,
+// opening the gates so that the calls they hold go on. It does not
+// change Probe readiness, capabilities or the model.
 func (p *Plugin) ClearFaults() {
 	p.mu.Lock()
-	defer p.mu.Unlock()
+	var gates []*Gate
+	for _, f := range p.faults {
+		for _, g := range []*Gate{f.gate, f.replyGate} {
+			if g != nil {
+				gates = append(gates, g)
+			}
+		}
+	}
 	clear(p.faults)
+	p.mu.Unlock()
+	for _, g := range gates {
+		g.Open()
+	}
 }
 
 // intercept wraps every call: it logs the call, applies the fault knobs,
@@ -109,6 +124,18 @@ func (p *Plugin) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 		}
 		p.finish(c, err)
 	}()
+	resp, err = p.handle(ctx, method, req, handler)
+	if g := p.replyGate(method); g != nil {
+		if gerr := g.pass(ctx); gerr != nil {
+			return nil, gerr
+		}
+	}
+	return resp, err
+}
+
+// handle applies the knobs that act before a call is handled, then
+// handles it unless it is not served.
+func (p *Plugin) handle(ctx context.Context, method string, req any, handler grpc.UnaryHandler) (any, error) {
 	if err := p.inject(ctx, method, req); err != nil {
 		return nil, err
 	}
@@ -118,15 +145,25 @@ func (p *Plugin) intercept(ctx context.Context, req any, info *grpc.UnaryServerI
 	return handler(ctx, req)
 }
 
+func (p *Plugin) replyGate(method string) *Gate {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if f := p.faults[method]; f != nil {
+		return f.replyGate
+	}
+	return nil
+}
+
 func (p *Plugin) inject(ctx context.Context, method string, req any) error {
 	var (
 		code    codes.Code
 		latency time.Duration
 		hook    Hook
+		gate    *Gate
 	)
 	p.mu.Lock()
 	if f := p.faults[method]; f != nil {
-		latency, hook, code = f.latency, f.hook, f.always
+		latency, hook, code, gate = f.latency, f.hook, f.always, f.gate
 		if len(f.queue) > 0 {
 			code = f.queue[0]
 			f.queue = f.queue[1:]
@@ -144,6 +181,11 @@ func (p *Plugin) inject(ctx context.Context, method string, req any) error {
 	}
 	if hook != nil {
 		if err := hook(ctx, method, req); err != nil {
+			return err
+		}
+	}
+	if gate != nil {
+		if err := gate.pass(ctx); err != nil {
 			return err
 		}
 	}
