@@ -8,14 +8,16 @@
 //  1. Start a fake with Start(t, Config{…}) (or New and Plugin.Start, then
 //     Stop). Config picks the plugin type (controller, node or monolith),
 //     its advertised capabilities, and its node ID, max volumes and
-//     topology. By default it listens on csi.sock in a fresh, short
-//     temporary directory; Endpoint and Addr say where.
+//     topology, and the form of its optional answers (see Shapes). By
+//     default it listens on csi.sock in a fresh, short temporary
+//     directory; Endpoint and Addr say where.
 //  2. Point the code under test at Addr() (for grpc.NewClient) or
 //     Endpoint() (the bare socket path).
 //  3. Optionally seed the model (AddVolume) and set fault knobs.
 //  4. Drive the code under test, then assert on the model (Volume,
-//     Volumes, Snapshot), the call log (Calls, CallCount, Methods,
-//     RequireSequence) and the lifecycle checker (RequireNoViolations).
+//     Volumes, Attachments, Snapshot), the call log (Calls, CallCount,
+//     Methods, RequireSequence) and the lifecycle checker
+//     (RequireNoViolations).
 //
 // # Model
 //
@@ -31,7 +33,10 @@
 // FailedPrecondition. An RPC whose capability is not advertised, or whose
 // service the plugin type does not serve, answers Unimplemented, as do the
 // CSI 1.13 health RPCs. ControllerPublishVolume returns the publish
-// context {"devicePath": "/dev/fake-<volume ID>"}.
+// context {"devicePath": "/dev/fake-<volume ID>"} unless
+// Config.PublishContext says otherwise, and records the attachment
+// whatever the context: Attachments lists them, volume by volume, for a
+// test to compare with a CO's attachment records.
 //
 // On disk, NodeStageVolume writes MarkerFile (holding the volume ID) into
 // the staging directory and NodeUnstageVolume removes it.
@@ -39,13 +44,45 @@
 // a mount or an empty file for a block device, inside a parent directory
 // the CO must have created; NodeUnpublishVolume removes the target.
 //
+// # Shapes
+//
+// Where the spec lets a plugin choose, Config chooses, one knob per
+// choice: PublishContext and VolumeContext (a context set, empty or
+// absent), UnknownCapacity (capacity_bytes 0), RequiresTopologies and
+// Topology (volumes and the node with or without accessible topology),
+// Node.StageUnstageVolume (staging or not),
+// Controller.PublishUnpublishVolume (a controller that needs the node's
+// ID or not) and Type (a controller or none). Shapes lists the legal
+// combinations a CO must handle as named changes to a base Config, so
+// that an end-to-end test can run claim, mount and release over each:
+//
+//	for _, s := range csitest.Shapes() {
+//		t.Run(s.Name, func(t *testing.T) {
+//			cfg := base
+//			s.Apply(&cfg)
+//			p := csitest.Start(t, cfg)
+//			// … claim, mount, release; compare p.Attachments() with
+//			// the CO's attachment records; p.RequireNoViolations(t).
+//		})
+//	}
+//
+// The model and the lifecycle checker hold for every shape: an
+// attachment is an attachment whatever its publish context, and the
+// checks that need staging or ControllerPublishVolume apply only where
+// the plugin advertises them.
+//
 // # Fault knobs
 //
 // Every knob is per RPC name (a Method… constant). SetLatency delays a call
 // (ending early with the call's context), FailNext queues failures with a
-// gRPC code, FailAlways fails every call, and SetHook runs a function that
-// sees the live request and may fail the call or block it. They apply in
-// that order, before the fake handles the call; ClearFaults removes them.
+// gRPC code, FailAlways fails every call, SetHook runs a function that
+// sees the live request and may fail the call or block it, and Hold
+// installs a Gate that holds each call until the test releases it. They
+// apply in that order, before the fake handles the call; HoldReplies
+// installs a Gate that holds replies after it. A gate makes a plugin as
+// slow as the test wants without a clock or a sleep, and a test that
+// releases a later call before an earlier one gets out-of-order answers.
+// ClearFaults removes every knob, opening the gates.
 // SetProbeReady, SetCapabilities and SetNodeInfo change what the plugin
 // reports, and Stop and Restart simulate a crash: in-flight calls fail,
 // the socket goes away, and the model, knobs and logs survive. A panic in

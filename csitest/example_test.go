@@ -138,3 +138,92 @@ func ExamplePlugin_Violations() {
 	// FailedPrecondition
 	// NodePublishVolume vol-a node-publish-before-stage
 }
+
+// An end-to-end test runs its scenario once per shape a plugin may
+// legally answer in, each on a fake of its own (in a test, inside
+// t.Run(s.Name, …) with csitest.Start(t, cfg)). Here each shape only
+// says what the fake it makes will do.
+func ExampleShapes() {
+	base := csitest.Config{
+		Type:       csi.PluginTypeMonolith,
+		Controller: csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true},
+		Node:       csi.NodeCapabilities{StageUnstageVolume: true},
+	}
+	for _, s := range csitest.Shapes() {
+		cfg := base
+		s.Apply(&cfg)
+		creates := cfg.Type.HasController() && cfg.Controller.CreateDeleteVolume
+		attaches := cfg.Type.HasController() && cfg.Controller.PublishUnpublishVolume
+		fmt.Printf("%-22s create=%-5v attach=%-5v stage=%-5v publish_context=%s volume_context=%s\n",
+			s.Name, creates, attaches, cfg.Node.StageUnstageVolume, cfg.PublishContext, cfg.VolumeContext)
+	}
+	// Output:
+	// default                create=true  attach=true  stage=true  publish_context=set volume_context=set
+	// publish-context-empty  create=true  attach=true  stage=true  publish_context=empty volume_context=set
+	// publish-context-absent create=true  attach=true  stage=true  publish_context=absent volume_context=set
+	// volume-context-empty   create=true  attach=true  stage=true  publish_context=set volume_context=empty
+	// volume-context-absent  create=true  attach=true  stage=true  publish_context=set volume_context=absent
+	// capacity-unknown       create=true  attach=true  stage=true  publish_context=set volume_context=set
+	// topology               create=true  attach=true  stage=true  publish_context=set volume_context=set
+	// no-topology            create=true  attach=true  stage=true  publish_context=set volume_context=set
+	// no-stage               create=true  attach=true  stage=false publish_context=set volume_context=set
+	// no-controller-publish  create=true  attach=false stage=true  publish_context=set volume_context=set
+	// node-only              create=false attach=false stage=true  publish_context=set volume_context=set
+	// sparse                 create=true  attach=true  stage=true  publish_context=absent volume_context=absent
+	// minimal                create=false attach=false stage=false publish_context=set volume_context=set
+}
+
+// HoldReplies makes a plugin that has done the work answer late, and
+// out of order: the second ControllerPublishVolume is answered first,
+// while the model already holds both attachments.
+func ExamplePlugin_HoldReplies() {
+	p, err := csitest.New(csitest.Config{Controller: csi.ControllerCapabilities{PublishUnpublishVolume: true}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer p.Stop()
+	p.AddVolume("vol-a", 1<<30, nil)
+	conn, err := grpc.NewClient(p.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer conn.Close()
+	ctrl := csipb.NewControllerClient(conn)
+	ctx := context.Background()
+
+	gate := p.HoldReplies(csitest.MethodControllerPublishVolume)
+	answered := make(chan string, 2)
+	publish := func(node string) {
+		_, err := ctrl.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{
+			VolumeId: "vol-a", NodeId: node,
+			VolumeCapability: &csipb.VolumeCapability{
+				AccessType: &csipb.VolumeCapability_Mount{Mount: &csipb.VolumeCapability_MountVolume{}},
+				AccessMode: &csipb.VolumeCapability_AccessMode{Mode: csipb.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY},
+			},
+		})
+		if err != nil {
+			log.Fatal(err)
+		}
+		answered <- node
+	}
+	go publish("node-1")
+	if err := gate.Wait(ctx, 1); err != nil {
+		log.Fatal(err)
+	}
+	go publish("node-2")
+	if err := gate.Wait(ctx, 2); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("attached before any reply:", p.Attachments())
+	gate.Release(2)
+	fmt.Println("answered:", <-answered)
+	gate.Release(1)
+	fmt.Println("answered:", <-answered)
+	// Output:
+	// attached before any reply: map[vol-a:[node-1 node-2]]
+	// answered: node-2
+	// answered: node-1
+}
