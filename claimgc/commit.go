@@ -205,9 +205,15 @@ func (c *committer) write(ctx context.Context, batch []*write) {
 		batch[0].done <- err
 		return
 	}
-	cmds := make([]state.Command, len(batch))
-	for i, w := range batch {
-		cmds[i] = w.cmd
+	cmds := make([]state.Command, 0, len(batch))
+	for _, w := range batch {
+		// A write that is a batch of its own (an attachment's removal
+		// with its frees) joins as its commands: batches do not nest.
+		if b, ok := w.cmd.(state.Batch); ok {
+			cmds = append(cmds, b.Commands...)
+		} else {
+			cmds = append(cmds, w.cmd)
+		}
 	}
 	_, err := c.applier.Apply(ctx, state.Batch{Commands: cmds})
 	if err != nil && ctx.Err() == nil && csi.SentinelOf(err) != nil {

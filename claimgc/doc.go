@@ -14,20 +14,26 @@
 //     Checkpoint: csi.ClaimNodeDetached. A host whose node agent has
 //     already unmounted the allocation writes that checkpoint itself
 //     (usage step 4), and the Worker starts at step 2.
-//  2. Controller step, through ControllerDetacher:
-//     ControllerUnpublishVolume for the volume and the claim's CSI node
-//     ID, when the plugin needs it (csi.Plugin.NeedsControllerPublish).
-//     It waits while another live claim of the volume is on the same
-//     node (csi.Volume.LiveClaimOnNode), or another past claim there has
-//     not finished its node step; the claim then stays NodeDetached and
-//     is tried again when the volume changes. Past claims of one node
-//     share one ControllerUnpublish.
-//  3. Free: state.FreeClaim removes the claim. The free is the controller
-//     step's checkpoint: nothing happens between the two, so the Worker
-//     does not write csi.ClaimControllerDetached on the way (a store
-//     write and its wait per claim, saving nothing). Claims found in
-//     ControllerDetached or ReadyToFree (left by another writer) are
-//     freed.
+//  2. Controller step, through ControllerDetacher, on the volume's
+//     attachment to the claim's node (csi.Attachment). While another
+//     claim still needs the volume attached there (a live claim, or a
+//     past claim whose node step is not done), the claim is freed at
+//     once and the attachment is left to the last of them: only the
+//     detach waits, never the free. Otherwise, when the plugin needs it
+//     (csi.Plugin.NeedsControllerPublish), the attachment goes to
+//     Detaching (state.DetachVolume, written and waited for before the
+//     call, so that a claim arriving meanwhile is refused as Retryable
+//     instead of joining an attachment that is going away) and
+//     ControllerUnpublishVolume is called with the attachment's CSI node
+//     ID. Past claims of one node share one ControllerUnpublish.
+//  3. Free: one state.Batch removes the attachment
+//     (state.RemoveAttachment) and frees the node's claims
+//     (state.FreeClaim); without a controller step, the same batch goes
+//     at once. The batch is the controller step's checkpoint: nothing
+//     happens between the two, so the Worker does not write
+//     csi.ClaimControllerDetached on the way (a store write and its wait
+//     per claim, saving nothing). Claims found in ControllerDetached or
+//     ReadyToFree (left by another writer) are freed.
 //
 // A checkpoint is written only after its step succeeded, so a Worker
 // that stops anywhere (a crash, a lost leadership) leaves every claim at

@@ -277,12 +277,18 @@ func (h *harness) tryClaim(ctx context.Context, volID, allocID, node string) err
 		if err != nil {
 			return fmt.Errorf("ControllerPublish of %s to %s: %w", volID, node, err)
 		}
-		if _, err := h.applier.Apply(ctx, state.SetPublishContext{
-			Namespace: testNamespace, VolumeID: volID, AllocationID: allocID, PublishContext: pc,
+		if _, err := h.applier.Apply(ctx, state.AttachVolume{
+			Namespace: testNamespace, VolumeID: volID, NodeID: node, PublishContext: pc,
 		}); err != nil {
 			return err
 		}
-		c.PublishContext = pc
+	} else if res.Attachment.State != csi.AttachmentAttached {
+		if _, err := h.applier.Apply(ctx, state.AttachVolume{Namespace: testNamespace, VolumeID: volID, NodeID: node}); err != nil {
+			return err
+		}
+	}
+	if vol, err = h.store.Volume(testNamespace, volID); err != nil {
+		return err
 	}
 	req, err := mounter.NewMountRequest(vol, c)
 	if err != nil {
@@ -414,11 +420,17 @@ func (h *harness) advance(w *runningWorker, d time.Duration) {
 // claimOf returns the allocation's claim on the volume, or nil.
 func (h *harness) claimOf(volID, allocID string) *csi.Claim {
 	h.t.Helper()
+	return h.volume(volID).Claim(allocID)
+}
+
+// volume reads a volume of the test namespace.
+func (h *harness) volume(volID string) *csi.Volume {
+	h.t.Helper()
 	v, err := h.store.Volume(testNamespace, volID)
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return v.Claim(allocID)
+	return v
 }
 
 // pastClaims counts the past claims left in the store.

@@ -19,12 +19,18 @@ import (
 //     gone), then checkpoint NodeDetached. A pass that did any node
 //     step ends here, so the controller decision below reads the live
 //     claims as they are after it;
-//  2. controller step for claims in NodeDetached, grouped by node: one
-//     ControllerUnpublish per (node, CSI node ID), only when no live
-//     claim of the volume is on that node and no other past claim there
-//     still waits for its node step (or none at all when the plugin
-//     needs no ControllerUnpublish); then free the claims of the group,
-//     together. The free is the step's checkpoint;
+//  2. controller step for claims in NodeDetached, grouped by node. While
+//     another claim on the node still needs the volume attached (a live
+//     claim, or a past claim whose node step is not done), the claims
+//     are freed at once and the attachment is left to the others: only
+//     the detach waits, never the free. Otherwise, when the plugin needs
+//     ControllerUnpublish, the attachment goes to Detaching
+//     (state.DetachVolume, written and waited for before the call, so
+//     that no new claim joins it), one ControllerUnpublish is made with
+//     the attachment's CSI node ID, and the attachment is removed and
+//     the claims freed in one state.Batch; when it needs none, the
+//     remove and the frees go at once. The batch is the step's
+//     checkpoint;
 //  3. free for claims in ControllerDetached or ReadyToFree (written by
 //     another writer, such as an earlier version of this worker).
 //
@@ -50,7 +56,6 @@ type volumeRun struct {
 	w        *Worker
 	key      volKey
 	failures map[string]*failure // by allocation ID
-	deferred bool
 	// pending are the checkpoints and frees submitted to the committer
 	// and not yet collected (settle), in submission order.
 	pending []pendingWrite
@@ -81,7 +86,7 @@ func (w *Worker) releaseVolume(ctx context.Context, k volKey) outcome {
 		if len(v.PastClaims) == 0 {
 			return outcome{kind: outcomeDone, index: v.ModifyIndex}
 		}
-		r.deferred, r.ctrlKnown = false, false
+		r.ctrlKnown = false
 		progress, allFreed := r.pass(ctx, v)
 		if ctx.Err() != nil {
 			return outcome{kind: outcomeAborted}
@@ -98,10 +103,7 @@ func (w *Worker) releaseVolume(ctx context.Context, k volKey) outcome {
 	if len(r.failures) > 0 {
 		return r.recordFailures(ctx, v)
 	}
-	if r.deferred {
-		return outcome{kind: outcomeParked, index: v.ModifyIndex}
-	}
-	// A pass without progress, failure or deferral cannot happen; come
+	// A pass without progress or failure cannot happen; come
 	// back on the slow schedule rather than spin.
 	w.cfg.Logger.Error("claim release made no progress and met no error", "namespace", k.namespace, "volume", k.id)
 	return outcome{kind: outcomeRetry, final: true}
@@ -165,24 +167,19 @@ func (r *volumeRun) pass(ctx context.Context, v *csi.Volume) (progress, allFreed
 			nodeBusy[c.NodeID] = true
 		}
 	}
-	type group struct{ node, external string }
-	groups := map[group][]*csi.Claim{}
+	groups := map[string][]*csi.Claim{}
 	var done []*csi.Claim
 	for _, c := range claims {
 		switch {
 		case r.failed(c):
 		case c.State == csi.ClaimNodeDetached:
-			g := group{c.NodeID, c.ExternalNodeID}
-			groups[g] = append(groups[g], c)
+			groups[c.NodeID] = append(groups[c.NodeID], c)
 		case c.State >= csi.ClaimControllerDetached:
 			done = append(done, c)
 		}
 	}
 	r.free(done, false)
-	order := slices.SortedFunc(maps.Keys(groups), func(a, b group) int {
-		return cmp.Or(cmp.Compare(a.node, b.node), cmp.Compare(a.external, b.external))
-	})
-	for _, g := range order {
+	for _, node := range slices.Sorted(maps.Keys(groups)) {
 		if ctx.Err() != nil {
 			break
 		}
@@ -191,12 +188,19 @@ func (r *volumeRun) pass(ctx context.Context, v *csi.Volume) (progress, allFreed
 			// node steps above).
 			r.w.commit.kick()
 		}
-		cs := groups[g]
-		if nodeBusy[g.node] || v.LiveClaimOnNode(g.node, cs[0].AllocationID) {
-			r.deferred = true
-			continue
+		cs := groups[node]
+		att := v.Attachments[node]
+		switch {
+		case att == nil:
+			// Not attached there (any more): nothing to detach.
+			r.free(cs, false)
+		case nodeBusy[node] || v.LiveClaimOnNode(node, ""):
+			// Another claim keeps the volume attached to the node: it
+			// detaches when the last one goes. These are done.
+			r.free(cs, false)
+		default:
+			r.controllerStep(ctx, v, att, cs)
 		}
-		r.controllerStep(ctx, v, cs)
 	}
 	wrote, freed := r.settle(ctx)
 	return wrote > 0, freed == len(claims)
@@ -256,9 +260,10 @@ func (r *volumeRun) nodeStep(ctx context.Context, v *csi.Volume, c *csi.Claim) b
 }
 
 // controllerStep detaches the volume from one node for the claims cs
-// (all NodeDetached, same node and CSI node ID) and submits their frees,
-// in one batch, collected by settle.
-func (r *volumeRun) controllerStep(ctx context.Context, v *csi.Volume, cs []*csi.Claim) {
+// (all NodeDetached, on att's node, the last claims there) and submits
+// the attachment's removal with their frees, in one batch, collected by
+// settle.
+func (r *volumeRun) controllerStep(ctx context.Context, v *csi.Volume, att *csi.Attachment, cs []*csi.Claim) {
 	w := r.w
 	needed, err := r.controllerNeeded(v)
 	if err != nil {
@@ -268,8 +273,31 @@ func (r *volumeRun) controllerStep(ctx context.Context, v *csi.Volume, cs []*csi
 		return
 	}
 	if needed {
+		if att.State != csi.AttachmentDetaching {
+			// The intent, written before the call: from here a claim on
+			// the node is refused until the attachment is removed.
+			err := w.commit.apply(ctx, state.DetachVolume{Namespace: r.key.namespace, VolumeID: r.key.id, NodeID: att.NodeID})
+			switch {
+			case ctx.Err() != nil:
+				return
+			case errors.Is(err, csi.ErrVolumeInUse), errors.Is(err, csi.ErrAttachmentNotFound):
+				// A claim joined the attachment since the read (it
+				// detaches when it goes), or it is gone: these claims
+				// are done.
+				r.free(cs, false)
+				return
+			case err != nil:
+				err = fmt.Errorf("controller step: write the detach of volume %s from node %s: %w", r.key.id, att.NodeID, err)
+				for _, c := range cs {
+					r.fail(c, StepControllerDetach, err)
+				}
+				return
+			}
+		}
+		c := cs[0].Copy()
+		c.ExternalNodeID = att.ExternalNodeID
 		sctx, cancel := context.WithTimeout(ctx, w.cfg.StepTimeout)
-		err := w.cfg.Controllers.ControllerDetach(sctx, v, cs[0])
+		err := w.cfg.Controllers.ControllerDetach(sctx, v, c)
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -282,12 +310,21 @@ func (r *volumeRun) controllerStep(ctx context.Context, v *csi.Volume, cs []*csi
 			return
 		}
 	}
-	// The free is the controller step's checkpoint: nothing can happen
-	// between the two, so writing ControllerDetached first would cost a
-	// store write (and its wait) per claim and save nothing. A free that
-	// fails leaves the claim NodeDetached, and the controller step, like
-	// any step whose checkpoint did not land, runs again.
-	r.free(cs, needed)
+	// The removal and the frees are the controller step's checkpoint:
+	// nothing can happen between them, so writing ControllerDetached
+	// first would cost a store write (and its wait) per claim and save
+	// nothing. A batch that fails leaves the claims NodeDetached and the
+	// attachment Detaching, and the controller step, like any step
+	// whose checkpoint did not land, runs again.
+	cmds := make([]state.Command, 0, len(cs)+1)
+	cmds = append(cmds, state.RemoveAttachment{Namespace: r.key.namespace, VolumeID: r.key.id, NodeID: att.NodeID})
+	for _, c := range cs {
+		cmds = append(cmds, state.FreeClaim{Namespace: r.key.namespace, VolumeID: r.key.id, AllocationID: c.AllocationID})
+	}
+	wr := w.commit.submit(state.Batch{Commands: cmds})[0]
+	for _, c := range cs {
+		r.pending = append(r.pending, pendingWrite{c: c, step: StepFree, detached: needed, removal: true, w: wr})
+	}
 }
 
 // controllerNeeded decides whether the volume's claims go through
@@ -367,7 +404,9 @@ type pendingWrite struct {
 	step Step // StepNodeDetach for a checkpoint, StepFree for a free
 	// detached: a free that follows a ControllerUnpublish this run made
 	detached bool
-	w        *write
+	// removal: a free in the batch that removes the node's attachment
+	removal bool
+	w       *write
 }
 
 // submit hands cmd, the write that ends step for claim c, to the
@@ -430,6 +469,13 @@ func (r *volumeRun) settle(ctx context.Context) (wrote, freed int) {
 			r.freed(p.c)
 		case errors.Is(err, csi.ErrClaimNotFound):
 			// freed by an earlier run whose outcome was lost
+		case p.removal && errors.Is(err, csi.ErrVolumeInUse):
+			// A claim joined the attachment after the pass read the
+			// volume (no Detaching intent keeps it out when the plugin
+			// needs no ControllerUnpublish). Not a failure: the next
+			// pass reads it and frees these claims at once.
+			wrote++
+			continue
 		case ctx.Err() == nil:
 			r.fail(p.c, StepFree, fmt.Errorf("free the claim of allocation %s on volume %s: %w", p.c.AllocationID, r.key.id, err))
 			continue

@@ -131,9 +131,13 @@ func TestWorker_Release_WritesOfOneNode(t *testing.T) {
 			t.Errorf("%s's node checkpoint was written after the ControllerUnpublish: %v", a, got)
 		}
 	}
-	// The three frees end one step of one node: one transaction.
-	if last := got[len(got)-1]; last != "store:free-a1,free-a2,free-a3" {
-		t.Errorf("last write = %q, want the three frees in one batch (calls %v)", last, got)
+	// The detach intent goes before the call; the attachment's removal
+	// and the three frees end one step of one node: one transaction.
+	if i := at("detach-volume"); i > ctrl {
+		t.Errorf("the detach was written after the ControllerUnpublish: %v", got)
+	}
+	if last := got[len(got)-1]; last != "store:remove-attachment,free-a1,free-a2,free-a3" {
+		t.Errorf("last write = %q, want the attachment's removal and the three frees in one batch (calls %v)", last, got)
 	}
 	if i := at("free-a1"); i < ctrl {
 		t.Errorf("a free was written before the ControllerUnpublish: %v", got)

@@ -77,46 +77,47 @@ func CheckClaim(v *Volume, c *Claim) error {
 	live = append(live, c)
 	slices.SortFunc(live, func(a, b *Claim) int { return strings.Compare(a.AllocationID, b.AllocationID) })
 
-	var attached []*Claim // past claims still attached to a node
-	for _, x := range v.PastClaims {
-		if x.State < ClaimControllerDetached {
-			attached = append(attached, x)
+	// Nodes the volume is attached to with no live claim there (the
+	// claims there are being released).
+	var attached []*Attachment
+	for node, a := range v.Attachments {
+		if !slices.ContainsFunc(live, func(x *Claim) bool { return x.NodeID == node }) {
+			attached = append(attached, a)
 		}
 	}
-	slices.SortFunc(attached, func(a, b *Claim) int { return strings.Compare(a.AllocationID, b.AllocationID) })
+	slices.SortFunc(attached, func(a, b *Attachment) int { return strings.Compare(a.NodeID, b.NodeID) })
 
 	for _, x := range live {
-		if err := modeAllows(v, x, live, attached); err != nil {
+		if err := modeAllows(v, x, c, live, attached); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// detachingFrom refuses a claim on a node from which the volume may be
-// being detached right now: a past claim there has finished its node step
-// (ClaimNodeDetached) and no live claim holds the attachment. The release
-// worker checks for live claims on the node and then calls
-// ControllerUnpublishVolume; a claim written in between would find the
-// volume attached, skip ControllerPublishVolume and be detached under its
-// allocation. Refusing it until the release finishes closes that window;
-// with a live claim on the node the worker defers the detach instead.
+// detachingFrom refuses a claim on a node from which the volume is
+// being detached right now (its attachment there is Detaching): the
+// release worker has decided ControllerUnpublishVolume, and a claim
+// written now would be detached under its allocation. A claim on a node
+// whose attachment is Attaching or Attached joins it.
 func detachingFrom(v *Volume, c *Claim) error {
-	if v.LiveClaimOnNode(c.NodeID, "") {
+	a := v.Attachments[c.NodeID]
+	if a == nil || a.State != AttachmentDetaching {
 		return nil
 	}
 	var ids []string
 	for id, p := range v.PastClaims {
-		if p.NodeID == c.NodeID && p.State == ClaimNodeDetached {
+		if p.NodeID == c.NodeID {
 			ids = append(ids, id)
 		}
 	}
-	if len(ids) == 0 {
-		return nil
-	}
 	slices.Sort(ids)
-	return fmt.Errorf("%w: volume %s is being detached from node %s (released by allocation %s); retry the claim once the release finishes",
-		ErrVolumeInUse, v.ID, c.NodeID, strings.Join(ids, ", "))
+	by := ""
+	if len(ids) > 0 {
+		by = " (released by allocation " + strings.Join(ids, ", ") + ")"
+	}
+	return fmt.Errorf("%w: volume %s is being detached from node %s%s; retry the claim once the release finishes",
+		ErrVolumeInUse, v.ID, c.NodeID, by)
 }
 
 // IsRepeatClaim reports whether c repeats a live claim the same allocation
@@ -137,8 +138,10 @@ func sameRequest(a, b *Claim) bool {
 }
 
 // modeAllows checks the constraints of claim x's access mode against the
-// whole set of live claims and past claims still attached.
-func modeAllows(v *Volume, x *Claim, live, attached []*Claim) error {
+// whole set of live claims and the attachments no live claim holds.
+// The error names the allocations that hold the volume, never x itself
+// when x is the claim being added (c): the caller asked for it.
+func modeAllows(v *Volume, x, c *Claim, live []*Claim, attached []*Attachment) error {
 	m := x.AccessMode
 	if m.SingleNode() {
 		var elsewhere []string
@@ -147,21 +150,27 @@ func modeAllows(v *Volume, x *Claim, live, attached []*Claim) error {
 				elsewhere = append(elsewhere, fmt.Sprintf("%s on node %s", y.AllocationID, y.NodeID))
 			}
 		}
-		for _, y := range attached {
-			if y.NodeID != x.NodeID {
-				elsewhere = append(elsewhere, fmt.Sprintf("%s on node %s (releasing, %s)", y.AllocationID, y.NodeID, y.State))
+		for _, a := range attached {
+			if a.NodeID != x.NodeID {
+				elsewhere = append(elsewhere, fmt.Sprintf("node %s (%s, its claims are being released)", a.NodeID, a.State))
 			}
 		}
 		if len(elsewhere) > 0 {
-			return fmt.Errorf("%w: volume %s is %s (single node) and is claimed by allocation %s",
-				ErrAttachedElsewhere, v.ID, m, strings.Join(elsewhere, ", "))
+			if x != c {
+				// x already held the volume: the new claim is the one
+				// elsewhere.
+				return fmt.Errorf("%w: volume %s is %s (single node) and allocation %s holds it on node %s; claim it on node %s or wait until it is released",
+					ErrAttachedElsewhere, v.ID, m, x.AllocationID, x.NodeID, x.NodeID)
+			}
+			return fmt.Errorf("%w: volume %s is %s (single node) and is held on another node by %s; place allocation %s on that node or wait until it is released",
+				ErrAttachedElsewhere, v.ID, m, strings.Join(elsewhere, ", "), c.AllocationID)
 		}
 	}
 	switch m {
 	case AccessModeSingleNodeSingleWriter:
 		if len(live) > 1 {
-			return fmt.Errorf("%w: volume %s is %s and is held by allocations %s",
-				ErrMaxClaims, v.ID, m, allocList(live))
+			return fmt.Errorf("%w: volume %s is %s (one allocation at a time) and allocation %s holds it; allocation %s can claim it once that claim is released",
+				ErrMaxClaims, v.ID, m, allocList(others(live, c)), c.AllocationID)
 		}
 	case AccessModeSingleNodeWriter, AccessModeMultiNodeSingleWriter:
 		var writers []*Claim
@@ -171,8 +180,8 @@ func modeAllows(v *Volume, x *Claim, live, attached []*Claim) error {
 			}
 		}
 		if len(writers) > 1 {
-			return fmt.Errorf("%w: volume %s is %s and allocations %s both claim it for writing",
-				ErrMaxClaims, v.ID, m, allocList(writers))
+			return fmt.Errorf("%w: volume %s is %s (one writer) and allocation %s holds it for writing; allocation %s can claim it for reading, or for writing once that claim is released",
+				ErrMaxClaims, v.ID, m, allocList(others(writers, c)), c.AllocationID)
 		}
 	}
 	if m.ReadOnly() {
@@ -184,6 +193,21 @@ func modeAllows(v *Volume, x *Claim, live, attached []*Claim) error {
 		}
 	}
 	return nil
+}
+
+// others returns cs without the claim being added (c), or cs when only
+// c is left.
+func others(cs []*Claim, c *Claim) []*Claim {
+	out := make([]*Claim, 0, len(cs))
+	for _, y := range cs {
+		if y.AllocationID != c.AllocationID {
+			out = append(out, y)
+		}
+	}
+	if len(out) == 0 {
+		return cs
+	}
+	return out
 }
 
 func allocList(cs []*Claim) string {

@@ -57,17 +57,29 @@ func TestCheckClaim_Rules(t *testing.T) {
 			mentions: []string{"volume vol", "holder-1", "a2"},
 		},
 		{
-			name: "single node: past claim still attached elsewhere blocks",
+			name: "single node: an attachment left by a past claim elsewhere blocks",
 			vol: func() *csi.Volume {
 				v := volumeWith(snw)
 				c := claimOn("old", "n1", csi.ClaimWrite, snw)
 				c.State = csi.ClaimNodeDetached
 				v.PastClaims["old"] = c
+				v.Attachments = map[string]*csi.Attachment{"n1": {NodeID: "n1", State: csi.AttachmentAttached}}
 				return v
 			},
 			claim:    claimOn("a2", "n2", csi.ClaimWrite, snw),
 			want:     csi.ErrAttachedElsewhere,
-			mentions: []string{"old on node n1", "releasing"},
+			mentions: []string{"node n1 (attached", "being released", "a2"},
+		},
+		{
+			name: "single node: a detaching attachment elsewhere blocks",
+			vol: func() *csi.Volume {
+				v := volumeWith(snw)
+				v.Attachments = map[string]*csi.Attachment{"n1": {NodeID: "n1", State: csi.AttachmentDetaching}}
+				return v
+			},
+			claim:    claimOn("a2", "n2", csi.ClaimWrite, snw),
+			want:     csi.ErrAttachedElsewhere,
+			mentions: []string{"node n1 (detaching"},
 		},
 		{
 			name: "single node: past claim detached from its controller does not block",
@@ -108,11 +120,24 @@ func TestCheckClaim_Rules(t *testing.T) {
 				c := claimOn("old", "n1", csi.ClaimWrite, mnsw)
 				c.State = csi.ClaimNodeDetached
 				v.PastClaims["old"] = c
+				v.Attachments = map[string]*csi.Attachment{"n1": {NodeID: "n1", State: csi.AttachmentDetaching}}
 				return v
 			},
 			claim:    claimOn("a2", "n1", csi.ClaimRead, mnsw),
 			want:     csi.ErrVolumeInUse,
 			mentions: []string{"being detached from node n1", "old", "retry"},
+		},
+		{
+			name: "a node whose attachment is still attached takes a claim while another releases",
+			vol: func() *csi.Volume {
+				v := volumeWith(mnsw)
+				c := claimOn("old", "n1", csi.ClaimWrite, mnsw)
+				c.State = csi.ClaimNodeDetached
+				v.PastClaims["old"] = c
+				v.Attachments = map[string]*csi.Attachment{"n1": {NodeID: "n1", State: csi.AttachmentAttached}}
+				return v
+			},
+			claim: claimOn("a2", "n1", csi.ClaimRead, mnsw),
 		},
 		{
 			name: "a live claim on the node keeps the attachment, so a new claim there is fine",

@@ -142,6 +142,10 @@ var (
 	ErrAllocationTerminal = newSentinel("allocation_terminal", "allocation is terminal", ClassFinal)
 	// ErrClaimNotFound: the allocation holds no claim on the volume. Final.
 	ErrClaimNotFound = newSentinel("claim_not_found", "claim not found", ClassFinal)
+	// ErrAttachmentNotFound: the volume has no attachment to the node
+	// (never attached there, or already detached). For a detach it
+	// means done. Final.
+	ErrAttachmentNotFound = newSentinel("attachment_not_found", "volume is not attached to the node", ClassFinal)
 	// ErrMaxClaims: the volume's access mode allows no further claim of
 	// this kind. Retryable once another claim is released.
 	ErrMaxClaims = newSentinel("max_claims", "volume has no free claims", ClassRetryable)
@@ -173,7 +177,7 @@ var sentinels = []*Sentinel{
 	ErrInvalidID, ErrVolumeNotFound, ErrVolumeExists, ErrVolumeInUse,
 	ErrPluginNotFound, ErrPluginUnhealthy, ErrNoController, ErrNodeNotFound,
 	ErrNodeNotReady, ErrAllocationNotFound, ErrAllocationTerminal,
-	ErrClaimNotFound, ErrMaxClaims, ErrAttachedElsewhere,
+	ErrClaimNotFound, ErrAttachmentNotFound, ErrMaxClaims, ErrAttachedElsewhere,
 	ErrAccessModeNotAllowed, ErrNamespaceMismatch, ErrMaxVolumes,
 	ErrInvalidRequest, ErrNotSupported, ErrUnavailable,
 }

@@ -27,7 +27,7 @@ func ExampleCheckClaim() {
 	// Output:
 	// reader: <nil>
 	// writer refused: true retryable: true
-	// volume has no free claims: volume db-data is multi-node-single-writer and allocations alloc-1, alloc-3 both claim it for writing
+	// volume has no free claims: volume db-data is multi-node-single-writer (one writer) and allocation alloc-1 holds it for writing; allocation alloc-3 can claim it for reading, or for writing once that claim is released
 }
 
 func ExampleSecrets() {

@@ -119,6 +119,11 @@ type Volume struct {
 	ReadClaims  map[string]*Claim `json:",omitempty"`
 	WriteClaims map[string]*Claim `json:",omitempty"`
 	PastClaims  map[string]*Claim `json:",omitempty"`
+	// Attachments are the volume's attachments to nodes, keyed by node
+	// ID: one per node with a claim there (live, or past and not yet
+	// detached), written with the first claim on the node and removed
+	// once the volume is detached from it. See Attachment.
+	Attachments map[string]*Attachment `json:",omitempty"`
 
 	// Denormalized from the plugin at read time; the store fills them.
 	ControllerRequired  bool `json:",omitempty"`
@@ -148,6 +153,7 @@ func (v *Volume) Copy() *Volume {
 	c.ReadClaims = copyClaims(v.ReadClaims)
 	c.WriteClaims = copyClaims(v.WriteClaims)
 	c.PastClaims = copyClaims(v.PastClaims)
+	c.Attachments = copyAttachments(v.Attachments)
 	return &c
 }
 
@@ -176,9 +182,10 @@ func (v *Volume) Claim(allocID string) *Claim {
 	return v.PastClaims[allocID]
 }
 
-// InUse reports whether the volume has any claim, live or past.
+// InUse reports whether the volume has any claim, live or past, or is
+// attached to any node.
 func (v *Volume) InUse() bool {
-	return len(v.ReadClaims)+len(v.WriteClaims)+len(v.PastClaims) > 0
+	return len(v.ReadClaims)+len(v.WriteClaims)+len(v.PastClaims)+len(v.Attachments) > 0
 }
 
 // LiveClaimOnNode reports whether a running allocation other than
@@ -208,9 +215,6 @@ type Claim struct {
 	// MountOptions, if set, override the volume's for this claim.
 	MountOptions *MountOptions `json:",omitempty"`
 	State        ClaimState
-	// PublishContext is what ControllerPublish returned; node calls pass
-	// it on.
-	PublishContext map[string]string `json:",omitempty"`
 
 	// ReleasedAt is when the allocation became terminal (set by the
 	// release command; zero while Taken).
@@ -227,7 +231,6 @@ func (c *Claim) Copy() *Claim {
 	}
 	d := *c
 	d.MountOptions = c.MountOptions.Copy()
-	d.PublishContext = maps.Clone(c.PublishContext)
 	return &d
 }
 

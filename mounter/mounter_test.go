@@ -230,12 +230,13 @@ func TestMounter_MountVolume_PassThrough(t *testing.T) {
 		MountOptions: &csi.MountOptions{FSType: "ext4", MountFlags: []string{"noatime"}},
 		Secrets:      secrets,
 		Context:      map[string]string{"pool": "p1"},
+		Attachments: map[string]*csi.Attachment{"node1": {NodeID: "node1", State: csi.AttachmentAttached,
+			PublishContext: map[string]string{"devicePath": "/dev/fake-1"}}},
 	}
 	claim := &csi.Claim{
 		AllocationID: "a1", NodeID: "node1", Mode: csi.ClaimWrite,
 		AccessMode: csi.AccessModeSingleNodeWriter, AttachmentMode: csi.AttachmentModeFileSystem,
-		MountOptions:   &csi.MountOptions{MountFlags: []string{"ro", "nodev"}},
-		PublishContext: map[string]string{"devicePath": "/dev/fake-1"},
+		MountOptions: &csi.MountOptions{MountFlags: []string{"ro", "nodev"}},
 	}
 	req, err := mounter.NewMountRequest(vol, claim)
 	if err != nil {

@@ -41,23 +41,26 @@ type MountRequest struct {
 
 // NewMountRequest builds the request that mounts volume v for the claim
 // c: the claim's mount options override the volume's, and the publish
-// context comes from the claim. A block-device claim gets no mount
-// options. It validates the result.
+// context comes from the volume's attachment to the claim's node (none
+// when there is no attachment or its context is empty). A block-device
+// claim gets no mount options. It validates the result.
 func NewMountRequest(v *csi.Volume, c *csi.Claim) (*MountRequest, error) {
 	if v == nil || c == nil {
 		return nil, fmt.Errorf("%w: NewMountRequest needs a volume and a claim", csi.ErrInvalidRequest)
 	}
 	r := &MountRequest{
-		Namespace:      v.Namespace,
-		VolumeID:       v.ID,
-		ExternalID:     v.ExternalID,
-		PluginID:       v.PluginID,
-		AllocationID:   c.AllocationID,
-		Capability:     c.Capability(),
-		ClaimMode:      c.Mode,
-		Secrets:        v.Secrets.Copy(),
-		VolumeContext:  maps.Clone(v.Context),
-		PublishContext: maps.Clone(c.PublishContext),
+		Namespace:     v.Namespace,
+		VolumeID:      v.ID,
+		ExternalID:    v.ExternalID,
+		PluginID:      v.PluginID,
+		AllocationID:  c.AllocationID,
+		Capability:    c.Capability(),
+		ClaimMode:     c.Mode,
+		Secrets:       v.Secrets.Copy(),
+		VolumeContext: maps.Clone(v.Context),
+	}
+	if a := v.Attachments[c.NodeID]; a != nil {
+		r.PublishContext = maps.Clone(a.PublishContext)
 	}
 	if c.AttachmentMode != csi.AttachmentModeBlockDevice {
 		r.MountOptions = v.MountOptions.Merge(c.MountOptions)

@@ -3,6 +3,7 @@ package mounter_test
 import (
 	"context"
 	"errors"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -169,22 +170,32 @@ func TestNewMountRequest(t *testing.T) {
 		MountOptions: &csi.MountOptions{FSType: "xfs", MountFlags: []string{"noatime"}},
 		Secrets:      csi.Secrets{"k": "v"},
 		Context:      map[string]string{"c": "1"},
+		Attachments: map[string]*csi.Attachment{
+			"n1": {NodeID: "n1", State: csi.AttachmentAttached, PublishContext: map[string]string{"p": "2"}},
+			"n2": {NodeID: "n2", State: csi.AttachmentAttached},
+		},
 	}
 	for _, tc := range []struct {
 		name   string
 		claim  *csi.Claim
 		wantMO *csi.MountOptions
+		wantPC map[string]string
 	}{
 		{
 			name: "claim options override the volume's",
-			claim: &csi.Claim{AllocationID: "a1", Mode: csi.ClaimRead, AccessMode: csi.AccessModeMultiNodeReaderOnly,
-				AttachmentMode: csi.AttachmentModeFileSystem, MountOptions: &csi.MountOptions{MountFlags: []string{"ro"}},
-				PublishContext: map[string]string{"p": "2"}},
+			claim: &csi.Claim{AllocationID: "a1", NodeID: "n1", Mode: csi.ClaimRead, AccessMode: csi.AccessModeMultiNodeReaderOnly,
+				AttachmentMode: csi.AttachmentModeFileSystem, MountOptions: &csi.MountOptions{MountFlags: []string{"ro"}}},
 			wantMO: &csi.MountOptions{FSType: "xfs", MountFlags: []string{"ro"}},
+			wantPC: map[string]string{"p": "2"},
 		},
 		{
 			name: "block device gets no mount options",
-			claim: &csi.Claim{AllocationID: "a1", Mode: csi.ClaimWrite, AccessMode: csi.AccessModeSingleNodeWriter,
+			claim: &csi.Claim{AllocationID: "a1", NodeID: "n2", Mode: csi.ClaimWrite, AccessMode: csi.AccessModeSingleNodeWriter,
+				AttachmentMode: csi.AttachmentModeBlockDevice},
+		},
+		{
+			name: "no attachment to the node: no publish context",
+			claim: &csi.Claim{AllocationID: "a1", NodeID: "n3", Mode: csi.ClaimWrite, AccessMode: csi.AccessModeSingleNodeWriter,
 				AttachmentMode: csi.AttachmentModeBlockDevice},
 		},
 	} {
@@ -200,8 +211,8 @@ func TestNewMountRequest(t *testing.T) {
 			if r.Secrets["k"] != "v" || r.VolumeContext["c"] != "1" {
 				t.Errorf("secrets or volume context not carried")
 			}
-			if tc.claim.PublishContext != nil && r.PublishContext["p"] != "2" {
-				t.Errorf("publish context %v", r.PublishContext)
+			if !maps.Equal(r.PublishContext, tc.wantPC) {
+				t.Errorf("publish context %v, want the attachment's %v", r.PublishContext, tc.wantPC)
 			}
 			if (tc.wantMO == nil) != (r.MountOptions == nil) ||
 				tc.wantMO != nil && (r.MountOptions.FSType != tc.wantMO.FSType || !slices.Equal(r.MountOptions.MountFlags, tc.wantMO.MountFlags)) {

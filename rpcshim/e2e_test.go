@@ -178,7 +178,7 @@ func TestE2E_ClaimMountDetach(t *testing.T) {
 	r1 := claim("web-1")
 	devicePath := map[string]string{"devicePath": "/dev/fake-ext-1"}
 	expectEqual(t, r1.Claim.ExternalNodeID, "csi-n2")
-	expectEqual(t, r1.Claim.PublishContext, devicePath)
+	expectEqual(t, r1.Attachment.PublishContext, devicePath)
 	expectEqual(t, r1.ControllerNodeID, "n1")
 	expectEqual(t, publishedTo(c.ctl), []string{"csi-n2"})
 	expectEqual(t, n2.plugin.CallCount(csitest.MethodNodeStageVolume), 0) // nothing on the node yet
@@ -202,7 +202,7 @@ func TestE2E_ClaimMountDetach(t *testing.T) {
 
 	// Second claim on n2: no second ControllerPublish, same context.
 	r2 := claim("web-2")
-	expectEqual(t, r2.Claim.PublishContext, devicePath)
+	expectEqual(t, r2.Attachment.PublishContext, devicePath)
 	expectEqual(t, r2.ControllerNodeID, "") // nothing published this time
 	expectEqual(t, publishedTo(c.ctl), []string{"csi-n2"})
 	mount(r2)

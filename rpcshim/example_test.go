@@ -113,7 +113,7 @@ func Example() {
 		AllocationID: "web-1", NodeID: "node-1", Mode: csi.ClaimWrite, AccessMode: capab.AccessMode, AttachmentMode: capab.AttachmentMode,
 	}})
 	check(err)
-	fmt.Println("claimed for CSI node", claim.Claim.ExternalNodeID, "with publish context", claim.Claim.PublishContext)
+	fmt.Println("claimed for CSI node", claim.Claim.ExternalNodeID, "with publish context", claim.Attachment.PublishContext)
 
 	// The node agent mounts the volume with what the claim returned.
 	req, err := mounter.NewMountRequest(claim.Volume, claim.Claim)

@@ -20,7 +20,7 @@ type ServerConfig struct {
 	// Store is read for volumes, plugins and claims. Required.
 	Store state.Reader
 	// Applier takes every write (RegisterVolume, ClaimVolume,
-	// SetPublishContext, …). Required. The Server never writes to a
+	// AttachVolume, …). Required. The Server never writes to a
 	// store directly.
 	Applier state.Applier
 	// Router makes the controller calls. Required.
@@ -150,8 +150,12 @@ type VolumeClaimRequest struct {
 // VolumeClaimResponse is what the claim's node needs to mount the volume
 // (mounter.NewMountRequest(Volume, Claim)).
 type VolumeClaimResponse struct {
-	// Claim is the stored claim, with its publish context.
+	// Claim is the stored claim.
 	Claim *csi.Claim
+	// Attachment is the volume's attachment to the claim's node, as
+	// this claim left it: Attached, with the publish context (possibly
+	// empty) that node calls pass on. It is also in Volume.Attachments.
+	Attachment *csi.Attachment
 	// Volume is the claimed volume, secrets included: the node passes
 	// them to NodeStageVolume and NodePublishVolume. Send it to the
 	// claim's node only, never to a status output.
@@ -161,8 +165,9 @@ type VolumeClaimResponse struct {
 	// ControllerNodeID is the host node whose controller instance
 	// attached the volume for this claim (ControllerPublishVolume). It is
 	// empty when this call published nothing: the plugin needs no
-	// ControllerPublishVolume, the claim's publish context was already
-	// stored, or another claim's attachment on the node was reused.
+	// ControllerPublishVolume, or the claim joined an attachment that
+	// was already Attached (its own, repeated, or another claim's on
+	// the node).
 	ControllerNodeID string `json:",omitempty"`
 }
 

@@ -4,9 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
-	"slices"
-	"strings"
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/plugin"
@@ -17,30 +14,31 @@ import (
 // attaches it to the allocation's node. In order:
 //
 //  1. The claim is written (state.ClaimVolume through the applier),
-//     which checks every claim rule. A refused claim calls no plugin.
-//  2. When the plugin needs a controller and advertises
-//     PUBLISH_UNPUBLISH_VOLUME (csi.Plugin.NeedsControllerPublish, over
-//     the healthy controllers), the volume must be attached to the node:
-//     if another claim of the volume on that node, live or still
-//     attached (released but not ControllerDetached), holds a publish
-//     context, it is copied onto this claim (for a new claim, in the
-//     same transaction as step 1: a state.Batch of the claim and its
-//     context, with no plugin call between them); otherwise
+//     which checks every claim rule in the store transaction and, in
+//     the same transaction, joins the volume's attachment to the node
+//     or makes a new one (see csi.Attachment). A refused claim calls no
+//     plugin; a claim on a node the volume is being detached from is
+//     refused as Retryable (csi.ErrVolumeInUse).
+//  2. If the attachment is Attached, the claim is done: no plugin call,
+//     whatever its publish context (the spec lets a plugin return
+//     none).
+//  3. Otherwise (Attaching: new, or an earlier publish that did not
+//     complete), when the plugin advertises PUBLISH_UNPUBLISH_VOLUME
+//     over its healthy controllers (csi.Plugin.NeedsControllerPublish),
 //     ControllerPublishVolume is called through the Router with the
-//     claim's CSI node ID (filled by the store from the node plugin's
-//     NodeInfo), and the returned publish context is stored on the claim
-//     (state.SetPublishContext).
-//  3. If ControllerPublishVolume fails with a Final error, nothing was
-//     attached and the claim is removed again (state.RemoveClaim). A
+//     attachment's CSI node ID; then state.AttachVolume records the
+//     attachment Attached with the returned publish context. A plugin
+//     that needs no publish gets the record without a call.
+//  4. If ControllerPublishVolume fails with a Final error, nothing was
+//     attached and the claim is removed again (state.RemoveClaim, which
+//     drops the Attaching record with the node's last claim). A
 //     Retryable or Uncertain error leaves the claim in place: retry the
 //     same claim.
 //
-// A claim repeated by the same allocation is idempotent: if its publish
-// context was stored it is returned at once, otherwise step 2 runs again.
-// ControllerPublishVolume is idempotent in CSI, which is also why a claim
-// publishes again rather than trusting an attachment whose context was
-// never stored (an earlier claim's publish that did not complete looks
-// the same as one whose plugin returned an empty context).
+// A claim repeated by the same allocation is idempotent: step 1 writes
+// nothing and steps 2 and 3 run as for a first claim, so a repeat
+// completes an attachment that an earlier call left Attaching.
+// ControllerPublishVolume is idempotent in CSI.
 //
 // ControllerPublishVolume is read-only exactly when the volume's access
 // mode is read-only, not when the claim is a read claim: a node shares
@@ -49,7 +47,8 @@ import (
 //
 // When the plugin requires a controller but none is healthy, whether the
 // claim needs ControllerPublishVolume cannot be told: the claim is kept
-// and the error matches csi.ErrNoController (Retryable).
+// (its attachment Attaching) and the error matches csi.ErrNoController
+// (Retryable).
 func (s *Server) Claim(ctx context.Context, req *VolumeClaimRequest) (*VolumeClaimResponse, error) {
 	if req == nil {
 		return nil, fmt.Errorf("%w: claim volume: nil request", csi.ErrInvalidRequest)
@@ -61,110 +60,49 @@ func (s *Server) Claim(ctx context.Context, req *VolumeClaimRequest) (*VolumeCla
 	}
 	defer unlock()
 
-	// A new claim on a volume that must be attached is decided on the
-	// volume as read before the claim is written: the volume lock keeps
-	// this Server's other operations out, and the claim itself is the
-	// only change the write makes that the decision reads (it skips the
-	// claim's own allocation). That lets a claim that shares an
-	// attachment be written with its publish context in one transaction.
-	if vol, err := s.store.Volume(req.Namespace, req.VolumeID); err == nil && vol.Claim(req.Claim.AllocationID) == nil {
-		if needed, err := s.needsPublish(op, vol); err == nil && needed {
-			return s.claimAttached(ctx, op, req, vol)
-		}
-	}
-
 	res, err := s.applier.Apply(ctx, state.ClaimVolume{Namespace: req.Namespace, VolumeID: req.VolumeID, Claim: req.Claim})
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	claim, index := res.Claim, res.Index
-	vol, err := s.store.Volume(req.Namespace, req.VolumeID)
-	if err != nil {
-		return nil, fmt.Errorf("%s: the claim is written but reading the volume back failed (retry the claim): %w", op, err)
+	claim, att, index := res.Claim, res.Attachment, res.Index
+	if claim == nil || att == nil {
+		return nil, fmt.Errorf("%w: %s: the store wrote the claim but returned no claim or attachment; is the Applier passing state.Result on?",
+			csi.ErrUnavailable, op)
 	}
-	if len(claim.PublishContext) > 0 {
-		return &VolumeClaimResponse{Claim: claim, Volume: vol, Index: index}, nil
-	}
-	needed, err := s.needsPublish(op, vol)
-	if err != nil {
-		return nil, err
-	}
-	if !needed {
-		return &VolumeClaimResponse{Claim: claim, Volume: vol, Index: index}, nil
-	}
-	return s.attach(ctx, op, req, vol, claim, index)
-}
-
-// claimAttached writes a new claim of vol, whose plugin needs
-// ControllerPublishVolume (vol as read before the write). When another
-// claim on the claim's node holds the attachment's publish context, the
-// claim and a copy of that context are written together, in one
-// state.Batch: no plugin call is made, and the claim never exists
-// without its context. Otherwise the claim is written first and the
-// volume attached (attach).
-func (s *Server) claimAttached(ctx context.Context, op string, req *VolumeClaimRequest, vol *csi.Volume) (*VolumeClaimResponse, error) {
-	claim := state.ClaimVolume{Namespace: req.Namespace, VolumeID: req.VolumeID, Claim: req.Claim}
-	if pc := attachedContext(vol, &req.Claim); pc != nil {
-		res, err := s.applier.Apply(ctx, state.Batch{Commands: []state.Command{claim, state.SetPublishContext{
-			Namespace: req.Namespace, VolumeID: req.VolumeID, AllocationID: req.Claim.AllocationID, PublishContext: pc,
-		}}})
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", op, err)
-		}
-		if vol, err = s.store.Volume(req.Namespace, req.VolumeID); err != nil {
-			return nil, fmt.Errorf("%s: the claim is written but reading the volume back failed (retry the claim): %w", op, err)
-		}
-		c := vol.Claim(req.Claim.AllocationID).Copy()
-		if c == nil {
-			return nil, fmt.Errorf("%w: %s: the claim was written but is gone again (removed by another writer); retry the claim",
-				csi.ErrUnavailable, op)
-		}
-		return &VolumeClaimResponse{Claim: c, Volume: vol, Index: res.Index}, nil
-	}
-	res, err := s.applier.Apply(ctx, claim)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", op, err)
-	}
-	if len(res.Claim.PublishContext) > 0 {
-		// Stored by another writer since the read: as for a repeated
-		// claim, it is returned as it is.
-		if vol, err = s.store.Volume(req.Namespace, req.VolumeID); err != nil {
-			return nil, fmt.Errorf("%s: the claim is written but reading the volume back failed (retry the claim): %w", op, err)
-		}
-		return &VolumeClaimResponse{Claim: res.Claim, Volume: vol, Index: res.Index}, nil
-	}
-	return s.attach(ctx, op, req, vol, res.Claim, res.Index)
-}
-
-// attach gives a written claim its publish context: that of another
-// claim on its node holding the attachment, or ControllerPublishVolume's
-// (publish). It stores the context and returns the claim with the
-// volume read back.
-func (s *Server) attach(ctx context.Context, op string, req *VolumeClaimRequest, vol *csi.Volume, claim *csi.Claim, index uint64) (*VolumeClaimResponse, error) {
 	var ctrlNode string
-	pc := attachedContext(vol, claim)
-	if pc == nil {
-		var err error
-		pc, ctrlNode, err = s.publish(ctx, op, vol, claim)
+	if att.State != csi.AttachmentAttached {
+		vol, err := s.store.Volume(req.Namespace, req.VolumeID)
+		if err != nil {
+			return nil, fmt.Errorf("%s: the claim is written but reading the volume back failed (retry the claim): %w", op, err)
+		}
+		needed, err := s.needsPublish(op, vol)
 		if err != nil {
 			return nil, err
 		}
-	}
-	if len(pc) > 0 {
-		res, err := s.applier.Apply(ctx, state.SetPublishContext{
-			Namespace: req.Namespace, VolumeID: req.VolumeID, AllocationID: claim.AllocationID, PublishContext: pc,
+		var pc map[string]string
+		if needed {
+			if pc, ctrlNode, err = s.publish(ctx, op, vol, claim, att); err != nil {
+				return nil, err
+			}
+		}
+		res, err := s.applier.Apply(ctx, state.AttachVolume{
+			Namespace: req.Namespace, VolumeID: req.VolumeID, NodeID: claim.NodeID, PublishContext: pc,
 		})
 		if err != nil {
-			return nil, fmt.Errorf("%s: the volume is attached but storing its publish context failed (retry the claim): %w", op, err)
+			return nil, fmt.Errorf("%s: the volume is attached to node %s but recording it failed (retry the claim): %w", op, claim.NodeID, err)
 		}
-		index = res.Index
-		claim.PublishContext = maps.Clone(pc)
+		index = max(index, res.Index)
 	}
 	vol, err := s.store.Volume(req.Namespace, req.VolumeID)
 	if err != nil {
 		return nil, fmt.Errorf("%s: the claim is written but reading the volume back failed (retry the claim): %w", op, err)
 	}
-	return &VolumeClaimResponse{Claim: claim, Volume: vol, Index: index, ControllerNodeID: ctrlNode}, nil
+	att = vol.Attachments[claim.NodeID]
+	if vol.Claim(claim.AllocationID) == nil || att == nil || att.State != csi.AttachmentAttached {
+		return nil, fmt.Errorf("%w: %s: the claim or its attachment to node %s changed under it (released by another writer); retry the claim",
+			csi.ErrUnavailable, op, claim.NodeID)
+	}
+	return &VolumeClaimResponse{Claim: claim, Attachment: att.Copy(), Volume: vol, Index: index, ControllerNodeID: ctrlNode}, nil
 }
 
 // needsPublish decides whether claims of vol go through
@@ -188,15 +126,15 @@ func (s *Server) needsPublish(op string, vol *csi.Volume) (bool, error) {
 	return p.NeedsControllerPublish(), nil
 }
 
-// publish calls ControllerPublishVolume for claim and removes the claim
-// again when that fails for good. It returns the publish context and the
-// node whose controller served the call.
-func (s *Server) publish(ctx context.Context, op string, vol *csi.Volume, claim *csi.Claim) (map[string]string, string, error) {
+// publish calls ControllerPublishVolume for claim's attachment and
+// removes the claim again when that fails for good. It returns the
+// publish context and the node whose controller served the call.
+func (s *Server) publish(ctx context.Context, op string, vol *csi.Volume, claim *csi.Claim, att *csi.Attachment) (map[string]string, string, error) {
 	r := &ControllerPublishRequest{
 		CSIControllerQuery: CSIControllerQuery{PluginID: vol.PluginID},
 		ControllerPublishRequest: plugin.ControllerPublishRequest{
 			ExternalID:     vol.ExternalID,
-			ExternalNodeID: claim.ExternalNodeID,
+			ExternalNodeID: att.ExternalNodeID,
 			Capability:     claim.Capability(),
 			ReadOnly:       claim.AccessMode.ReadOnly(),
 			Secrets:        vol.Secrets,
@@ -223,33 +161,6 @@ func (s *Server) publish(ctx context.Context, op string, vol *csi.Volume, claim 
 			op, claim.NodeID, err, rerr)
 	}
 	return nil, "", fmt.Errorf("%s: attaching the volume to node %s failed, so the claim was removed: %w", op, claim.NodeID, err)
-}
-
-// attachedContext returns the publish context of another claim of vol on
-// claim's node that is live or still attached, or nil when none has one.
-// Live claims are preferred, then by allocation ID, so the choice is
-// stable.
-func attachedContext(vol *csi.Volume, claim *csi.Claim) map[string]string {
-	var live, past []*csi.Claim
-	for _, m := range []map[string]*csi.Claim{vol.WriteClaims, vol.ReadClaims} {
-		for _, c := range m {
-			live = append(live, c)
-		}
-	}
-	for _, c := range vol.PastClaims {
-		if c.State < csi.ClaimControllerDetached {
-			past = append(past, c)
-		}
-	}
-	byAlloc := func(a, b *csi.Claim) int { return strings.Compare(a.AllocationID, b.AllocationID) }
-	slices.SortFunc(live, byAlloc)
-	slices.SortFunc(past, byAlloc)
-	for _, c := range append(live, past...) {
-		if c.AllocationID != claim.AllocationID && c.NodeID == claim.NodeID && len(c.PublishContext) > 0 {
-			return maps.Clone(c.PublishContext)
-		}
-	}
-	return nil
 }
 
 // Unpublish takes a node's report that it has unmounted a volume for a
@@ -287,19 +198,33 @@ func (s *Server) Unpublish(ctx context.Context, req *VolumeUnpublishRequest) (*V
 		return nil, fmt.Errorf("%w: %s: node %s reported it, but the claim is on node %s; only the claim's node can report its unmount",
 			csi.ErrInvalidRequest, op, req.NodeID, claim.NodeID)
 	}
-	var index uint64
+	// The release and the checkpoint go in one write: once the claim is
+	// past, the release worker may free it at any time, and a
+	// checkpoint written after that would find no claim.
+	var cmds []state.Command
 	if claim.State == csi.ClaimTaken {
-		res, err := s.applier.Apply(ctx, state.ReleaseClaims{AllocationID: req.AllocationID, ReleasedAt: s.clock.Now()})
+		cmds = append(cmds, state.ReleaseClaims{AllocationID: req.AllocationID, ReleasedAt: s.clock.Now()})
+	}
+	if req.NodeDetached && claim.State < csi.ClaimNodeDetached {
+		cmds = append(cmds, state.CheckpointClaim{
+			Namespace: req.Namespace, VolumeID: req.VolumeID, AllocationID: req.AllocationID, State: csi.ClaimNodeDetached,
+		})
+	}
+	var index uint64
+	switch len(cmds) {
+	case 0:
+	case 1:
+		res, err := s.applier.Apply(ctx, cmds[0])
+		if errors.Is(err, csi.ErrClaimNotFound) {
+			// Freed by the release worker since the read: done.
+			return &VolumeUnpublishResponse{}, nil
+		}
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", op, err)
 		}
 		index = res.Index
-		claim.State = csi.ClaimUnpublishing
-	}
-	if req.NodeDetached && claim.State < csi.ClaimNodeDetached {
-		res, err := s.applier.Apply(ctx, state.CheckpointClaim{
-			Namespace: req.Namespace, VolumeID: req.VolumeID, AllocationID: req.AllocationID, State: csi.ClaimNodeDetached,
-		})
+	default:
+		res, err := s.applier.Apply(ctx, state.Batch{Commands: cmds})
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", op, err)
 		}

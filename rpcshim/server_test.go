@@ -308,8 +308,9 @@ func TestServer_Claim_Attachments(t *testing.T) {
 	must(t, err)
 	expectEqual(t, r1.Claim.ExternalNodeID, "csi-n2")
 	expectEqual(t, r1.ControllerNodeID, "n1") // the controller that attached it
-	expectEqual(t, r1.Claim.PublishContext, devicePath)
-	expectEqual(t, r1.Volume.WriteClaims["a1"].PublishContext, devicePath)
+	expectEqual(t, r1.Attachment.PublishContext, devicePath)
+	expectEqual(t, r1.Attachment.State, csi.AttachmentAttached)
+	expectEqual(t, r1.Volume.Attachments["n2"].PublishContext, devicePath)
 	expectEqual(t, r1.Volume.Secrets, csi.Secrets{"token": "s3cr3t"}) // the node needs them to mount
 	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2"})
 	call := e.ctl.CallsTo(csitest.MethodControllerPublishVolume)[0].Request.(*csipb.ControllerPublishVolumeRequest)
@@ -320,16 +321,16 @@ func TestServer_Claim_Attachments(t *testing.T) {
 	// The same allocation again: nothing new.
 	again, err := e.claim("vol-a", "a1", "n2", csi.ClaimWrite, mnmwFS)
 	must(t, err)
-	expectEqual(t, again.Claim.PublishContext, devicePath)
+	expectEqual(t, again.Attachment.PublishContext, devicePath)
 	expectEqual(t, again.ControllerNodeID, "")
 	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2"})
 
-	// A second claim on n2: the attachment's context is copied.
+	// A second claim on n2 joins the attachment.
 	r2, err := e.claim("vol-a", "a2", "n2", csi.ClaimRead, mnmwFS)
 	must(t, err)
-	expectEqual(t, r2.Claim.PublishContext, devicePath)
+	expectEqual(t, r2.Attachment.PublishContext, devicePath)
+	expectEqual(t, r2.Attachment.CreateIndex, r1.Attachment.CreateIndex)
 	expectEqual(t, r2.ControllerNodeID, "")
-	expectEqual(t, e.volume("vol-a").ReadClaims["a2"].PublishContext, devicePath)
 	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2"})
 
 	// Another node: a new attachment.
@@ -338,28 +339,37 @@ func TestServer_Claim_Attachments(t *testing.T) {
 	expectEqual(t, r3.ControllerNodeID, "n1")
 	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2", "csi-n3"})
 
-	// a1 and a2 stop: their claims are past but still attached, so a
-	// new claim on n2 copies their context.
+	// a1 and a2 stop: their claims are past and the attachment stays
+	// attached, so a new claim on n2 joins it.
 	e.apply(state.UpsertAllocations{ReleasedAt: rtTime, Allocations: []csi.Allocation{
 		{ID: "a1", Namespace: "default", NodeID: "n2", Terminal: true},
 		{ID: "a2", Namespace: "default", NodeID: "n2", Terminal: true},
 	}})
 	r4, err := e.claim("vol-a", "a4", "n2", csi.ClaimWrite, mnmwFS)
 	must(t, err)
-	expectEqual(t, r4.Claim.PublishContext, devicePath)
+	expectEqual(t, r4.Attachment.PublishContext, devicePath)
 	expectEqual(t, r4.ControllerNodeID, "")
 	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2", "csi-n3"})
 
-	// Once every past claim on n2 is detached and a4 is gone too, a new
-	// claim there is a new attachment again.
+	// While the attachment to n2 is being detached, a claim there is
+	// refused as retryable; once it is removed, a new claim there is a
+	// new attachment again.
 	e.apply(state.UpsertAllocations{ReleasedAt: rtTime, Allocations: []csi.Allocation{
 		{ID: "a4", Namespace: "default", NodeID: "n2", Terminal: true},
 	}})
 	for _, a := range []string{"a1", "a2", "a4"} {
-		for _, st := range []csi.ClaimState{csi.ClaimNodeDetached, csi.ClaimControllerDetached} {
-			e.apply(state.CheckpointClaim{Namespace: "default", VolumeID: "vol-a", AllocationID: a, State: st})
-		}
+		e.apply(state.CheckpointClaim{Namespace: "default", VolumeID: "vol-a", AllocationID: a, State: csi.ClaimNodeDetached})
 	}
+	e.apply(state.DetachVolume{Namespace: "default", VolumeID: "vol-a", NodeID: "n2"})
+	_, err = e.claim("vol-a", "a5", "n2", csi.ClaimWrite, mnmwFS)
+	expectIs(t, err, csi.ErrVolumeInUse)
+	expectEqual(t, csi.IsRetryable(err), true)
+	e.apply(state.Batch{Commands: []state.Command{
+		state.RemoveAttachment{Namespace: "default", VolumeID: "vol-a", NodeID: "n2"},
+		state.FreeClaim{Namespace: "default", VolumeID: "vol-a", AllocationID: "a1"},
+		state.FreeClaim{Namespace: "default", VolumeID: "vol-a", AllocationID: "a2"},
+		state.FreeClaim{Namespace: "default", VolumeID: "vol-a", AllocationID: "a4"},
+	}})
 	r5, err := e.claim("vol-a", "a5", "n2", csi.ClaimWrite, mnmwFS)
 	must(t, err)
 	expectEqual(t, r5.ControllerNodeID, "n1")
@@ -399,17 +409,17 @@ func TestServer_Claim_PublishFails(t *testing.T) {
 		mustErr(t, err)
 		expectEqual(t, csi.IsRetryable(err), true)
 		expectContains(t, err.Error(), "the claim is kept")
-		c := e.volume("vol-a").WriteClaims["a1"]
-		if c == nil || c.PublishContext != nil {
-			t.Fatalf("claim after a retryable failure: %+v", c)
+		v := e.volume("vol-a")
+		if c, a := v.WriteClaims["a1"], v.Attachments["n2"]; c == nil || a == nil || a.State != csi.AttachmentAttaching {
+			t.Fatalf("claim and attachment after a retryable failure: %+v, %+v", c, a)
 		}
 
 		r, err := e.claim("vol-a", "a1", "n2", csi.ClaimWrite, snwFS)
 		must(t, err)
-		expectEqual(t, r.Claim.PublishContext, map[string]string{"devicePath": "/dev/fake-ext-a"})
+		expectEqual(t, r.Attachment.PublishContext, map[string]string{"devicePath": "/dev/fake-ext-a"})
 		expectEqual(t, r.ControllerNodeID, "n1")
 		expectEqual(t, publishedTo(e.ctl), []string{"csi-n2", "csi-n2"})
-		expectEqual(t, e.volume("vol-a").WriteClaims["a1"].PublishContext, r.Claim.PublishContext)
+		expectEqual(t, e.volume("vol-a").Attachments["n2"].PublishContext, r.Attachment.PublishContext)
 	})
 	t.Run("no healthy controller keeps the claim", func(t *testing.T) {
 		e := newSrvEnv(t, allControllerCaps)
@@ -442,7 +452,8 @@ func TestServer_Claim_NoPublish(t *testing.T) {
 		e.allocs("a1", "n2")
 		r, err := e.claim("vol-a", "a1", "n2", csi.ClaimWrite, snwFS)
 		must(t, err)
-		expectEqual(t, r.Claim.PublishContext, map[string]string(nil))
+		expectEqual(t, r.Attachment.PublishContext, map[string]string(nil))
+		expectEqual(t, r.Attachment.State, csi.AttachmentAttached)
 		expectEqual(t, r.ControllerNodeID, "")
 		expectEqual(t, e.ctl.CallCount(csitest.MethodControllerPublishVolume), 0)
 	})
@@ -529,7 +540,10 @@ func TestServer_Unpublish(t *testing.T) {
 	expectEqual(t, r.Claim.State, csi.ClaimUnpublishing)
 
 	// A claim that was freed is no error.
-	e.apply(state.FreeClaim{Namespace: "default", VolumeID: "vol-a", AllocationID: "a1"})
+	e.apply(state.Batch{Commands: []state.Command{
+		state.RemoveAttachment{Namespace: "default", VolumeID: "vol-a", NodeID: "n2"},
+		state.FreeClaim{Namespace: "default", VolumeID: "vol-a", AllocationID: "a1"},
+	}})
 	r, err = unpublish("vol-a", "a1", "n2", true)
 	must(t, err)
 	if r.Claim != nil {
@@ -617,10 +631,10 @@ func (a *kindsApplier) take() []string {
 }
 
 // TestServer_Claim_Writes checks which writes a claim makes: a new
-// attachment writes the claim, then (after ControllerPublishVolume) its
-// context; a claim that shares an attachment writes both in one batch;
-// a repeated claim writes the claim alone; a refused claim's batch is
-// refused whole, and stores nothing.
+// attachment writes the claim (with its Attaching record), then, after
+// ControllerPublishVolume, AttachVolume; a claim that joins an attached
+// attachment writes the claim alone, as a repeated claim does; a refused
+// claim stores nothing.
 func TestServer_Claim_Writes(t *testing.T) {
 	e := newSrvEnv(t, allControllerCaps)
 	e.register("vol-a", "ext-a", mnmwFS)
@@ -640,10 +654,10 @@ func TestServer_Claim_Writes(t *testing.T) {
 		wantKinds []string
 		wantErr   error
 	}{
-		{"new attachment", "a1", []string{"claim-volume", "set-publish-context"}, nil},
-		{"shared attachment", "a2", []string{"batch(claim-volume,set-publish-context)"}, nil},
+		{"new attachment", "a1", []string{"claim-volume", "attach-volume"}, nil},
+		{"shared attachment", "a2", []string{"claim-volume"}, nil},
 		{"repeated claim", "a2", []string{"claim-volume"}, nil},
-		{"refused claim", "a9", []string{"batch(claim-volume,set-publish-context)"}, csi.ErrAllocationNotFound},
+		{"refused claim", "a9", []string{"claim-volume"}, csi.ErrAllocationNotFound},
 	}
 	for _, tc := range tests {
 		r, err := claim(tc.alloc)
@@ -658,11 +672,11 @@ func TestServer_Claim_Writes(t *testing.T) {
 			continue
 		}
 		must(t, err)
-		expectEqual(t, r.Claim.PublishContext, devicePath)
-		expectEqual(t, r.Volume.WriteClaims[tc.alloc].PublishContext, devicePath)
-		// The response's claim is the caller's own, apart from the volume.
-		r.Claim.PublishContext["devicePath"] = "changed"
-		expectEqual(t, r.Volume.WriteClaims[tc.alloc].PublishContext, devicePath)
+		expectEqual(t, r.Attachment.PublishContext, devicePath)
+		expectEqual(t, r.Volume.Attachments["n2"].PublishContext, devicePath)
+		// The response's attachment is the caller's own, apart from the volume.
+		r.Attachment.PublishContext["devicePath"] = "changed"
+		expectEqual(t, r.Volume.Attachments["n2"].PublishContext, devicePath)
 	}
 	expectEqual(t, publishedTo(e.ctl), []string{"csi-n2"})
 	e.ctl.RequireNoViolations(t)

@@ -41,7 +41,7 @@ func (s *MemStore) Apply(index uint64, cmd Command) (Result, error) {
 	if err := w.finishPlugins(); err != nil {
 		return Result{}, err
 	}
-	res := Result{Index: index, Claim: w.claim}
+	res := Result{Index: index, Claim: w.claim, Attachment: w.attachment}
 	if w.touched == ([numTables]bool{}) {
 		return res, nil
 	}
@@ -67,8 +67,9 @@ type writer struct {
 	touched [numTables]bool // by tableSlot
 	// plugins collects, per plugin ID, what the command changed about
 	// its instances and allocations; finishPlugins writes the plugin rows.
-	plugins map[string]*pluginChange
-	claim   *csi.Claim
+	plugins    map[string]*pluginChange
+	claim      *csi.Claim
+	attachment *csi.Attachment
 	// past: the command wrote or removed a volume that holds past
 	// claims before or after it (PastClaimsIndex moves).
 	past bool
@@ -237,6 +238,19 @@ func validateVolume(v *csi.Volume) error {
 			return fmt.Errorf("volume %s: %w", volName(v.Namespace, v.ID), err)
 		}
 	}
+	for _, f := range []struct {
+		name  string
+		bytes int64
+	}{{"Capacity", v.Capacity}, {"RequestedCapacityMin", v.RequestedCapacityMin}, {"RequestedCapacityMax", v.RequestedCapacityMax}} {
+		if f.bytes < 0 {
+			return fmt.Errorf("%w: volume %s has %s %d; give a size in bytes, or 0 for none",
+				csi.ErrInvalidRequest, volName(v.Namespace, v.ID), f.name, f.bytes)
+		}
+	}
+	if v.RequestedCapacityMax > 0 && v.RequestedCapacityMin > v.RequestedCapacityMax {
+		return fmt.Errorf("%w: volume %s has RequestedCapacityMin %d above RequestedCapacityMax %d; the minimum may not exceed the maximum",
+			csi.ErrInvalidRequest, volName(v.Namespace, v.ID), v.RequestedCapacityMin, v.RequestedCapacityMax)
+	}
 	return nil
 }
 
@@ -266,10 +280,10 @@ func normalizeVolume(v *csi.Volume) {
 	v.ReadClaims = nilIfEmpty(v.ReadClaims)
 	v.WriteClaims = nilIfEmpty(v.WriteClaims)
 	v.PastClaims = nilIfEmpty(v.PastClaims)
+	v.Attachments = nilIfEmpty(v.Attachments)
 }
 
 func normalizeClaim(c *csi.Claim) {
-	c.PublishContext = nilIfEmpty(c.PublishContext)
 	normalizeMountOptions(c.MountOptions)
 	c.ReleasedAt = c.ReleasedAt.UTC()
 }
@@ -294,8 +308,9 @@ func nilIfEmptySlice[S ~[]E, E any](s S) S {
 	return s
 }
 
-// editable returns a shallow copy of v whose claim maps may be changed.
-// Claims themselves stay shared: replace, never modify. Every edit
+// editable returns a shallow copy of v whose claim and attachment maps
+// may be changed. Claims and attachments themselves stay shared:
+// replace, never modify. Every edit
 // copies, a volume the write has not inserted yet too: its maps may be
 // those of the stored version it replaces (an update keeps its claims),
 // and a stored volume is never changed in place, since reads of older
@@ -305,6 +320,7 @@ func editable(v *csi.Volume) *csi.Volume {
 	c.ReadClaims = maps.Clone(v.ReadClaims)
 	c.WriteClaims = maps.Clone(v.WriteClaims)
 	c.PastClaims = maps.Clone(v.PastClaims)
+	c.Attachments = maps.Clone(v.Attachments)
 	return &c
 }
 
@@ -370,7 +386,7 @@ func (b Batch) apply(w *writer) error {
 			return err
 		}
 	}
-	w.claim = nil
+	w.claim, w.attachment = nil, nil
 	return nil
 }
 
@@ -382,7 +398,7 @@ func (c RegisterVolume) apply(w *writer) error {
 		return err
 	}
 	name := volName(v.Namespace, v.ID)
-	v.ReadClaims, v.WriteClaims, v.PastClaims = nil, nil, nil
+	v.ReadClaims, v.WriteClaims, v.PastClaims, v.Attachments = nil, nil, nil, nil
 	v.ControllerRequired, v.Schedulable = false, false
 	v.ControllersHealthy, v.ControllersExpected, v.NodesHealthy, v.NodesExpected = 0, 0, 0, 0
 
@@ -404,6 +420,9 @@ func (c RegisterVolume) apply(w *writer) error {
 		case p.Provider != "" && v.Provider != p.Provider:
 			return fmt.Errorf("%w: volume %s names provider %q but plugin %s is provider %q; fix the provider or leave it empty",
 				csi.ErrInvalidRequest, name, v.Provider, v.PluginID, p.Provider)
+		}
+		if err := w.checkExternalFree(v); err != nil {
+			return err
 		}
 		v.CreateIndex = w.index
 		return w.putVolume(v)
@@ -430,7 +449,7 @@ func (c RegisterVolume) apply(w *writer) error {
 			}
 		}
 	}
-	v.ReadClaims, v.WriteClaims, v.PastClaims = old.ReadClaims, old.WriteClaims, old.PastClaims
+	v.ReadClaims, v.WriteClaims, v.PastClaims, v.Attachments = old.ReadClaims, old.WriteClaims, old.PastClaims, old.Attachments
 	v.CreateIndex, v.ModifyIndex = old.CreateIndex, old.ModifyIndex
 	normalizeVolume(v)
 	if reflect.DeepEqual(v, old) {
@@ -453,6 +472,10 @@ func (c DeregisterVolume) apply(w *writer) error {
 			ids = append(ids, slices.Collect(maps.Keys(m))...)
 		}
 		slices.Sort(ids)
+		if len(ids) == 0 {
+			return fmt.Errorf("%w: volume %s is still attached to nodes %s; wait for the release worker to detach it, or force the deregistration if the attachments are gone",
+				csi.ErrVolumeInUse, volName(c.Namespace, c.VolumeID), strings.Join(slices.Sorted(maps.Keys(v.Attachments)), ", "))
+		}
 		return fmt.Errorf("%w: volume %s is still claimed by allocations %s; wait for the claims to be released, or force the deregistration if the attachments are gone",
 			csi.ErrVolumeInUse, volName(c.Namespace, c.VolumeID), strings.Join(ids, ", "))
 	}
@@ -498,6 +521,7 @@ func (c ClaimVolume) apply(w *writer) error {
 	}
 	if csi.IsRepeatClaim(v, claim) {
 		w.claim = v.Claim(claim.AllocationID).Copy()
+		w.attachment = v.Attachments[claim.NodeID].Copy()
 		return nil
 	}
 
@@ -535,7 +559,8 @@ func (c ClaimVolume) apply(w *writer) error {
 		}
 		claim.ExternalNodeID = ni.ID
 	}
-	if ni != nil && ni.MaxVolumes > 0 {
+	att := v.Attachments[claim.NodeID]
+	if att == nil && ni != nil && ni.MaxVolumes > 0 {
 		if err := w.flushVolumes(); err != nil {
 			return err
 		}
@@ -557,33 +582,32 @@ func (c ClaimVolume) apply(w *writer) error {
 		*m = map[string]*csi.Claim{}
 	}
 	(*m)[claim.AllocationID] = claim
+	if att == nil {
+		// The first claim on the node makes its attachment, in this
+		// transaction: Attached at once when the plugin has no
+		// controller to publish through, Attaching otherwise until the
+		// claim flow has called ControllerPublishVolume (or found it is
+		// not needed) and written AttachVolume.
+		att = &csi.Attachment{NodeID: claim.NodeID, ExternalNodeID: claim.ExternalNodeID,
+			State: csi.AttachmentAttaching, CreateIndex: w.index, ModifyIndex: w.index}
+		if !p.ControllerRequired {
+			att.State = csi.AttachmentAttached
+		}
+		if nv.Attachments == nil {
+			nv.Attachments = map[string]*csi.Attachment{}
+		}
+		nv.Attachments[claim.NodeID] = att
+	}
 	if err := w.putVolume(nv); err != nil {
 		return err
 	}
 	w.claim = claim.Copy()
+	w.attachment = att.Copy()
 	return nil
 }
 
-// attachedOn reports whether v counts against node's MaxVolumes: a live
-// claim there, or a past claim not yet detached from the node.
-func attachedOn(v *csi.Volume, node string) bool {
-	for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims} {
-		for _, c := range m {
-			if c.NodeID == node {
-				return true
-			}
-		}
-	}
-	for _, c := range v.PastClaims {
-		if c.NodeID == node && c.State < csi.ClaimNodeDetached {
-			return true
-		}
-	}
-	return false
-}
-
 func checkMaxVolumes(txn *memdb.Txn, v *csi.Volume, node string, limit int64) error {
-	if attachedOn(v, node) {
+	if v.Attachments[node] != nil {
 		return nil // no new attachment
 	}
 	// The attachment keys alone count: no volume is read.
@@ -603,20 +627,173 @@ func checkMaxVolumes(txn *memdb.Txn, v *csi.Volume, node string, limit int64) er
 }
 
 func (c SetPublishContext) apply(w *writer) error {
-	return w.editClaim(c.Namespace, c.VolumeID, c.AllocationID, func(old *csi.Claim, _ bool) (*csi.Claim, error) {
-		if maps.Equal(old.PublishContext, c.PublishContext) {
-			return old, nil
+	if err := validateClaimRef(c.Namespace, c.VolumeID, c.AllocationID); err != nil {
+		return err
+	}
+	v, err := w.mustVolume(c.Namespace, c.VolumeID)
+	if err != nil {
+		return err
+	}
+	cl := v.Claim(c.AllocationID)
+	if cl == nil {
+		return claimNotFound(c.Namespace, c.VolumeID, c.AllocationID)
+	}
+	return AttachVolume{Namespace: c.Namespace, VolumeID: c.VolumeID, NodeID: cl.NodeID, PublishContext: c.PublishContext}.apply(w)
+}
+
+// --- attachments ---
+
+func attachmentNotFound(ns, volID, node string) error {
+	return fmt.Errorf("%w: volume %s has no attachment to node %s (not claimed there, or already detached)",
+		csi.ErrAttachmentNotFound, volName(ns, volID), node)
+}
+
+// attachmentOf reads the volume and its attachment to node (nil when
+// there is none).
+func (w *writer) attachmentOf(ns, volID, node string) (*csi.Volume, *csi.Attachment, error) {
+	if err := validateVolumeRef(ns, volID); err != nil {
+		return nil, nil, err
+	}
+	if err := csi.ValidateNodeID(node); err != nil {
+		return nil, nil, err
+	}
+	v, err := w.mustVolume(ns, volID)
+	if err != nil {
+		return nil, nil, err
+	}
+	return v, v.Attachments[node], nil
+}
+
+// putAttachment writes a (new copy of an) attachment of v, or removes
+// the one to node when a is nil.
+func (w *writer) putAttachment(v *csi.Volume, node string, a *csi.Attachment) error {
+	nv := editable(v)
+	if a == nil {
+		delete(nv.Attachments, node)
+	} else {
+		a.PublishContext = nilIfEmpty(a.PublishContext)
+		a.ModifyIndex = w.index
+		if nv.Attachments == nil {
+			nv.Attachments = map[string]*csi.Attachment{}
 		}
-		nc := old.Copy()
-		nc.PublishContext = maps.Clone(c.PublishContext)
-		return nc, nil
-	})
+		nv.Attachments[node] = a
+	}
+	return w.putVolume(nv)
+}
+
+// heldOn refuses a detach of v from node while a claim there still needs
+// the volume attached (csi.Volume.ClaimsOnNode).
+func heldOn(v *csi.Volume, node string) error {
+	if ids := v.ClaimsOnNode(node, ""); len(ids) > 0 {
+		return fmt.Errorf("%w: volume %s stays attached to node %s: allocation %s still holds it there",
+			csi.ErrVolumeInUse, volName(v.Namespace, v.ID), node, strings.Join(ids, ", "))
+	}
+	return nil
+}
+
+func (c AttachVolume) apply(w *writer) error {
+	v, a, err := w.attachmentOf(c.Namespace, c.VolumeID, c.NodeID)
+	switch {
+	case err != nil:
+		return err
+	case a == nil:
+		return fmt.Errorf("%w; claim the volume again", attachmentNotFound(c.Namespace, c.VolumeID, c.NodeID))
+	case a.State == csi.AttachmentDetaching:
+		return fmt.Errorf("%w: volume %s is being detached from node %s, its claims there were released; claim it again once the release finishes",
+			csi.ErrVolumeInUse, volName(c.Namespace, c.VolumeID), c.NodeID)
+	case a.State == csi.AttachmentAttached && maps.Equal(a.PublishContext, c.PublishContext):
+		return nil
+	}
+	na := a.Copy()
+	na.State = csi.AttachmentAttached
+	na.PublishContext = maps.Clone(c.PublishContext)
+	return w.putAttachment(v, c.NodeID, na)
+}
+
+func (c DetachVolume) apply(w *writer) error {
+	v, a, err := w.attachmentOf(c.Namespace, c.VolumeID, c.NodeID)
+	switch {
+	case err != nil:
+		return err
+	case a == nil:
+		return attachmentNotFound(c.Namespace, c.VolumeID, c.NodeID)
+	case a.State == csi.AttachmentDetaching:
+		return nil
+	}
+	if err := heldOn(v, c.NodeID); err != nil {
+		return err
+	}
+	na := a.Copy()
+	na.State = csi.AttachmentDetaching
+	return w.putAttachment(v, c.NodeID, na)
+}
+
+func (c RemoveAttachment) apply(w *writer) error {
+	v, a, err := w.attachmentOf(c.Namespace, c.VolumeID, c.NodeID)
+	if err != nil || a == nil {
+		return err
+	}
+	if err := heldOn(v, c.NodeID); err != nil {
+		return err
+	}
+	return w.putAttachment(v, c.NodeID, nil)
+}
+
+// lastOnNode reports whether v, as edited, has no claim left on node.
+func lastOnNode(v *csi.Volume, node string) bool {
+	for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims, v.PastClaims} {
+		for _, c := range m {
+			if c.NodeID == node {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// removeClaim removes allocID's claim from its volume once check allows
+// it; orphan decides the fate of the claim's attachment when no claim is
+// left on its node: removed with the claim, or the removal refused.
+func (w *writer) removeClaim(ns, volID, allocID string, check func(c *csi.Claim, past bool) error,
+	orphan func(a *csi.Attachment) (remove bool, err error)) error {
+	if err := validateClaimRef(ns, volID, allocID); err != nil {
+		return err
+	}
+	v, err := w.mustVolume(ns, volID)
+	if err != nil {
+		return err
+	}
+	m := claimMap(v, allocID)
+	if m == nil {
+		return claimNotFound(ns, volID, allocID)
+	}
+	old := (*m)[allocID]
+	if err := check(old, m == &v.PastClaims); err != nil {
+		return err
+	}
+	nv := editable(v)
+	delete(*claimMap(nv, allocID), allocID)
+	if a := nv.Attachments[old.NodeID]; a != nil && lastOnNode(nv, old.NodeID) {
+		remove, err := orphan(a)
+		if err != nil {
+			return err
+		}
+		if remove {
+			delete(nv.Attachments, old.NodeID)
+		}
+	}
+	return w.putVolume(nv)
 }
 
 func (c RemoveClaim) apply(w *writer) error {
-	return w.editClaim(c.Namespace, c.VolumeID, c.AllocationID, func(*csi.Claim, bool) (*csi.Claim, error) {
-		return nil, nil
-	})
+	return w.removeClaim(c.Namespace, c.VolumeID, c.AllocationID, func(*csi.Claim, bool) error { return nil },
+		func(a *csi.Attachment) (bool, error) {
+			if a.State == csi.AttachmentAttaching {
+				return true, nil // nothing was attached
+			}
+			return false, fmt.Errorf("%w: volume %s is %s to node %s and allocation %s holds the last claim there; release the claim so that the volume is detached",
+				csi.ErrVolumeInUse, volName(c.Namespace, c.VolumeID), a.State, a.NodeID, c.AllocationID)
+		})
 }
 
 func (c ReleaseClaims) apply(w *writer) error {
@@ -646,6 +823,13 @@ func (w *writer) releaseClaims(allocIDs []string, at time.Time) error {
 	}
 	var order []VolumeKey
 	vols := map[VolumeKey]*release{}
+	// Each allocation's own volumes, as the lookups found them: the
+	// edits visit each claim once, not each allocation on each volume.
+	type claimRef struct {
+		allocID string
+		r       *release
+	}
+	var claims []claimRef
 	for _, allocID := range allocIDs {
 		it, err := byRef(w.txn, tVolumes, refAlloc, allocID)
 		if err != nil {
@@ -654,35 +838,36 @@ func (w *writer) releaseClaims(allocIDs []string, at time.Time) error {
 		for raw := it.Next(); raw != nil; raw = it.Next() {
 			v := raw.(*csi.Volume)
 			k := VolumeKey{v.Namespace, v.ID}
-			if vols[k] == nil {
-				vols[k] = &release{v: v}
+			r := vols[k]
+			if r == nil {
+				r = &release{v: v}
+				vols[k] = r
 				order = append(order, k)
 			}
+			claims = append(claims, claimRef{allocID, r})
 		}
 		if err := it.Err(); err != nil {
 			return dbErr("list claims of allocation", err)
 		}
 	}
-	for _, allocID := range allocIDs {
-		for _, k := range order {
-			r := vols[k]
-			m := claimMap(r.v, allocID)
-			if m == nil || m == &r.v.PastClaims {
-				continue
-			}
-			nc := (*m)[allocID].Copy()
-			nc.State = csi.ClaimUnpublishing
-			nc.ReleasedAt = at
-			normalizeClaim(nc)
-			if !r.edited {
-				r.v, r.edited = editable(r.v), true
-			}
-			delete(*claimMap(r.v, allocID), allocID)
-			if r.v.PastClaims == nil {
-				r.v.PastClaims = map[string]*csi.Claim{}
-			}
-			r.v.PastClaims[allocID] = nc
+	for _, cr := range claims {
+		allocID, r := cr.allocID, cr.r
+		m := claimMap(r.v, allocID)
+		if m == nil || m == &r.v.PastClaims {
+			continue
 		}
+		nc := (*m)[allocID].Copy()
+		nc.State = csi.ClaimUnpublishing
+		nc.ReleasedAt = at
+		normalizeClaim(nc)
+		if !r.edited {
+			r.v, r.edited = editable(r.v), true
+		}
+		delete(*claimMap(r.v, allocID), allocID)
+		if r.v.PastClaims == nil {
+			r.v.PastClaims = map[string]*csi.Claim{}
+		}
+		r.v.PastClaims[allocID] = nc
 	}
 	for _, k := range order {
 		if r := vols[k]; r.edited {
@@ -740,12 +925,15 @@ func truncateUTF8(s string, n int) string {
 }
 
 func (c FreeClaim) apply(w *writer) error {
-	return w.editClaim(c.Namespace, c.VolumeID, c.AllocationID, func(_ *csi.Claim, past bool) (*csi.Claim, error) {
+	return w.removeClaim(c.Namespace, c.VolumeID, c.AllocationID, func(_ *csi.Claim, past bool) error {
 		if !past {
-			return nil, fmt.Errorf("%w: the claim of allocation %s on volume %s is live; release the allocation before freeing its claim",
+			return fmt.Errorf("%w: the claim of allocation %s on volume %s is live; release the allocation before freeing its claim",
 				csi.ErrInvalidRequest, c.AllocationID, volName(c.Namespace, c.VolumeID))
 		}
-		return nil, nil
+		return nil
+	}, func(a *csi.Attachment) (bool, error) {
+		return false, fmt.Errorf("%w: volume %s is still %s to node %s and allocation %s holds the last claim there; detach it (RemoveAttachment) before freeing the claim",
+			csi.ErrVolumeInUse, volName(c.Namespace, c.VolumeID), a.State, a.NodeID, c.AllocationID)
 	})
 }
 
@@ -1225,6 +1413,35 @@ func (c DeleteAllocations) apply(w *writer) error {
 		if err := w.delete(tAllocations, a); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// checkExternalFree refuses a new volume v whose backing volume is
+// registered as another volume (*ExternalIDTakenError). An update needs
+// no check: it cannot change PluginID or ExternalID.
+func (w *writer) checkExternalFree(v *csi.Volume) error {
+	// The lookup reads tRefs: the volumes this write registered so far
+	// (earlier in a batch) go in first.
+	if err := w.flushVolumes(); err != nil {
+		return err
+	}
+	it, err := byRef(w.txn, tVolumes, refExternal, v.PluginID, v.ExternalID)
+	if err != nil {
+		return dbErr("look up external volume", err)
+	}
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		h := raw.(*csi.Volume)
+		// A longer external ID holding a NUL can share the key's
+		// leading parts (see refExternal).
+		if h.ExternalID != v.ExternalID || (h.Namespace == v.Namespace && h.ID == v.ID) {
+			continue
+		}
+		return &ExternalIDTakenError{Volume: VolumeKey{v.Namespace, v.ID}, PluginID: v.PluginID, ExternalID: v.ExternalID,
+			Holder: VolumeKey{h.Namespace, h.ID}}
+	}
+	if err := it.Err(); err != nil {
+		return dbErr("look up external volume", err)
 	}
 	return nil
 }

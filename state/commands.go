@@ -39,6 +39,9 @@ const (
 	KindDeregisterVolume  Kind = "deregister-volume"
 	KindClaimVolume       Kind = "claim-volume"
 	KindSetPublishContext Kind = "set-publish-context"
+	KindAttachVolume      Kind = "attach-volume"
+	KindDetachVolume      Kind = "detach-volume"
+	KindRemoveAttachment  Kind = "remove-attachment"
 	KindRemoveClaim       Kind = "remove-claim"
 	KindReleaseClaims     Kind = "release-claims"
 	KindCheckpointClaim   Kind = "checkpoint-claim"
@@ -54,7 +57,14 @@ const (
 // RegisterVolume creates a volume or updates an existing one.
 //
 // A new volume's plugin must exist (csi.ErrPluginNotFound otherwise); its
-// Provider, when empty, is taken from the plugin. An update may change
+// Provider, when empty, is taken from the plugin. Its backing volume
+// (PluginID, ExternalID) must not be registered as another volume, in
+// any namespace (*ExternalIDTakenError, matching csi.ErrVolumeExists):
+// each backing volume has one record, so that deleting a record never
+// deletes a volume another record stands for. Capacity,
+// RequestedCapacityMin and RequestedCapacityMax are not negative, and
+// the minimum is not above a set maximum (csi.ErrInvalidRequest). An
+// update may change
 // the name, capabilities, mount options, secrets, parameters, context,
 // topologies and capacities, but not ExternalID, PluginID or a non-empty
 // Provider (csi.ErrVolumeExists), and may not drop a capability a live
@@ -64,6 +74,36 @@ const (
 type RegisterVolume struct {
 	Volume csi.Volume
 }
+
+// ExternalIDTakenError refuses a RegisterVolume whose backing volume,
+// ExternalID of plugin PluginID, is already registered as the volume
+// Holder. It matches csi.ErrVolumeExists (errors.Is); errors.As finds it.
+//
+// Error names the holder only when it is in Volume's namespace, so the
+// error can go back to the caller as it is. Whether the caller may see
+// another namespace is decided above the store (by the host, or an
+// Authorizer): a layer that knows the caller may (an operator) reads
+// Holder to say which volume to deregister. The refusal itself tells any
+// caller that the backing volume is registered somewhere; a host that
+// must hide that too replaces the error.
+type ExternalIDTakenError struct {
+	Volume     VolumeKey // the refused registration
+	PluginID   string
+	ExternalID string
+	Holder     VolumeKey // the volume that holds the backing volume
+}
+
+func (e *ExternalIDTakenError) Error() string {
+	holder, next := "a volume of another namespace", "use that volume, or have it deregistered first"
+	if e.Holder.Namespace == e.Volume.Namespace {
+		holder, next = "volume "+volName(e.Holder.Namespace, e.Holder.ID), "use that volume, or deregister it first"
+	}
+	return fmt.Sprintf("%s: cannot register volume %s: external volume %q of plugin %s is registered as %s; %s",
+		csi.ErrVolumeExists, volName(e.Volume.Namespace, e.Volume.ID), e.ExternalID, e.PluginID, holder, next)
+}
+
+// Unwrap returns csi.ErrVolumeExists.
+func (e *ExternalIDTakenError) Unwrap() error { return csi.ErrVolumeExists }
 
 // DeregisterVolume removes a volume. A volume with any claim, live or
 // past, is refused with csi.ErrVolumeInUse unless Force is set; forcing
@@ -94,9 +134,13 @@ type ClaimVolume struct {
 	Claim     csi.Claim
 }
 
-// SetPublishContext stores what ControllerPublishVolume returned on an
-// allocation's claim (live or past); an empty map clears it.
+// SetPublishContext marks the attachment of the volume to the node of an
+// allocation's claim (live or past) attached, with PublishContext.
 // csi.ErrClaimNotFound if the allocation holds no claim on the volume.
+//
+// Deprecated: use AttachVolume, which names the node. SetPublishContext
+// is kept so that logs written before attachments were records of their
+// own replay; it applies as AttachVolume on the claim's node.
 type SetPublishContext struct {
 	Namespace      string
 	VolumeID       string
@@ -104,9 +148,53 @@ type SetPublishContext struct {
 	PublishContext map[string]string
 }
 
+// AttachVolume records that ControllerPublishVolume succeeded for the
+// volume on NodeID (or that none is needed): the attachment there goes
+// from Attaching to Attached with PublishContext, which may be empty.
+// Repeating it on an Attached attachment replaces the context (a plugin
+// answers a repeated publish with the same one). An attachment that is
+// Detaching or gone is refused with csi.ErrVolumeInUse or
+// csi.ErrClaimNotFound: the claims that needed it were released
+// meanwhile, and the caller's claim must be made again.
+type AttachVolume struct {
+	Namespace      string
+	VolumeID       string
+	NodeID         string
+	PublishContext map[string]string
+}
+
+// DetachVolume starts the detach of the volume from NodeID: the
+// attachment there goes to Detaching, after which a new claim on the
+// node is refused (csi.ErrVolumeInUse, Retryable) until RemoveAttachment.
+// It is refused with csi.ErrVolumeInUse, naming the holders, while a
+// live claim or a past claim whose node step is not done is on the
+// node: the release worker then frees its own claim and leaves the
+// attachment to them. Write it, and wait for it, before calling
+// ControllerUnpublishVolume. An attachment already Detaching is a no-op;
+// none at all csi.ErrClaimNotFound.
+type DetachVolume struct {
+	Namespace string
+	VolumeID  string
+	NodeID    string
+}
+
+// RemoveAttachment deletes the attachment of the volume to NodeID once it
+// is detached: after ControllerUnpublishVolume succeeded, or at once when
+// the plugin needs none. The same claims as for DetachVolume must be
+// gone (csi.ErrVolumeInUse otherwise). Removing an attachment that is
+// not there is a no-op, so a release resumed after a crash may repeat it.
+type RemoveAttachment struct {
+	Namespace string
+	VolumeID  string
+	NodeID    string
+}
+
 // RemoveClaim deletes an allocation's claim (live or past) outright, with
 // no release steps: the claim flow uses it when ControllerPublishVolume
-// failed with a final error, so nothing was attached.
+// failed with a final error, so nothing was attached. When no other
+// claim is left on the node, an Attaching attachment there goes with it;
+// an Attached one refuses the removal (csi.ErrVolumeInUse): release the
+// claim instead, so that the volume is detached.
 // csi.ErrClaimNotFound if there is no such claim.
 type RemoveClaim struct {
 	Namespace    string
@@ -151,7 +239,10 @@ const MaxClaimError = 1024
 // FreeClaim removes a past claim once its release is done. A live claim
 // is refused with csi.ErrInvalidRequest; a claim already gone with
 // csi.ErrClaimNotFound, which a release worker resuming after a crash
-// treats as done.
+// treats as done. The last claim on a node to which the volume is still
+// attached is refused with csi.ErrVolumeInUse: remove the attachment
+// first (RemoveAttachment, in the same Batch), so that no attachment is
+// ever left without a claim that detaches it.
 type FreeClaim struct {
 	Namespace    string
 	VolumeID     string
@@ -213,10 +304,15 @@ type batchJSON struct {
 	Commands []json.RawMessage
 }
 
-// MarshalJSON encodes each command in its own envelope.
+// MarshalJSON encodes each command in its own envelope. A batch in the
+// batch is refused with csi.ErrInvalidRequest, as DecodeCommand would
+// refuse it.
 func (b Batch) MarshalJSON() ([]byte, error) {
 	out := batchJSON{Commands: make([]json.RawMessage, len(b.Commands))}
 	for i, c := range b.Commands {
+		if isBatch(c) {
+			return nil, fmt.Errorf("batch command %d: %w", i, errNestedBatch)
+		}
 		e, err := EncodeCommand(c)
 		if err != nil {
 			return nil, fmt.Errorf("batch command %d: %w", i, err)
@@ -226,7 +322,10 @@ func (b Batch) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
-// UnmarshalJSON decodes what MarshalJSON wrote.
+// UnmarshalJSON decodes what MarshalJSON wrote. A batch in the batch is
+// refused with csi.ErrInvalidRequest by its envelope's kind, before its
+// body is decoded: decoding batches nested level by level would cost the
+// square of the input's size.
 func (b *Batch) UnmarshalJSON(data []byte) error {
 	var in batchJSON
 	if err := json.Unmarshal(data, &in); err != nil {
@@ -234,7 +333,14 @@ func (b *Batch) UnmarshalJSON(data []byte) error {
 	}
 	b.Commands = make([]Command, len(in.Commands))
 	for i, raw := range in.Commands {
-		c, err := DecodeCommand(raw)
+		env, err := decodeEnvelope(raw)
+		if err == nil && env.Kind == KindBatch {
+			err = errNestedBatch
+		}
+		if err != nil {
+			return fmt.Errorf("batch command %d: %w", i, err)
+		}
+		c, err := decodeEnvelopeBody(env)
 		if err != nil {
 			return fmt.Errorf("batch command %d: %w", i, err)
 		}
@@ -242,6 +348,17 @@ func (b *Batch) UnmarshalJSON(data []byte) error {
 	}
 	return nil
 }
+
+func isBatch(c Command) bool {
+	switch c.(type) {
+	case Batch, *Batch:
+		return true
+	}
+	return false
+}
+
+var errNestedBatch = fmt.Errorf("%w: the command is a batch; batches do not nest: put its commands in the outer batch",
+	csi.ErrInvalidRequest)
 
 // Kind implements Command.
 func (RegisterVolume) Kind() Kind { return KindRegisterVolume }
@@ -254,6 +371,15 @@ func (ClaimVolume) Kind() Kind { return KindClaimVolume }
 
 // Kind implements Command.
 func (SetPublishContext) Kind() Kind { return KindSetPublishContext }
+
+// Kind implements Command.
+func (AttachVolume) Kind() Kind { return KindAttachVolume }
+
+// Kind implements Command.
+func (DetachVolume) Kind() Kind { return KindDetachVolume }
+
+// Kind implements Command.
+func (RemoveAttachment) Kind() Kind { return KindRemoveAttachment }
 
 // Kind implements Command.
 func (RemoveClaim) Kind() Kind { return KindRemoveClaim }
@@ -297,27 +423,94 @@ type envelope struct {
 	Body json.RawMessage `json:"body"`
 }
 
+// MaxCommandSize is the largest encoded command, in bytes, that
+// EncodeCommand writes and DecodeCommand reads; a batch counts as one
+// command. It bounds what one log entry makes a replica decode and hold.
+//
+// 4 MiB holds what one atomic write needs: a batch of 256 checkpoints
+// encodes to about 40 KiB, an UpsertAllocations stopping 10,000
+// allocations to about 1.7 MiB, and a bulk registration of 1,000
+// volumes of a usual size (a few parameters, context entries and a
+// topology, about 0.6 KiB each) to about 0.6 MiB. CSI bounds each map of
+// a volume (parameters, context, secrets) to 4 KiB, and a batch of 250
+// volumes filling all three still fits (about 3.1 MiB). A larger load is
+// split into several batches: each is atomic, the whole load is not,
+// which a bulk registration does not need. Raft hosts also want entries
+// well below this size (etcd refuses requests over 1.5 MiB by default).
+const MaxCommandSize = 4 << 20
+
 // EncodeCommand encodes cmd as the JSON envelope
 // {"kind": "...", "body": {...}}. The body holds volume secrets in clear.
+// A command DecodeCommand would refuse, a batch holding a batch or an
+// encoding over MaxCommandSize, is refused with csi.ErrInvalidRequest,
+// so that a host never appends to its log what a replica cannot decode.
 func EncodeCommand(cmd Command) ([]byte, error) {
 	if isNil(cmd) {
 		return nil, fmt.Errorf("%w: encode a nil command", csi.ErrInvalidRequest)
+	}
+	// MarshalJSON refuses a nested batch too; refused here, the error
+	// does not come wrapped in json's.
+	var cmds []Command
+	switch b := cmd.(type) {
+	case Batch:
+		cmds = b.Commands
+	case *Batch:
+		cmds = b.Commands
+	}
+	for i, c := range cmds {
+		if isBatch(c) {
+			return nil, fmt.Errorf("encode batch command %d: %w", i, errNestedBatch)
+		}
 	}
 	body, err := json.Marshal(cmd)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s command: %w", cmd.Kind(), err)
 	}
-	return json.Marshal(envelope{Kind: cmd.Kind(), Body: body})
+	b, err := json.Marshal(envelope{Kind: cmd.Kind(), Body: body})
+	if err != nil {
+		return nil, fmt.Errorf("encode %s command: %w", cmd.Kind(), err)
+	}
+	if len(b) > MaxCommandSize {
+		return nil, commandTooLarge("encode", cmd.Kind(), len(b))
+	}
+	return b, nil
 }
 
 // DecodeCommand decodes an envelope written by EncodeCommand. The result
 // is a command value (RegisterVolume, not *RegisterVolume). An unknown
-// kind or a malformed body is an error matching csi.ErrInvalidRequest.
+// kind, a malformed body, a batch holding a batch, or more than
+// MaxCommandSize bytes is an error matching csi.ErrInvalidRequest.
 func DecodeCommand(b []byte) (Command, error) {
+	if len(b) > MaxCommandSize {
+		return nil, commandTooLarge("decode", "", len(b))
+	}
+	env, err := decodeEnvelope(b)
+	if err != nil {
+		return nil, err
+	}
+	return decodeEnvelopeBody(env)
+}
+
+func commandTooLarge(op string, kind Kind, n int) error {
+	what := "command"
+	if kind != "" {
+		what = string(kind) + " command"
+	}
+	return fmt.Errorf("%w: %s a %s of %d bytes; the limit is MaxCommandSize, %d bytes: split the write into several commands or batches",
+		csi.ErrInvalidRequest, op, what, n, MaxCommandSize)
+}
+
+// decodeEnvelope decodes an envelope, leaving its body encoded.
+func decodeEnvelope(b []byte) (envelope, error) {
 	var env envelope
 	if err := json.Unmarshal(b, &env); err != nil {
-		return nil, fmt.Errorf("%w: decode command envelope: %v", csi.ErrInvalidRequest, err)
+		return envelope{}, fmt.Errorf("%w: decode command envelope: %v", csi.ErrInvalidRequest, err)
 	}
+	return env, nil
+}
+
+// decodeEnvelopeBody decodes the body of an envelope by its kind.
+func decodeEnvelopeBody(env envelope) (Command, error) {
 	body := bytes.TrimSpace(env.Body)
 	if len(body) == 0 || bytes.Equal(body, []byte("null")) {
 		return nil, fmt.Errorf("%w: command %q has no body", csi.ErrInvalidRequest, env.Kind)
@@ -331,6 +524,12 @@ func DecodeCommand(b []byte) (Command, error) {
 		return decodeBody[ClaimVolume](env.Kind, body)
 	case KindSetPublishContext:
 		return decodeBody[SetPublishContext](env.Kind, body)
+	case KindAttachVolume:
+		return decodeBody[AttachVolume](env.Kind, body)
+	case KindDetachVolume:
+		return decodeBody[DetachVolume](env.Kind, body)
+	case KindRemoveAttachment:
+		return decodeBody[RemoveAttachment](env.Kind, body)
 	case KindRemoveClaim:
 		return decodeBody[RemoveClaim](env.Kind, body)
 	case KindReleaseClaims:

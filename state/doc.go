@@ -48,7 +48,7 @@
 // once. Volumes and allocations have one memdb index each, by ID; the
 // other lookups (by plugin, node, allocation, past claims) are rows of
 // tables of their own, written only when a key appears or goes, so a
-// write that moves no key (a checkpoint, a publish context) writes the
+// write that moves no key (a checkpoint, an attachment's state) writes the
 // row alone, however many claims its volume has. A lookup by plugin,
 // node or allocation reads each row it yields by ID.
 //
@@ -75,13 +75,19 @@
 //  4. Register volumes with RegisterVolume; remove them with
 //     DeregisterVolume once they have no claims.
 //  5. Before an allocation uses a volume, apply ClaimVolume; continue
-//     with the plugin calls only if it succeeded. The claim flow records
-//     ControllerPublish results with SetPublishContext, or RemoveClaim
-//     when ControllerPublish failed for good.
+//     with the plugin calls only if it succeeded. The claim writes, in
+//     the same transaction, the volume's attachment to the claim's node
+//     (csi.Attachment), or joins the one there; Result.Attachment says
+//     whether it is Attached already. For one still Attaching, the
+//     claim flow calls ControllerPublishVolume (if the plugin needs it)
+//     and records the result with AttachVolume, or applies RemoveClaim
+//     when ControllerPublish failed for good. Attachments, not publish
+//     contexts, say what is attached: a context may be empty.
 //  6. Run the claim release worker (package claimgc) on the Reader: it
 //     waits for the volumes with past claims (PastClaimVolumeIDs) to
-//     change and applies CheckpointClaim, RecordClaimError and
-//     FreeClaim through the Applier.
+//     change and applies CheckpointClaim, RecordClaimError,
+//     DetachVolume (before ControllerUnpublishVolume), RemoveAttachment
+//     and FreeClaim through the Applier.
 //  7. Serve reads (volume and plugin status) from the Reader; use Wait
 //     for blocking queries instead of polling.
 package state

@@ -3,7 +3,6 @@ package state
 import (
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/csikit/csikit/csi"
 	"github.com/hashicorp/go-memdb"
@@ -33,12 +32,18 @@ const (
 const (
 	// Volumes.
 	refPlugin = "plugin" // plugin ID: every volume
-	refNode   = "node"   // node ID, plugin ID: a node a claim (live or past) is on
-	// node ID, plugin ID: a node the volume counts against for the
-	// plugin's MaxVolumes (attachedOn), so that a claim counts them
-	// from the keys alone.
+	refNode   = "node"   // node ID, plugin ID: a node a claim (live or past) or an attachment is on
+	// node ID, plugin ID: a node the volume is attached to (an
+	// attachment record in any state), which counts against the
+	// plugin's MaxVolumes there, so that a claim counts them from the
+	// keys alone.
 	refAttached = "attached"
 	refAlloc    = "alloc" // allocation ID: a claim's allocation (live or past)
+	// plugin ID, external volume ID: the backing volume every volume
+	// stands for, which one volume at most may hold (RegisterVolume).
+	// An external ID may hold a NUL, which ends a part: a lookup checks
+	// the external ID of each volume it yields.
+	refExternal = "external"
 	// Allocations.
 	refOnNode  = "node"   // node ID: every allocation
 	refRunning = "plugin" // plugin ID: the plugins a running allocation runs (its expected instances)
@@ -117,55 +122,33 @@ func schema() *memdb.DBSchema {
 // volumeRefs adds a volume's keys in tRefs to k.
 func volumeRefs(k keyBuilder, v *csi.Volume) keyBuilder {
 	k = k.add(refPlugin, v.PluginID)
+	k = k.add(refExternal, v.PluginID, v.ExternalID)
 	// Most volumes have a few claims: the lists stay on the stack.
-	var allocBuf [8]string
-	var nodeBuf [8]claimNode
+	var allocBuf, nodeBuf [8]string
 	allocs, nodes := allocBuf[:0], nodeBuf[:0]
-	for _, m := range [...]map[string]*csi.Claim{v.ReadClaims, v.WriteClaims} {
+	for _, m := range [...]map[string]*csi.Claim{v.ReadClaims, v.WriteClaims, v.PastClaims} {
 		for id, c := range m {
 			allocs = append(allocs, id)
-			nodes = append(nodes, claimNode{c.NodeID, true})
+			nodes = append(nodes, c.NodeID)
 		}
 	}
-	for id, c := range v.PastClaims {
-		allocs = append(allocs, id)
-		nodes = append(nodes, claimNode{c.NodeID, c.State < csi.ClaimNodeDetached})
+	for node := range v.Attachments {
+		nodes = append(nodes, node)
 	}
 	slices.Sort(allocs)
 	for _, id := range slices.Compact(allocs) {
 		k = k.add(refAlloc, id)
 	}
-	// By node, attached first: the first of each node says whether
-	// the volume counts against it (attachedOn).
-	slices.SortFunc(nodes, func(a, b claimNode) int {
-		if c := strings.Compare(a.node, b.node); c != 0 {
-			return c
-		}
-		switch {
-		case a.attached == b.attached:
-			return 0
-		case a.attached:
-			return -1
-		}
-		return 1
-	})
-	for i, n := range nodes {
-		if i > 0 && nodes[i-1].node == n.node {
-			continue
-		}
-		k = k.add(refNode, n.node, v.PluginID)
-		if n.attached {
-			k = k.add(refAttached, n.node, v.PluginID)
+	slices.Sort(nodes)
+	for _, n := range slices.Compact(nodes) {
+		k = k.add(refNode, n, v.PluginID)
+		// The volume counts against the node's MaxVolumes while it is
+		// attached there, in any state (checkMaxVolumes).
+		if v.Attachments[n] != nil {
+			k = k.add(refAttached, n, v.PluginID)
 		}
 	}
 	return k
-}
-
-// claimNode is a node a claim is on, and whether the claim keeps the
-// volume attached there.
-type claimNode struct {
-	node     string
-	attached bool
 }
 
 // allocationRefs adds an allocation's keys in tRefs to k.

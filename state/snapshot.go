@@ -23,18 +23,22 @@ import (
 // version. The store is unchanged; restore from another snapshot. Final.
 var ErrBadSnapshot = errors.New("bad state snapshot")
 
-// The snapshot format, version 1, is JSON lines:
+// The snapshot format, version 2, is JSON lines:
 //
-//	{"format":"csikit-state","version":1}
+//	{"format":"csikit-state","version":2}
 //	{"table":"volumes","row":{...}}
 //	... one line per stored row ...
 //	{"end":true,"rows":N,"crc32":C}
 //
 // C is the IEEE CRC-32 of every byte before the trailer line. Plugin
 // instances are not written: they are rebuilt from the node rows.
+//
+// Version 2 added attachment records (csi.Volume.Attachments). Version 1
+// kept the publish context on each claim; it still restores, with the
+// attachments derived from the claims (see upgradeVolumeV1).
 const (
 	snapshotFormat  = "csikit-state"
-	snapshotVersion = 1
+	snapshotVersion = 2
 )
 
 // snapshotTables are the tables whose rows are written, in order, after
@@ -200,8 +204,8 @@ func readSnapshot(ctx context.Context, r io.Reader) (*memdb.MemDB, map[Table]uin
 	if err := strictUnmarshal(line, &h); err != nil {
 		return nil, nil, badSnapshot("header: %v", err)
 	}
-	if h.Format != snapshotFormat || h.Version != snapshotVersion {
-		return nil, nil, badSnapshot("format %q version %d; this store reads %q version %d",
+	if h.Format != snapshotFormat || h.Version < 1 || h.Version > snapshotVersion {
+		return nil, nil, badSnapshot("format %q version %d; this store reads %q versions 1 to %d",
 			h.Format, h.Version, snapshotFormat, snapshotVersion)
 	}
 	sum.Write(line)
@@ -232,7 +236,7 @@ func readSnapshot(ctx context.Context, r io.Reader) (*memdb.MemDB, map[Table]uin
 			break
 		}
 		sum.Write(line)
-		if err := restoreRow(txn, line, indexes); err != nil {
+		if err := restoreRow(txn, line, h.Version, indexes); err != nil {
 			return nil, nil, badSnapshot("row %d: %v", rows+1, err)
 		}
 		rows++
@@ -263,7 +267,7 @@ func checkTrailer(br *bufio.Reader, line []byte, rows int, sum hash.Hash32) erro
 
 // restoreRow inserts one snapshot row, or, for a table index row,
 // records it in indexes.
-func restoreRow(txn *memdb.Txn, line []byte, indexes map[Table]uint64) error {
+func restoreRow(txn *memdb.Txn, line []byte, version int, indexes map[Table]uint64) error {
 	var l snapshotLine
 	if err := strictUnmarshal(line, &l); err != nil {
 		return err
@@ -274,7 +278,11 @@ func restoreRow(txn *memdb.Txn, line []byte, indexes map[Table]uint64) error {
 	case tIndex:
 		obj, err = decodeRow[indexRow](l.Row)
 	case tVolumes:
-		obj, err = decodeRow[csi.Volume](l.Row)
+		if version == 1 {
+			obj, err = decodeVolumeV1(l.Row)
+		} else {
+			obj, err = decodeRow[csi.Volume](l.Row)
+		}
 	case tPlugins:
 		obj, err = decodeRow[csi.Plugin](l.Row)
 	case tNodes:
@@ -333,6 +341,11 @@ func checkRow(obj any) error {
 		if err := nullClaim(r.ReadClaims, r.WriteClaims, r.PastClaims); err != nil {
 			return fmt.Errorf("volume %s/%s: %v", r.Namespace, r.ID, err)
 		}
+		for node, a := range r.Attachments {
+			if a == nil || a.NodeID != node || !a.State.Valid() {
+				return fmt.Errorf("volume %s/%s: bad attachment to node %q", r.Namespace, r.ID, node)
+			}
+		}
 	case *csi.Plugin:
 		return nullInstance("plugin "+r.ID, r.Controllers, r.Nodes)
 	case *Node:
@@ -341,6 +354,99 @@ func checkRow(obj any) error {
 		}
 	}
 	return nil
+}
+
+// claimV1 is a claim as version 1 wrote it, with its publish context.
+type claimV1 struct {
+	csi.Claim
+	PublishContext map[string]string `json:",omitempty"`
+}
+
+// volumeV1 is a volume as version 1 wrote it: no attachments.
+type volumeV1 struct {
+	csi.Volume
+	ReadClaims  map[string]*claimV1 `json:",omitempty"`
+	WriteClaims map[string]*claimV1 `json:",omitempty"`
+	PastClaims  map[string]*claimV1 `json:",omitempty"`
+}
+
+// decodeVolumeV1 decodes a version 1 volume row and derives its
+// attachments (upgradeVolumeV1).
+func decodeVolumeV1(b []byte) (*csi.Volume, error) {
+	old, err := decodeRow[volumeV1](b)
+	if err != nil {
+		return nil, err
+	}
+	v := &old.Volume
+	if v.Attachments != nil {
+		return nil, errors.New("a version 1 volume has no attachments")
+	}
+	v.Attachments = upgradeVolumeV1(old)
+	return v, nil
+}
+
+// upgradeVolumeV1 moves a version 1 volume's claims into v and derives
+// one attachment per node that a claim, live or past but not yet
+// ControllerDetached, is on. Version 1 told an attached volume by a
+// non-empty publish context on a claim there: such a node is Attached
+// with that context (live claims first, then by allocation ID). The
+// others are Attaching, which is safe whatever the truth was: a claim
+// there publishes again (ControllerPublishVolume is idempotent) and a
+// release detaches.
+func upgradeVolumeV1(old *volumeV1) map[string]*csi.Attachment {
+	v := &old.Volume
+	type held struct {
+		c    *claimV1
+		live bool
+	}
+	var all []held
+	move := func(from map[string]*claimV1, live bool) map[string]*csi.Claim {
+		if from == nil {
+			return nil
+		}
+		to := make(map[string]*csi.Claim, len(from))
+		for id, c := range from {
+			if c == nil {
+				to[id] = nil // refused by checkRow
+				continue
+			}
+			to[id] = &c.Claim
+			all = append(all, held{c, live})
+		}
+		return to
+	}
+	v.ReadClaims = move(old.ReadClaims, true)
+	v.WriteClaims = move(old.WriteClaims, true)
+	v.PastClaims = move(old.PastClaims, false)
+	slices.SortFunc(all, func(a, b held) int {
+		if a.live != b.live {
+			if a.live {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.c.AllocationID, b.c.AllocationID)
+	})
+	var out map[string]*csi.Attachment
+	for _, h := range all {
+		c := h.c
+		if !h.live && c.State >= csi.ClaimControllerDetached {
+			continue
+		}
+		if out == nil {
+			out = map[string]*csi.Attachment{}
+		}
+		a := out[c.NodeID]
+		if a == nil {
+			a = &csi.Attachment{NodeID: c.NodeID, ExternalNodeID: c.ExternalNodeID, State: csi.AttachmentAttaching,
+				CreateIndex: v.ModifyIndex, ModifyIndex: v.ModifyIndex}
+			out[c.NodeID] = a
+		}
+		if a.State == csi.AttachmentAttaching && len(c.PublishContext) > 0 {
+			a.State, a.PublishContext = csi.AttachmentAttached, c.PublishContext
+		}
+	}
+	return out
 }
 
 func decodeRow[T any](b []byte) (*T, error) {

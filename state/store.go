@@ -208,6 +208,11 @@ type Result struct {
 	// Claim is set for ClaimVolume: the claim as stored, with
 	// ExternalNodeID filled in. The caller owns it.
 	Claim *csi.Claim `json:",omitempty"`
+	// Attachment is set for ClaimVolume: the attachment of the volume
+	// to the claim's node as the claim left it (new and Attaching, new
+	// and Attached when the plugin needs no controller, or the one the
+	// claim joined). The caller owns it.
+	Attachment *csi.Attachment `json:",omitempty"`
 }
 
 // Node is what one host node last reported about its CSI plugin

@@ -145,25 +145,13 @@ func (s suite) claims(t *testing.T) {
 		for _, a := range []string{"web-1", "web-3"} {
 			w.must(t, state.CheckpointClaim{Namespace: nsDefault, VolumeID: "shared", AllocationID: a, State: csi.ClaimNodeDetached})
 		}
+		// Node steps done, but the volume is attached until its
+		// attachment record goes.
+		w.refuse(t, claimCmd(nsDefault, "logs", claim("web-5", "n1", csi.ClaimRead, fsMNR)), csi.ErrMaxVolumes, "n1")
+		w.must(t, state.DetachVolume{Namespace: nsDefault, VolumeID: "shared", NodeID: "n1"})
+		w.refuse(t, claimCmd(nsDefault, "logs", claim("web-5", "n1", csi.ClaimRead, fsMNR)), csi.ErrMaxVolumes, "n1")
+		w.must(t, state.RemoveAttachment{Namespace: nsDefault, VolumeID: "shared", NodeID: "n1"})
 		w.must(t, claimCmd(nsDefault, "logs", claim("web-5", "n1", csi.ClaimRead, fsMNR)))
-	})
-
-	t.Run("PublishContext", func(t *testing.T) {
-		w := s.standard(t)
-		w.must(t, claimCmd(nsDefault, "data", claim("web-1", "n1", csi.ClaimWrite, fsSNW)))
-		pc := map[string]string{"device": "/dev/xvdf"}
-		w.must(t, state.SetPublishContext{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-1", PublishContext: pc})
-		pc["device"] = "changed"
-		if got := w.volume(t, nsDefault, "data").WriteClaims["web-1"].PublishContext; !maps.Equal(got, map[string]string{"device": "/dev/xvdf"}) {
-			t.Errorf("PublishContext = %v", got)
-		}
-		w.noop(t, state.SetPublishContext{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-1", PublishContext: map[string]string{"device": "/dev/xvdf"}})
-		w.refuse(t, state.SetPublishContext{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-3", PublishContext: pc}, csi.ErrClaimNotFound, "web-3", "data")
-		w.refuse(t, state.SetPublishContext{Namespace: nsDefault, VolumeID: "missing", AllocationID: "web-1", PublishContext: pc}, csi.ErrVolumeNotFound)
-		w.must(t, state.SetPublishContext{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-1"})
-		if got := w.volume(t, nsDefault, "data").WriteClaims["web-1"].PublishContext; len(got) != 0 {
-			t.Errorf("PublishContext after clearing = %v", got)
-		}
 	})
 
 	t.Run("RemoveClaim", func(t *testing.T) {

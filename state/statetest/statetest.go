@@ -23,6 +23,8 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 	s := suite{newStore: newStore}
 	t.Run("Volume", s.volumes)
 	t.Run("Claim", s.claims)
+	t.Run("Attachment", s.attachments)
+	t.Run("ExternalID", s.externalIDs)
 	t.Run("Release", s.releases)
 	t.Run("Plugin", s.plugins)
 	t.Run("Allocation", s.allocations)
@@ -143,6 +145,12 @@ func (w *world) must(t reporter, cmd state.Command) state.Result {
 // text mentions every string in mention, and leave the store unchanged.
 func (w *world) refuse(t reporter, cmd state.Command, want error, mention ...string) {
 	t.Helper()
+	w.refuseErr(t, cmd, want, mention...)
+}
+
+// refuseErr is refuse, returning the error.
+func (w *world) refuseErr(t reporter, cmd state.Command, want error, mention ...string) error {
+	t.Helper()
 	before := w.dump(t)
 	_, err := w.apply(t, cmd)
 	switch {
@@ -161,6 +169,7 @@ func (w *world) refuse(t reporter, cmd state.Command, want error, mention ...str
 	if after := w.dump(t); after != before {
 		t.Errorf("refused %s changed the store:\nbefore: %s\nafter:  %s", cmd.Kind(), before, after)
 	}
+	return err
 }
 
 // noop applies cmd, which must succeed without changing anything.

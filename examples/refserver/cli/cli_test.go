@@ -195,8 +195,11 @@ func TestCLI_RegisterClaimStatusRelease(t *testing.T) {
 		t.Errorf("volume status shows the secret:\n%s", statusJSON)
 	}
 	vol := decodeJSON[csi.Volume](t, statusJSON)
-	if cl := vol.WriteClaims["web-1"]; cl == nil || cl.State != csi.ClaimTaken || cl.NodeID != "node-2" || len(cl.PublishContext) == 0 {
+	if cl := vol.WriteClaims["web-1"]; cl == nil || cl.State != csi.ClaimTaken || cl.NodeID != "node-2" {
 		t.Fatalf("volume's claims: %+v", vol.WriteClaims)
+	}
+	if a := vol.Attachments["node-2"]; a == nil || a.State != csi.AttachmentAttached || len(a.PublishContext) == 0 {
+		t.Fatalf("volume's attachments: %+v", vol.Attachments)
 	}
 	if vol.Secrets != nil || !vol.Schedulable || vol.Provider != hostpath.DefaultName {
 		t.Errorf("volume %+v: want no secrets, schedulable, provider %s", vol, hostpath.DefaultName)
