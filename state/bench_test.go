@@ -347,8 +347,10 @@ func BenchmarkAllocationsByNode(b *testing.B) {
 // builds them: the node's fingerprint, the two allocations, the
 // registration of the created volume, two claims each followed by the
 // ControllerPublish result, the allocations turning terminal (which
-// releases both claims), the release worker's node-detach checkpoints
-// and frees, and the deregistration.
+// releases both claims), the release worker's node-detach checkpoints,
+// its controller step for the node (the detach, written before
+// ControllerUnpublish, then the attachment's removal with both frees in
+// one batch), and the deregistration.
 func lifecycleCommands() []state.Command {
 	const (
 		ns, node, plugin, vol = "plugintest", "plugintest-node", "plugintest", "vol-34236e4a732a"
@@ -393,8 +395,12 @@ func lifecycleCommands() []state.Command {
 		state.UpsertAllocations{Allocations: allocs(true), ReleasedAt: at.Add(time.Second)},
 		detached("alloc-1"),
 		detached("alloc-2"),
-		state.FreeClaim{Namespace: ns, VolumeID: vol, AllocationID: "alloc-1"},
-		state.FreeClaim{Namespace: ns, VolumeID: vol, AllocationID: "alloc-2"},
+		state.DetachVolume{Namespace: ns, VolumeID: vol, NodeID: node},
+		state.Batch{Commands: []state.Command{
+			state.RemoveAttachment{Namespace: ns, VolumeID: vol, NodeID: node},
+			state.FreeClaim{Namespace: ns, VolumeID: vol, AllocationID: "alloc-1"},
+			state.FreeClaim{Namespace: ns, VolumeID: vol, AllocationID: "alloc-2"},
+		}},
 		state.DeregisterVolume{Namespace: ns, VolumeID: vol},
 	}
 }

@@ -154,7 +154,7 @@ type SetPublishContext struct {
 // Repeating it on an Attached attachment replaces the context (a plugin
 // answers a repeated publish with the same one). An attachment that is
 // Detaching or gone is refused with csi.ErrVolumeInUse or
-// csi.ErrClaimNotFound: the claims that needed it were released
+// csi.ErrAttachmentNotFound: the claims that needed it were released
 // meanwhile, and the caller's claim must be made again.
 type AttachVolume struct {
 	Namespace      string
@@ -171,7 +171,7 @@ type AttachVolume struct {
 // node: the release worker then frees its own claim and leaves the
 // attachment to them. Write it, and wait for it, before calling
 // ControllerUnpublishVolume. An attachment already Detaching is a no-op;
-// none at all csi.ErrClaimNotFound.
+// none at all is csi.ErrAttachmentNotFound (already detached).
 type DetachVolume struct {
 	Namespace string
 	VolumeID  string

@@ -90,4 +90,15 @@
 //     and FreeClaim through the Applier.
 //  7. Serve reads (volume and plugin status) from the Reader; use Wait
 //     for blocking queries instead of polling.
+//
+// # Upgrading across attachment records
+//
+// Snapshots of every earlier version restore (version 1 derives the
+// attachments from its claims), but log entries written before
+// attachments were records do not all replay the same: an old release
+// freed the last claim on a node without removing its attachment, which
+// FreeClaim now refuses. Before upgrading a replicated host, take a
+// snapshot on every server so that no older entry is left to replay,
+// and upgrade all servers together; a rolling upgrade across this
+// change is not supported.
 package state

@@ -3,10 +3,12 @@ package state_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -90,7 +92,8 @@ func TestMemStore_Restore_Refused(t *testing.T) {
 	for _, tc := range []struct {
 		name, data, mention string
 	}{
-		{"Version2", strings.Replace(header, `"version":1`, `"version":2`, 1) + "\n" + rest, "version 2"},
+		{"Version3", strings.Replace(header, `"version":2`, `"version":3`, 1) + "\n" + rest, "version 3"},
+		{"Version0", strings.Replace(header, `"version":2`, `"version":0`, 1) + "\n" + rest, "version 0"},
 		{"OtherFormat", strings.Replace(header, `csikit-state`, `other-state`, 1) + "\n" + rest, "other-state"},
 		{"UnknownTable", header + "\n" + `{"table":"secrets","row":{}}` + "\n" + rest, "secrets"},
 		{"TwoSnapshots", snap + snap, "after the trailer"},
@@ -168,7 +171,7 @@ func TestMemStore_Snapshot_WriterError(t *testing.T) {
 func TestMemStore_Snapshot_Format(t *testing.T) {
 	s := newMemStore(t)
 	lines := strings.Split(strings.TrimSuffix(string(snapshotBytes(t, s)), "\n"), "\n")
-	if lines[0] != `{"format":"csikit-state","version":1}` {
+	if lines[0] != `{"format":"csikit-state","version":2}` {
 		t.Errorf("header = %s", lines[0])
 	}
 	if last := lines[len(lines)-1]; !strings.HasPrefix(last, `{"end":true,"rows":4,"crc32":`) {
@@ -213,6 +216,9 @@ func TestMemStore_Restore_RefusedRows(t *testing.T) {
 		{"NullClaim", edit("volumes", `"WriteClaims":{"web-1":{`, `"WriteClaims":{"web-1":null,"x":{`), "null claim"},
 		{"NullPluginInstance", edit("nodes", `"Plugins":[`, `"Plugins":[null,`), "null plugin instance"},
 		{"IndexOfUnknownTable", edit("index", `"Table":"nodes"`, `"Table":"secrets"`), `unknown table "secrets"`},
+		{"NullAttachment", edit("volumes", `"Attachments":{"n1":{`, `"Attachments":{"n0":null,"n1":{`), `bad attachment to node "n0"`},
+		{"AttachmentOfOtherNode", edit("volumes", `"Attachments":{"n1":{"NodeID":"n1"`, `"Attachments":{"n1":{"NodeID":"n2"`), `bad attachment to node "n1"`},
+		{"UnknownAttachmentState", edit("volumes", `"State":"attached"`, `"State":"glued"`), "glued"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dst, _ := smallCluster(t)
@@ -226,4 +232,165 @@ func TestMemStore_Restore_RefusedRows(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMemStore_Restore_Version1 restores a version 1 snapshot
+// (testdata/snapshot-v1.jsonl, written by hand; csikit's last version 1
+// store restores it and snapshots it back byte for byte), in which each
+// claim kept its publish context and no attachment was a record. The
+// attachments are derived as upgradeVolumeV1 says: one per node with a
+// claim not yet ControllerDetached; Attached, with the first non-empty
+// publish context there (live claims first, then by allocation ID),
+// or else Attaching; at the volume's ModifyIndex.
+func TestMemStore_Restore_Version1(t *testing.T) {
+	v1, err := os.ReadFile("testdata/snapshot-v1.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newMemStore(t)
+	if err := s.Restore(context.Background(), bytes.NewReader(v1)); err != nil {
+		t.Fatalf("Restore of a version 1 snapshot: %v", err)
+	}
+	vol := func(id string) *csi.Volume {
+		t.Helper()
+		v, err := s.Volume("default", id)
+		if err != nil {
+			t.Fatalf("Volume(%s): %v", id, err)
+		}
+		return v
+	}
+	att := func(node, ext string, st csi.AttachmentState, pc map[string]string) *csi.Attachment {
+		return &csi.Attachment{NodeID: node, ExternalNodeID: ext, State: st, PublishContext: pc, CreateIndex: 12, ModifyIndex: 12}
+	}
+	want := map[string]*csi.Attachment{
+		// web-1 (live) before old-1 (past), though old-1 sorts first.
+		"n1": att("n1", "csi-n1", csi.AttachmentAttached, map[string]string{"lun": "3"}),
+		// web-2 (node-detached) before web-5 (unpublishing), by ID.
+		"n2": att("n2", "csi-n2", csi.AttachmentAttached, map[string]string{"lun": "5"}),
+		// A live claim that had no publish context yet.
+		"n3": att("n3", "csi-n3", csi.AttachmentAttaching, nil),
+		// n4: web-4 controller-detached, web-6 ready-to-free: detached.
+	}
+	multi := vol("multi")
+	if got := snapJSON(t, multi.Attachments); got != snapJSON(t, want) {
+		t.Errorf("derived attachments of default/multi:\n%s\nwant:\n%s", got, snapJSON(t, want))
+	}
+	if idle := vol("idle"); idle.Attachments != nil || len(idle.PastClaims) != 1 {
+		t.Errorf("default/idle (a ready-to-free claim only) = %s, want its claim and no attachment", snapJSON(t, idle))
+	}
+	// The claims themselves are as they were, without the context.
+	wantClaim := &csi.Claim{AllocationID: "web-2", NodeID: "n2", ExternalNodeID: "csi-n2", Mode: csi.ClaimWrite,
+		AccessMode: csi.AccessModeMultiNodeMultiWriter, AttachmentMode: csi.AttachmentModeFileSystem,
+		State: csi.ClaimNodeDetached, ReleasedAt: time.Date(2026, 1, 1, 0, 0, 6, 0, time.UTC)}
+	if got := multi.PastClaims["web-2"]; snapJSON(t, got) != snapJSON(t, wantClaim) {
+		t.Errorf("claim of web-2 = %s, want %s", snapJSON(t, got), snapJSON(t, wantClaim))
+	}
+	if n := len(multi.ReadClaims) + len(multi.WriteClaims) + len(multi.PastClaims); n != 7 {
+		t.Errorf("default/multi holds %d claims, want the snapshot's 7", n)
+	}
+	if got := s.LastIndex(); got != 12 {
+		t.Errorf("LastIndex = %d, want 12", got)
+	}
+
+	// Snapshotted again, it is version 2 and restores as it is.
+	v2 := snapshotBytes(t, s)
+	if !bytes.HasPrefix(v2, []byte(`{"format":"csikit-state","version":2}`+"\n")) {
+		t.Errorf("snapshot of the restored store starts %q", v2[:min(len(v2), 40)])
+	}
+	again := newMemStore(t)
+	if err := again.Restore(context.Background(), bytes.NewReader(v2)); err != nil {
+		t.Fatalf("Restore of the version 2 snapshot: %v", err)
+	}
+	if got := snapshotBytes(t, again); !bytes.Equal(got, v2) {
+		t.Errorf("version 2 round trip differs:\n%s\nwant:\n%s", got, v2)
+	}
+
+	// The release goes on under the new contract.
+	idx := s.LastIndex()
+	apply := func(cmd state.Command) error {
+		t.Helper()
+		idx++
+		_, err := s.Apply(idx, cmd)
+		return err
+	}
+	free := func(alloc string) state.FreeClaim {
+		return state.FreeClaim{Namespace: "default", VolumeID: "multi", AllocationID: alloc}
+	}
+	for _, a := range []string{"web-4", "web-6", "web-5"} { // detached, or not the last on n2
+		if err := apply(free(a)); err != nil {
+			t.Errorf("free %s: %v", a, err)
+		}
+	}
+	if err := apply(free("web-2")); !errors.Is(err, csi.ErrVolumeInUse) {
+		t.Errorf("free of the last claim on n2, attached: %v, want ErrVolumeInUse", err)
+	}
+	if err := apply(state.DetachVolume{Namespace: "default", VolumeID: "multi", NodeID: "n1"}); !errors.Is(err, csi.ErrVolumeInUse) ||
+		!strings.Contains(err.Error(), "old-1, web-1") {
+		t.Errorf("detach from n1 with web-1 live and old-1 unpublishing: %v, want ErrVolumeInUse naming both", err)
+	}
+	if err := apply(state.DetachVolume{Namespace: "default", VolumeID: "multi", NodeID: "n2"}); err != nil {
+		t.Errorf("detach from n2: %v", err)
+	}
+	if err := apply(state.Batch{Commands: []state.Command{
+		state.RemoveAttachment{Namespace: "default", VolumeID: "multi", NodeID: "n2"}, free("web-2"),
+	}}); err != nil {
+		t.Errorf("remove the attachment to n2 and free web-2: %v", err)
+	}
+	if got := vol("multi"); got.Attachments["n2"] != nil || got.PastClaims["web-2"] != nil || len(got.Attachments) != 2 {
+		t.Errorf("after the release on n2: %s", snapJSON(t, got.Attachments))
+	}
+}
+
+// TestMemStore_Restore_Version1Refused: a version 1 row that holds what
+// version 1 never wrote is refused.
+func TestMemStore_Restore_Version1Refused(t *testing.T) {
+	v1, err := os.ReadFile("testdata/snapshot-v1.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(v1), "\n"), "\n")
+	lines = lines[:len(lines)-1] // the trailer
+	if got := resealed(lines); got != string(v1) {
+		t.Fatalf("resealed does not rebuild the fixture:\n%s", got)
+	}
+	edit := func(old, new string) []string {
+		out := slices.Clone(lines)
+		for i, l := range out {
+			if strings.Contains(l, old) {
+				out[i] = strings.Replace(l, old, new, 1)
+				return out
+			}
+		}
+		t.Fatalf("no line holds %s", old)
+		return nil
+	}
+	for _, tc := range []struct {
+		name    string
+		lines   []string
+		mention string
+	}{
+		{"Attachments", edit(`"CreateIndex":4,`, `"Attachments":{"n1":{"NodeID":"n1","ExternalNodeID":"csi-n1","State":"attached","CreateIndex":4,"ModifyIndex":4}},"CreateIndex":4,`), "version 1 volume has no attachments"},
+		{"NullClaim", edit(`"PastClaims":{"web-7":{`, `"PastClaims":{"web-0":null,"web-7":{`), "null claim"},
+		{"UnknownClaimField", edit(`"PublishContext":{"lun":"1"}`, `"PublishContext":{"lun":"1"},"Glue":true`), "Glue"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newMemStore(t)
+			err := s.Restore(context.Background(), strings.NewReader(resealed(tc.lines)))
+			if !errors.Is(err, state.ErrBadSnapshot) || !strings.Contains(err.Error(), tc.mention) {
+				t.Errorf("Restore: %v, want ErrBadSnapshot naming %q", err, tc.mention)
+			}
+			if vols, _ := s.Volumes("", ""); len(vols) != 0 {
+				t.Errorf("a refused restore left %d volumes", len(vols))
+			}
+		})
+	}
+}
+
+func snapJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

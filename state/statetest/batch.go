@@ -21,8 +21,8 @@ func (s suite) batches(t *testing.T) {
 			state.RegisterVolume{Volume: volume(nsDefault, "data", pluginEBS, fsSNW)},
 			claimCmd(nsDefault, "data", claim("web-1", "n1", csi.ClaimWrite, fsSNW)),
 		}})
-		if !res.Changed || res.Claim != nil {
-			t.Errorf("Result = %s, want Changed and no Claim", toJSON(res))
+		if !res.Changed || res.Claim != nil || res.Attachment != nil {
+			t.Errorf("Result = %s, want Changed and no Claim or Attachment", toJSON(res))
 		}
 		for _, tb := range state.Tables() {
 			if idx := w.index(t, tb); idx != w.idx {
@@ -71,6 +71,11 @@ func (s suite) batches(t *testing.T) {
 			claimCmd(nsDefault, "data", claim("web-1", "n1", csi.ClaimWrite, fsSNW)),
 			state.ReleaseClaims{AllocationID: "web-1", ReleasedAt: t0},
 			state.CheckpointClaim{Namespace: nsDefault, VolumeID: "shared", AllocationID: "web-1", State: csi.ClaimNodeDetached},
+			state.AttachVolume{Namespace: nsDefault, VolumeID: "shared", NodeID: "n2"},
+			state.DetachVolume{Namespace: nsDefault, VolumeID: "shared", NodeID: "n1"},
+			state.CheckpointClaim{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-1", State: csi.ClaimNodeDetached},
+			state.DetachVolume{Namespace: nsDefault, VolumeID: "data", NodeID: "n1"},
+			state.RemoveAttachment{Namespace: nsDefault, VolumeID: "data", NodeID: "n1"},
 			state.FreeClaim{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-1"},
 			state.RegisterVolume{Volume: volume(nsDefault, "brief", pluginEBS, fsSNW)},
 			claimCmd(nsDefault, "brief", claim("web-3", "n1", csi.ClaimWrite, fsSNW)),
@@ -123,16 +128,25 @@ func (s suite) batches(t *testing.T) {
 	t.Run("Invalid", func(t *testing.T) {
 		w := s.standard(t)
 		inner := state.Batch{Commands: []state.Command{state.DeleteNode{NodeID: "n3"}}}
-		w.refuse(t, state.Batch{Commands: []state.Command{inner}}, csi.ErrInvalidRequest)
-		// A nil command cannot be encoded, so it only reaches a store
-		// applied directly.
-		before := w.dump(t)
-		w.idx++
-		if _, err := w.s.Apply(w.idx, state.Batch{Commands: []state.Command{state.DeleteNode{NodeID: "n3"}, nil}}); !errors.Is(err, csi.ErrInvalidRequest) {
-			t.Errorf("batch with a nil command: %v, want ErrInvalidRequest", err)
-		}
-		if after := w.dump(t); after != before {
-			t.Errorf("a refused batch changed the store")
+		// Neither a nested batch nor a nil command need encode (the
+		// encoder may refuse them), so they are applied directly: a
+		// store reached without a log must refuse them too.
+		for _, tc := range []struct {
+			what string
+			cmd  state.Batch
+		}{
+			{"a nested batch", state.Batch{Commands: []state.Command{inner}}},
+			{"a nested *Batch", state.Batch{Commands: []state.Command{state.DeleteNode{NodeID: "n3"}, &inner}}},
+			{"a nil command", state.Batch{Commands: []state.Command{state.DeleteNode{NodeID: "n3"}, nil}}},
+		} {
+			before := w.dump(t)
+			w.idx++
+			if _, err := w.s.Apply(w.idx, tc.cmd); !errors.Is(err, csi.ErrInvalidRequest) {
+				t.Errorf("batch with %s: %v, want ErrInvalidRequest", tc.what, err)
+			}
+			if after := w.dump(t); after != before {
+				t.Errorf("a refused batch with %s changed the store", tc.what)
+			}
 		}
 	})
 
@@ -152,6 +166,11 @@ func readerView(t *testing.T, w *world) string {
 		}
 		for _, v := range vols {
 			v.CreateIndex, v.ModifyIndex = 0, 0
+			for node, a := range v.Attachments {
+				a = a.Copy()
+				a.CreateIndex, a.ModifyIndex = 0, 0
+				v.Attachments[node] = a
+			}
 		}
 		return vols
 	}

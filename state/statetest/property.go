@@ -2,6 +2,7 @@ package statetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -66,6 +67,9 @@ func (s suite) property(t *testing.T) {
 			"FreeClaim":         {m.free, 2},
 			"RemoveClaim":       {m.remove, 1},
 			"SetPublishContext": {m.publish, 1},
+			"AttachVolume":      {m.attach, 2},
+			"DetachVolume":      {m.detach, 2},
+			"RemoveAttachment":  {m.removeAttachment, 1},
 			"RecordClaimError":  {m.recordError, 1},
 		} {
 			for i := range g.weight {
@@ -84,6 +88,12 @@ func (s suite) property(t *testing.T) {
 				b.Commands = append(b.Commands, gens[rapid.SampledFrom(names).Draw(rt, "batched")](rt))
 			}
 			m.run(rt, b)
+		}
+		// The release worker's controller step for the last claims on a
+		// node: the attachment's removal with the free, in one batch
+		// (batches do not nest, so this is not among gens).
+		for i := range 2 {
+			actions[fmt.Sprintf("RemoveAttachmentAndFree#%d", i)] = func(rt *rapid.T) { m.run(rt, m.removeAndFree(rt)) }
 		}
 		rt.Repeat(actions)
 	})
@@ -132,10 +142,15 @@ func (m *machine) mustRun(rt *rapid.T, cmd state.Command) {
 }
 
 // run applies cmd; a refusal must match a csi sentinel and change
-// nothing.
+// nothing. A command of the attachment model (see expect) must also be
+// refused or applied as the model says.
 func (m *machine) run(rt *rapid.T, cmd state.Command) {
 	before := m.lastDump // check ran after the previous command
-	_, err := m.w.apply(rt, cmd)
+	verify := m.expect(rt, cmd)
+	res, err := m.w.apply(rt, cmd)
+	if verify != nil {
+		verify(res, err)
+	}
 	if err == nil {
 		return
 	}
@@ -176,6 +191,26 @@ func (m *machine) drawClaim(rt *rapid.T) (ns, volID, allocID string) {
 		return r[0], r[1], r[2]
 	}
 	return ns, volID, allocID
+}
+
+// drawReleasing is drawClaim, picking a past claim most of the time
+// when there is one: the release steps act on those.
+func (m *machine) drawReleasing(rt *rapid.T) (ns, volID, allocID string) {
+	vols, err := m.w.s.VolumesWithPastClaims()
+	if err != nil {
+		rt.Fatalf("VolumesWithPastClaims: %v", err)
+	}
+	var refs [][3]string
+	for _, v := range vols {
+		for _, id := range slices.Sorted(maps.Keys(v.PastClaims)) {
+			refs = append(refs, [3]string{v.Namespace, v.ID, id})
+		}
+	}
+	if len(refs) > 0 && rapid.IntRange(0, 3).Draw(rt, "past claim") > 0 {
+		r := rapid.SampledFrom(refs).Draw(rt, "past")
+		return r[0], r[1], r[2]
+	}
+	return m.drawClaim(rt)
 }
 
 func (m *machine) register(rt *rapid.T) state.Command {
@@ -264,13 +299,20 @@ func (m *machine) release(rt *rapid.T) state.Command {
 }
 
 func (m *machine) checkpoint(rt *rapid.T) state.Command {
-	ns, id, allocID := m.drawClaim(rt)
+	ns, id, allocID := m.drawReleasing(rt)
 	st := csi.ClaimState(rapid.IntRange(-1, 5).Draw(rt, "state"))
+	// Mostly forward, for a past claim, so that releases reach the
+	// steps after the node's (detach, removal of the attachment, free).
+	if v, err := m.w.s.Volume(ns, id); err == nil {
+		if c := v.PastClaims[allocID]; c != nil && c.State < csi.ClaimReadyToFree && rapid.IntRange(0, 2).Draw(rt, "forward") > 0 {
+			st = csi.ClaimState(rapid.IntRange(int(c.State)+1, int(csi.ClaimReadyToFree)).Draw(rt, "next state"))
+		}
+	}
 	return state.CheckpointClaim{Namespace: ns, VolumeID: id, AllocationID: allocID, State: st}
 }
 
 func (m *machine) free(rt *rapid.T) state.Command {
-	ns, id, allocID := m.drawClaim(rt)
+	ns, id, allocID := m.drawReleasing(rt)
 	return state.FreeClaim{Namespace: ns, VolumeID: id, AllocationID: allocID}
 }
 
@@ -283,6 +325,61 @@ func (m *machine) publish(rt *rapid.T) state.Command {
 	ns, id, allocID := m.drawClaim(rt)
 	pc := map[string]string{"lun": rapid.SampledFrom([]string{"1", "2"}).Draw(rt, "lun")}
 	return state.SetPublishContext{Namespace: ns, VolumeID: id, AllocationID: allocID, PublishContext: pc}
+}
+
+// drawAttachment picks, most of the time, an existing attachment's
+// volume and node, so that attachment commands find one to act on.
+func (m *machine) drawAttachment(rt *rapid.T) (ns, volID, node string) {
+	ns, volID = drawVolume(rt)
+	node = rapid.SampledFrom(propNodes()).Draw(rt, "node")
+	vols, err := m.w.s.Volumes("", "")
+	if err != nil {
+		rt.Fatalf("Volumes: %v", err)
+	}
+	var refs [][3]string
+	for _, v := range vols {
+		for _, n := range slices.Sorted(maps.Keys(v.Attachments)) {
+			refs = append(refs, [3]string{v.Namespace, v.ID, n})
+		}
+	}
+	if len(refs) > 0 && rapid.IntRange(0, 4).Draw(rt, "existing attachment") > 0 {
+		r := rapid.SampledFrom(refs).Draw(rt, "attachment")
+		return r[0], r[1], r[2]
+	}
+	return ns, volID, node
+}
+
+func (m *machine) attach(rt *rapid.T) state.Command {
+	ns, id, node := m.drawAttachment(rt)
+	// A plugin may answer with an empty publish context.
+	pc := rapid.SampledFrom([]map[string]string{nil, {}, {"lun": "1"}, {"lun": "2"}}).Draw(rt, "publish context")
+	return state.AttachVolume{Namespace: ns, VolumeID: id, NodeID: node, PublishContext: pc}
+}
+
+func (m *machine) detach(rt *rapid.T) state.Command {
+	ns, id, node := m.drawAttachment(rt)
+	return state.DetachVolume{Namespace: ns, VolumeID: id, NodeID: node}
+}
+
+func (m *machine) removeAttachment(rt *rapid.T) state.Command {
+	ns, id, node := m.drawAttachment(rt)
+	return state.RemoveAttachment{Namespace: ns, VolumeID: id, NodeID: node}
+}
+
+// removeAndFree is the release of the last claim on a node: the
+// attachment there goes with the free.
+func (m *machine) removeAndFree(rt *rapid.T) state.Command {
+	ns, id, allocID := m.drawReleasing(rt)
+	node := rapid.SampledFrom(propNodes()).Draw(rt, "node")
+	if v, err := m.w.s.Volume(ns, id); err == nil {
+		if c := v.Claim(allocID); c != nil {
+			node = c.NodeID
+		}
+	}
+	return state.Batch{Commands: []state.Command{
+		state.RemoveAttachment{Namespace: ns, VolumeID: id, NodeID: node},
+		state.FreeClaim{Namespace: ns, VolumeID: id, AllocationID: allocID},
+	}}
 }
 
 func (m *machine) recordError(rt *rapid.T) state.Command {
@@ -401,9 +498,6 @@ func checkVolume(rt *rapid.T, v view, vol *csi.Volume, p *csi.Plugin) {
 				if c.State < csi.ClaimUnpublishing || c.State > csi.ClaimReadyToFree {
 					rt.Errorf("volume %s: past claim of %s in state %s", name, id, c.State)
 				}
-				if c.State < csi.ClaimControllerDetached {
-					nodes[c.NodeID] = true
-				}
 				continue
 			}
 			if (c.Mode == csi.ClaimWrite) != (kind == "write") || c.State != csi.ClaimTaken {
@@ -425,9 +519,16 @@ func checkVolume(rt *rapid.T, v view, vol *csi.Volume, p *csi.Plugin) {
 	if readOnlyMode && len(vol.WriteClaims) > 0 {
 		rt.Errorf("volume %s: a writer under a read-only mode: %s", name, toJSON(vol.WriteClaims))
 	}
-	if singleNodeMode && len(nodes) > 1 {
-		rt.Errorf("volume %s: claims on %d nodes under a single-node mode", name, len(nodes))
+	// The volume is on the nodes of its attachments (every live
+	// claim's node has one; a past claim's keeps the volume there until
+	// it is removed).
+	for node := range vol.Attachments {
+		nodes[node] = true
 	}
+	if singleNodeMode && len(nodes) > 1 {
+		rt.Errorf("volume %s: live claims or attachments on %d nodes under a single-node mode: %s", name, len(nodes), toJSON(vol.Attachments))
+	}
+	checkAttachments(rt, vol, live)
 	for _, c := range live {
 		if c.AccessMode == csi.AccessModeSingleNodeSingleWriter && len(live) > 1 {
 			rt.Errorf("volume %s: %d live claims under single-node-single-writer", name, len(live))
@@ -443,4 +544,261 @@ func checkVolume(rt *rapid.T, v view, vol *csi.Volume, p *csi.Plugin) {
 	if vol.ModifyIndex > v.Indexes[state.TableVolumes] || vol.CreateIndex > vol.ModifyIndex {
 		rt.Errorf("volume %s: indexes %d/%d, table at %d", name, vol.CreateIndex, vol.ModifyIndex, v.Indexes[state.TableVolumes])
 	}
+}
+
+// checkAttachments checks a volume's attachment records against its
+// claims: every live claim's node has an attachment, every attachment
+// has a claim (live or past) on its node or is Detaching, and a
+// Detaching attachment has no live claim on its node.
+func checkAttachments(rt *rapid.T, vol *csi.Volume, live []*csi.Claim) {
+	name := vol.Namespace + "/" + vol.ID
+	liveOn := map[string][]string{}
+	for _, c := range live {
+		liveOn[c.NodeID] = append(liveOn[c.NodeID], c.AllocationID)
+		if vol.Attachments[c.NodeID] == nil {
+			rt.Errorf("volume %s: live claim of %s on node %s, which has no attachment: %s", name, c.AllocationID, c.NodeID, toJSON(vol.Attachments))
+		}
+	}
+	for _, node := range slices.Sorted(maps.Keys(vol.Attachments)) {
+		a := vol.Attachments[node]
+		switch {
+		case a == nil:
+			rt.Errorf("volume %s: null attachment to node %s", name, node)
+			continue
+		case a.NodeID != node || !a.State.Valid() || a.ExternalNodeID == "":
+			rt.Errorf("volume %s: attachment under node %s is %s", name, node, toJSON(a))
+		case a.CreateIndex > a.ModifyIndex || a.ModifyIndex > vol.ModifyIndex:
+			rt.Errorf("volume %s: attachment to node %s has indexes %d/%d, the volume's ModifyIndex is %d", name, node, a.CreateIndex, a.ModifyIndex, vol.ModifyIndex)
+		case a.PublishContext != nil && len(a.PublishContext) == 0:
+			rt.Errorf("volume %s: attachment to node %s has an empty, non-nil publish context", name, node)
+		}
+		if a.State == csi.AttachmentDetaching {
+			if ids := liveOn[node]; len(ids) > 0 {
+				rt.Errorf("volume %s: the attachment to node %s is detaching under the live claims of %v", name, node, ids)
+			}
+			continue
+		}
+		if len(claimsOn(vol, node, false)) == 0 {
+			rt.Errorf("volume %s: the attachment to node %s is %s with no claim on the node", name, node, a.State)
+		}
+	}
+}
+
+// claimsOn returns the allocations holding a claim of v on node, live
+// or past; with needed, only those that need the volume attached there
+// (live, or past before the node step's checkpoint).
+func claimsOn(v *csi.Volume, node string, needed bool) []string {
+	var ids []string
+	for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims} {
+		for id, c := range m {
+			if c.NodeID == node {
+				ids = append(ids, id)
+			}
+		}
+	}
+	for id, c := range v.PastClaims {
+		if c.NodeID == node && (!needed || c.State < csi.ClaimNodeDetached) {
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// expect returns, for a command of the attachment model applied on its
+// own, what checks its outcome: whether the store must refuse it (and
+// with which sentinel) and what it must leave of the volume's
+// attachments. Nil for commands the model does not predict (batches
+// among them: the model reads the state before the command).
+func (m *machine) expect(rt *rapid.T, cmd state.Command) func(state.Result, error) {
+	ns, volID := "", ""
+	switch c := cmd.(type) {
+	case state.AttachVolume:
+		ns, volID = c.Namespace, c.VolumeID
+	case state.SetPublishContext:
+		ns, volID = c.Namespace, c.VolumeID
+	case state.DetachVolume:
+		ns, volID = c.Namespace, c.VolumeID
+	case state.RemoveAttachment:
+		ns, volID = c.Namespace, c.VolumeID
+	case state.FreeClaim:
+		ns, volID = c.Namespace, c.VolumeID
+	case state.RemoveClaim:
+		ns, volID = c.Namespace, c.VolumeID
+	case state.ClaimVolume:
+		ns, volID = c.Namespace, c.VolumeID
+	default:
+		return nil
+	}
+	v, err := m.w.s.Volume(ns, volID)
+	if err != nil && !errors.Is(err, csi.ErrVolumeNotFound) {
+		rt.Fatalf("Volume(%s, %s): %v", ns, volID, err)
+	}
+	idx := m.w.idx + 1 // the index the command is applied at
+	name := cmd.Kind()
+	// outcome checks the error against want (nil: success) and the
+	// volume's attachments against wantAtt, when the command must
+	// succeed.
+	outcome := func(want error, wantAtt map[string]*csi.Attachment) func(state.Result, error) {
+		return func(_ state.Result, err error) {
+			switch {
+			case want == nil && err != nil:
+				rt.Errorf("%s: refused with %v, the model says it applies to %s", name, err, toJSON(v))
+				return
+			case want != nil && !errors.Is(err, want):
+				rt.Errorf("%s: error %v, the model says %q for %s", name, err, want, toJSON(v))
+				return
+			case want != nil:
+				return
+			}
+			after, err := m.w.s.Volume(ns, volID)
+			if err != nil {
+				rt.Fatalf("Volume(%s, %s) after %s: %v", ns, volID, name, err)
+			}
+			if got, w := toJSON(after.Attachments), toJSON(nilIfNone(wantAtt)); got != w {
+				rt.Errorf("%s: attachments %s, the model says %s", name, got, w)
+			}
+		}
+	}
+	if v == nil {
+		switch cmd.(type) {
+		case state.ClaimVolume:
+			return nil
+		}
+		return outcome(csi.ErrVolumeNotFound, nil)
+	}
+	atts := maps.Clone(v.Attachments)
+	with := func(node string, a *csi.Attachment) map[string]*csi.Attachment {
+		out := maps.Clone(atts)
+		if out == nil {
+			out = map[string]*csi.Attachment{}
+		}
+		if a == nil {
+			delete(out, node)
+		} else {
+			out[node] = a
+		}
+		return out
+	}
+	attachOn := func(node string, pc map[string]string) func(state.Result, error) {
+		a := atts[node]
+		switch {
+		case a == nil:
+			return outcome(csi.ErrAttachmentNotFound, nil)
+		case a.State == csi.AttachmentDetaching:
+			return outcome(csi.ErrVolumeInUse, nil)
+		case a.State == csi.AttachmentAttached && maps.Equal(a.PublishContext, pc):
+			return outcome(nil, atts)
+		}
+		na := a.Copy()
+		na.State, na.PublishContext, na.ModifyIndex = csi.AttachmentAttached, maps.Clone(pc), idx
+		if len(na.PublishContext) == 0 {
+			na.PublishContext = nil
+		}
+		return outcome(nil, with(node, na))
+	}
+	switch c := cmd.(type) {
+	case state.AttachVolume:
+		return attachOn(c.NodeID, c.PublishContext)
+	case state.SetPublishContext:
+		cl := v.Claim(c.AllocationID)
+		if cl == nil {
+			return outcome(csi.ErrClaimNotFound, nil)
+		}
+		return attachOn(cl.NodeID, c.PublishContext)
+	case state.DetachVolume:
+		a := atts[c.NodeID]
+		switch {
+		case a == nil:
+			return outcome(csi.ErrAttachmentNotFound, nil)
+		case a.State == csi.AttachmentDetaching:
+			return outcome(nil, atts)
+		case len(claimsOn(v, c.NodeID, true)) > 0:
+			return outcome(csi.ErrVolumeInUse, nil)
+		}
+		na := a.Copy()
+		na.State, na.ModifyIndex = csi.AttachmentDetaching, idx
+		return outcome(nil, with(c.NodeID, na))
+	case state.RemoveAttachment:
+		switch {
+		case atts[c.NodeID] == nil:
+			return outcome(nil, atts)
+		case len(claimsOn(v, c.NodeID, true)) > 0:
+			return outcome(csi.ErrVolumeInUse, nil)
+		}
+		return outcome(nil, with(c.NodeID, nil))
+	case state.FreeClaim, state.RemoveClaim:
+		allocID := ""
+		if f, ok := c.(state.FreeClaim); ok {
+			allocID = f.AllocationID
+		} else {
+			allocID = c.(state.RemoveClaim).AllocationID
+		}
+		cl := v.Claim(allocID)
+		_, free := c.(state.FreeClaim)
+		switch {
+		case cl == nil:
+			return outcome(csi.ErrClaimNotFound, nil)
+		case free && v.PastClaims[allocID] == nil:
+			return outcome(csi.ErrInvalidRequest, nil)
+		}
+		a := atts[cl.NodeID]
+		if a == nil || len(claimsOn(v, cl.NodeID, false)) > 1 {
+			return outcome(nil, atts) // the attachment, if any, stays for the others
+		}
+		if free || a.State != csi.AttachmentAttaching {
+			// The last claim on the node, attached: detach first.
+			return outcome(csi.ErrVolumeInUse, nil)
+		}
+		return outcome(nil, with(cl.NodeID, nil)) // nothing was attached
+	case state.ClaimVolume:
+		before := atts[c.Claim.NodeID]
+		repeat := v.Claim(c.Claim.AllocationID) != nil
+		return func(res state.Result, err error) {
+			if err != nil {
+				return // the claim rules are the claim cases' business
+			}
+			after, err := m.w.s.Volume(ns, volID)
+			if err != nil {
+				rt.Fatalf("Volume(%s, %s) after %s: %v", ns, volID, name, err)
+			}
+			a := after.Attachments[c.Claim.NodeID]
+			switch {
+			case before != nil && before.State == csi.AttachmentDetaching:
+				rt.Errorf("%s: a claim of %s on node %s, from which the volume is detaching, was written", name, c.Claim.AllocationID, c.Claim.NodeID)
+			case before != nil && toJSON(a) != toJSON(before):
+				rt.Errorf("%s: the claim changed the attachment it joins from %s to %s", name, toJSON(before), toJSON(a))
+			case before == nil && a == nil:
+				rt.Errorf("%s: no attachment to node %s after the claim", name, c.Claim.NodeID)
+			case before == nil && (repeat || a.State != wantState(after) || a.CreateIndex != idx || a.ModifyIndex != idx ||
+				a.PublishContext != nil || a.ExternalNodeID != after.Claim(c.Claim.AllocationID).ExternalNodeID):
+				rt.Errorf("%s: new attachment %s at index %d for the claim %s", name, toJSON(a), idx, toJSON(after.Claim(c.Claim.AllocationID)))
+			case toJSON(res.Attachment) != toJSON(a):
+				rt.Errorf("%s: Result.Attachment = %s, the stored one is %s", name, toJSON(res.Attachment), toJSON(a))
+			}
+			for node, o := range atts {
+				if node != c.Claim.NodeID && toJSON(after.Attachments[node]) != toJSON(o) {
+					rt.Errorf("%s: the claim on node %s changed the attachment to node %s", name, c.Claim.NodeID, node)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// wantState is the state of a new attachment of v: Attaching until
+// ControllerPublishVolume when the plugin needs a controller, Attached
+// at once otherwise.
+func wantState(v *csi.Volume) csi.AttachmentState {
+	if v.ControllerRequired {
+		return csi.AttachmentAttaching
+	}
+	return csi.AttachmentAttached
+}
+
+func nilIfNone(m map[string]*csi.Attachment) map[string]*csi.Attachment {
+	if len(m) == 0 {
+		return nil
+	}
+	return m
 }

@@ -142,7 +142,13 @@ func (s suite) releases(t *testing.T) {
 		w.refuse(t, free, csi.ErrInvalidRequest, "web-1", "live")
 		w.must(t, state.UpsertAllocations{Allocations: []csi.Allocation{terminal(allocWeb(1, "n1"))}, ReleasedAt: t0})
 		w.must(t, state.CheckpointClaim{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-1", State: csi.ClaimReadyToFree})
-		w.must(t, free)
+		// web-1 holds the last claim on n1: the volume is attached there
+		// until its attachment goes, and the free goes with it.
+		w.refuse(t, free, csi.ErrVolumeInUse, "web-1", "n1")
+		w.must(t, state.Batch{Commands: []state.Command{
+			state.RemoveAttachment{Namespace: nsDefault, VolumeID: "data", NodeID: "n1"},
+			free,
+		}})
 		if v := w.volume(t, nsDefault, "data"); v.InUse() {
 			t.Errorf("volume still claimed after free: %s", toJSON(v))
 		}
@@ -181,12 +187,19 @@ func (s suite) releases(t *testing.T) {
 		other := w.idx
 		check(t, at(nsDefault, "data", released), at(nsDefault, "shared", checkpointed), at(nsOther, "data", other))
 
-		// Freed: default/shared keeps web-2's live claim but leaves the list.
-		w.must(t, state.FreeClaim{Namespace: nsDefault, VolumeID: "shared", AllocationID: "web-1"})
+		// Freed (each the last claim on n1, with the attachment there):
+		// default/shared keeps web-2's live claim but leaves the list.
+		free := func(ns, vol, alloc string) state.Batch {
+			return state.Batch{Commands: []state.Command{
+				state.RemoveAttachment{Namespace: ns, VolumeID: vol, NodeID: "n1"},
+				state.FreeClaim{Namespace: ns, VolumeID: vol, AllocationID: alloc},
+			}}
+		}
+		w.must(t, free(nsDefault, "shared", "web-1"))
 		check(t, at(nsDefault, "data", released), at(nsOther, "data", other))
 		for _, v := range []struct{ ns, id, alloc string }{{nsDefault, "data", "web-1"}, {nsOther, "data", "batch-1"}} {
 			w.must(t, state.CheckpointClaim{Namespace: v.ns, VolumeID: v.id, AllocationID: v.alloc, State: csi.ClaimReadyToFree})
-			w.must(t, state.FreeClaim{Namespace: v.ns, VolumeID: v.id, AllocationID: v.alloc})
+			w.must(t, free(v.ns, v.id, v.alloc))
 		}
 		check(t)
 
@@ -198,11 +211,22 @@ func (s suite) releases(t *testing.T) {
 	})
 
 	t.Run("PastClaimBlocksSingleNodeElsewhere", func(t *testing.T) {
+		// A released claim keeps a single-node volume on its node until
+		// the attachment there is removed: the attachment record decides,
+		// not the claim's checkpoints.
 		w := claimed(t)
 		w.must(t, state.ReleaseClaims{AllocationID: "web-1", ReleasedAt: t0})
 		cmd := claimCmd(nsDefault, "data", claim("web-2", "n2", csi.ClaimWrite, fsSNW))
-		w.refuse(t, cmd, csi.ErrAttachedElsewhere, "data")
+		w.refuse(t, cmd, csi.ErrAttachedElsewhere, "data", "n1")
+		w.must(t, state.CheckpointClaim{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-1", State: csi.ClaimNodeDetached})
+		w.refuse(t, cmd, csi.ErrAttachedElsewhere, "data", "n1")
+		w.must(t, state.DetachVolume{Namespace: nsDefault, VolumeID: "data", NodeID: "n1"})
+		w.refuse(t, cmd, csi.ErrAttachedElsewhere, "data", "n1")
 		w.must(t, state.CheckpointClaim{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-1", State: csi.ClaimControllerDetached})
+		w.refuse(t, cmd, csi.ErrAttachedElsewhere, "data", "n1")
+		w.must(t, state.RemoveAttachment{Namespace: nsDefault, VolumeID: "data", NodeID: "n1"})
+		// Detached: the past claim, not freed yet, no longer holds n1.
 		w.must(t, cmd)
+		w.must(t, state.FreeClaim{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-1"})
 	})
 }

@@ -21,7 +21,10 @@ func (s suite) scenario(t *testing.T) *world {
 	w.must(t, claimCmd(nsDefault, "shared", claim("web-1", "n1", csi.ClaimRead, fsMNMW)))
 	w.must(t, claimCmd(nsDefault, "shared", claim("web-2", "n2", csi.ClaimWrite, fsMNMW)))
 	w.must(t, state.SetPublishContext{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-1", PublishContext: map[string]string{"lun": "3"}})
-	w.apply(t, claimCmd(nsDefault, "data", claim("web-2", "n2", csi.ClaimWrite, fsSNW))) // refused
+	w.must(t, state.AttachVolume{Namespace: nsDefault, VolumeID: "shared", NodeID: "n2", PublishContext: map[string]string{}})
+	w.apply(t, claimCmd(nsDefault, "data", claim("web-2", "n2", csi.ClaimWrite, fsSNW)))   // refused
+	w.apply(t, state.DetachVolume{Namespace: nsDefault, VolumeID: "shared", NodeID: "n2"}) // refused: web-2 holds it
+	w.apply(t, state.AttachVolume{Namespace: nsDefault, VolumeID: "shared", NodeID: "n3"}) // refused: not attached there
 	late := fingerprint(pluginEBS, csi.PluginTypeNode, "n2", "ebs-node-2", true)
 	late.UpdateTime = local
 	w.must(t, state.UpsertNodePlugins{NodeID: "n2", Plugins: []csi.PluginInfo{late}})
@@ -30,7 +33,16 @@ func (s suite) scenario(t *testing.T) *world {
 	w.must(t, state.CheckpointClaim{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-1", State: csi.ClaimNodeDetached})
 	w.apply(t, state.CheckpointClaim{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-1", State: csi.ClaimUnpublishing}) // refused
 	w.must(t, state.CheckpointClaim{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-1", State: csi.ClaimReadyToFree})
-	w.must(t, state.FreeClaim{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-1"})
+	w.apply(t, state.FreeClaim{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-1"}) // refused: still attached
+	w.must(t, state.DetachVolume{Namespace: nsDefault, VolumeID: "data", NodeID: "n1"})
+	w.must(t, state.Batch{Commands: []state.Command{
+		state.RemoveAttachment{Namespace: nsDefault, VolumeID: "data", NodeID: "n1"},
+		state.FreeClaim{Namespace: nsDefault, VolumeID: "data", AllocationID: "web-1"},
+	}})
+	// default/shared is left detaching from n1 (web-1's node step done)
+	// and attached to n2, where web-2 is released below.
+	w.must(t, state.CheckpointClaim{Namespace: nsDefault, VolumeID: "shared", AllocationID: "web-1", State: csi.ClaimNodeDetached})
+	w.must(t, state.DetachVolume{Namespace: nsDefault, VolumeID: "shared", NodeID: "n1"})
 	w.must(t, state.ReleaseClaims{AllocationID: "web-2", ReleasedAt: local.Add(time.Second)})
 	w.must(t, state.UpsertAllocations{Allocations: []csi.Allocation{terminal(allocEBSNode("n2"))}, ReleasedAt: local})
 	w.must(t, state.RegisterVolume{Volume: volume(nsDefault, "empty-maps", pluginEBS, fsSNW)})
