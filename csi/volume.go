@@ -88,9 +88,16 @@ type Volume struct {
 	ID        string
 	Namespace string
 	Name      string `json:",omitempty"`
-	// ExternalID is the plugin's CSI volume ID.
+	// ExternalID is the plugin's CSI volume ID; empty while Creating.
 	ExternalID string
 	PluginID   string
+	// Creating marks the intent of a CreateVolume written before the
+	// plugin is called: the volume has no ExternalID yet and cannot be
+	// claimed. Repeating the create (with the same deterministic CSI
+	// name) completes it, or removes it when the plugin refuses for
+	// good; a crash between the plugin's reply and the record leaves the
+	// intent, never a backing volume the store does not know.
+	Creating bool `json:",omitempty"`
 	// Provider is the plugin's provider name (GetPluginInfo), filled by
 	// the store from the plugin.
 	Provider string `json:",omitempty"`

@@ -205,3 +205,26 @@ func publishedTo(p *csitest.Plugin) []string {
 	}
 	return out
 }
+
+// failApplier refuses the commands fail returns an error for and
+// applies the others.
+type failApplier struct {
+	state.Applier
+	fail func(state.Command) error
+}
+
+func (a failApplier) Apply(ctx context.Context, cmd state.Command) (state.Result, error) {
+	if err := a.fail(cmd); err != nil {
+		return state.Result{}, err
+	}
+	return a.Applier.Apply(ctx, cmd)
+}
+
+// serverWith is a Server on e's store and router whose writes go
+// through fail first.
+func (e *srvEnv) serverWith(t testing.TB, fail func(state.Command) error) *rpcshim.Server {
+	t.Helper()
+	srv, err := rpcshim.NewServer(rpcshim.ServerConfig{Store: e.store, Applier: failApplier{e.applier, fail}, Router: e.router})
+	must(t, err)
+	return srv
+}

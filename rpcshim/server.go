@@ -311,11 +311,19 @@ func (s *Server) DeregisterVolume(ctx context.Context, req *VolumeDeregisterRequ
 // CreateVolume creates a volume through a controller of its plugin
 // (CreateVolume, named Volume.Name, or "<namespace>/<ID>" when Name is
 // empty, so a retry finds the same plugin volume) and registers it with
-// the plugin's external ID, capacity, context and topologies. A volume
-// already registered under the ID is csi.ErrVolumeExists and the plugin
-// is not called. If registering fails after the plugin created the
-// volume, the volume is deleted again so that nothing leaks; the error
-// says whether that worked.
+// the plugin's external ID, capacity, context and topologies. In order:
+//
+//  1. The intent is written: the volume registered with Creating set and
+//     no external ID (csi.Volume.Creating). If that write is refused (no
+//     leader, lost quorum, a volume already registered under the ID:
+//     csi.ErrVolumeExists), the plugin is not called.
+//  2. The plugin's CreateVolume is called. A Final refusal removes the
+//     intent again; any other error keeps it, and a retry of the same
+//     create resumes at this step with the same name.
+//  3. The record is completed with the plugin's answer. If that write
+//     fails, the intent stays and a retry completes it: a crash or a
+//     refused write never leaves a backing volume the store does not
+//     know about.
 func (s *Server) CreateVolume(ctx context.Context, req *VolumeCreateRequest) (*VolumeResponse, error) {
 	if req == nil {
 		return nil, fmt.Errorf("%w: create volume: nil request", csi.ErrInvalidRequest)
@@ -330,12 +338,22 @@ func (s *Server) CreateVolume(ctx context.Context, req *VolumeCreateRequest) (*V
 	if err := csi.ValidatePluginID(v.PluginID); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
-	switch _, err := s.store.Volume(v.Namespace, v.ID); {
-	case err == nil:
+	v.ExternalID, v.Capacity, v.Context, v.Topologies = "", 0, nil, nil
+	switch old, err := s.store.Volume(v.Namespace, v.ID); {
+	case err == nil && !old.Creating:
 		return nil, fmt.Errorf("%w: %s: a volume with this ID is registered; delete or deregister it first, or update it with RegisterVolume",
 			csi.ErrVolumeExists, op)
+	case err == nil:
+		// An intent left by an earlier call that did not complete: the
+		// same CSI name makes the plugin return the volume it made then,
+		// if it made one.
 	case !errors.Is(err, csi.ErrVolumeNotFound):
 		return nil, fmt.Errorf("%s: %w", op, err)
+	default:
+		v.Creating = true
+		if _, err := s.applier.Apply(ctx, state.RegisterVolume{Volume: *v}); err != nil {
+			return nil, fmt.Errorf("%s: writing the creation intent failed, so the plugin was not called: %w", op, err)
+		}
 	}
 	name := v.Name
 	if name == "" {
@@ -357,23 +375,29 @@ func (s *Server) CreateVolume(ctx context.Context, req *VolumeCreateRequest) (*V
 		},
 	})
 	if err != nil {
+		if csi.Classify(err) != csi.ClassFinal {
+			return nil, fmt.Errorf("%s: the plugin's CreateVolume did not complete; the intent is kept, so retry the create (the plugin sees the same name %q): %w",
+				op, name, err)
+		}
+		_, derr := s.applier.Apply(ctx, state.DeregisterVolume{Namespace: v.Namespace, VolumeID: v.ID})
+		if derr != nil && !errors.Is(derr, csi.ErrVolumeNotFound) {
+			return nil, fmt.Errorf("%s: %w; removing the creation intent failed too (%v), so deregister volume %s/%s",
+				op, err, derr, v.Namespace, v.ID)
+		}
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
+	v.Creating = false
 	v.ExternalID = cr.Volume.ExternalID
 	v.Capacity = cr.Volume.Capacity
 	v.Context = cr.Volume.Context
 	v.Topologies = cr.Volume.Topologies
 	res, err := s.applier.Apply(ctx, state.RegisterVolume{Volume: *v})
 	if err != nil {
-		_, derr := s.router.DeleteVolume(ctx, &DeleteVolumeRequest{
-			CSIControllerQuery:  CSIControllerQuery{PluginID: v.PluginID},
-			DeleteVolumeRequest: plugin.DeleteVolumeRequest{ExternalID: v.ExternalID, Secrets: v.Secrets},
-		})
-		if !csi.TeardownDone(derr) {
-			return nil, fmt.Errorf("%s: plugin %s created external volume %q but registering it failed: %w; deleting it again failed too (%v), so delete it in the plugin by hand",
-				op, v.PluginID, v.ExternalID, err, derr)
-		}
-		return nil, fmt.Errorf("%s: registering the created volume failed, so external volume %q was deleted again: %w", op, v.ExternalID, err)
+		// The intent stays: a retry of the create gets the same
+		// external volume back and completes the record, and nothing
+		// is orphaned meanwhile.
+		return nil, fmt.Errorf("%s: plugin %s created external volume %q but recording it failed; the intent is kept, so retry the create to complete it: %w",
+			op, v.PluginID, v.ExternalID, err)
 	}
 	return s.volumeResponse(op, v.Namespace, v.ID, res.Index, cr.ControllerNodeID)
 }
@@ -395,6 +419,10 @@ func (s *Server) DeleteVolume(ctx context.Context, req *VolumeDeleteRequest) (*W
 	v, err := s.store.Volume(req.Namespace, req.VolumeID)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
+	}
+	if v.Creating {
+		return nil, fmt.Errorf("%w: %s: the volume is being created and its external ID is not known yet; retry the create to complete it before deleting it, or deregister it with Force if the plugin never made it",
+			csi.ErrVolumeInUse, op)
 	}
 	if v.InUse() {
 		return nil, fmt.Errorf("%w: %s: allocations %s still claim it; delete it once their claims are released",

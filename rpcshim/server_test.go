@@ -3,6 +3,7 @@ package rpcshim_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -187,16 +188,74 @@ func TestServer_CreateVolume(t *testing.T) {
 		got, _ := e.ctl.Volume(resp.Volume.ExternalID)
 		expectEqual(t, got.Name, "database")
 	})
-	t.Run("registration fails after creation", func(t *testing.T) {
+	t.Run("a refused intent calls no plugin", func(t *testing.T) {
 		e := newSrvEnv(t, allControllerCaps)
 		_, err := create(e, csi.Volume{ID: "vol-a", Provider: "someone.else"})
 		expectIs(t, err, csi.ErrInvalidRequest)
-		expectContains(t, err.Error(), "was deleted again")
-		e.ctl.RequireSequence(t, csitest.MethodCreateVolume, csitest.MethodDeleteVolume)
-		expectEqual(t, len(e.ctl.Volumes()), 0)
+		expectContains(t, err.Error(), "the plugin was not called")
+		expectEqual(t, e.ctl.CallCount(csitest.MethodCreateVolume), 0)
 		expectNoVolume(t, e, "vol-a")
 	})
-	t.Run("plugin refuses", func(t *testing.T) {
+	t.Run("no quorum: the plugin is not called", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		srv := e.serverWith(t, func(state.Command) error { return fmt.Errorf("%w: no leader", csi.ErrUnavailable) })
+		_, err := srv.CreateVolume(ctx, &rpcshim.VolumeCreateRequest{Volume: csi.Volume{
+			ID: "vol-a", Namespace: "default", PluginID: rtPlugin, Capabilities: []csi.Capability{snwFS},
+		}})
+		expectIs(t, err, csi.ErrUnavailable)
+		expectEqual(t, e.ctl.CallCount(csitest.MethodCreateVolume), 0)
+		expectEqual(t, len(e.ctl.Volumes()), 0)
+	})
+	t.Run("the record fails after creation: the intent stays and a retry completes it", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		fail := true
+		srv := e.serverWith(t, func(cmd state.Command) error {
+			if r, ok := cmd.(state.RegisterVolume); ok && !r.Volume.Creating && fail {
+				fail = false
+				return fmt.Errorf("%w: leader lost", csi.ErrUnavailable)
+			}
+			return nil
+		})
+		req := &rpcshim.VolumeCreateRequest{Volume: csi.Volume{
+			ID: "vol-a", Namespace: "default", PluginID: rtPlugin, Capabilities: []csi.Capability{snwFS},
+		}}
+		_, err := srv.CreateVolume(ctx, req)
+		expectIs(t, err, csi.ErrUnavailable)
+		expectContains(t, err.Error(), "retry the create")
+		v := e.volume("vol-a")
+		if !v.Creating || v.ExternalID != "" {
+			t.Fatalf("volume after a lost record: %+v, want the creation intent", v)
+		}
+		// The intent keeps claims out.
+		e.allocs("a1", "n2")
+		_, err = e.claim("vol-a", "a1", "n2", csi.ClaimWrite, snwFS)
+		expectIs(t, err, csi.ErrVolumeInUse)
+		expectContains(t, err.Error(), "being created")
+		_, err = e.server.DeleteVolume(ctx, &rpcshim.VolumeDeleteRequest{Namespace: "default", VolumeID: "vol-a"})
+		expectIs(t, err, csi.ErrVolumeInUse)
+
+		resp, err := srv.CreateVolume(ctx, req)
+		must(t, err)
+		expectEqual(t, resp.Volume.Creating, false)
+		expectEqual(t, e.ctl.CallCount(csitest.MethodCreateVolume), 2)
+		expectEqual(t, len(e.ctl.Volumes()), 1) // the same name: one backing volume
+		_, ok := e.ctl.Volume(resp.Volume.ExternalID)
+		expectEqual(t, ok, true)
+		_, err = e.claim("vol-a", "a1", "n2", csi.ClaimWrite, snwFS)
+		must(t, err)
+	})
+	t.Run("a retryable plugin error keeps the intent", func(t *testing.T) {
+		e := newSrvEnv(t, allControllerCaps)
+		e.ctl.FailNext(csitest.MethodCreateVolume, codes.Unavailable, 1)
+		_, err := create(e, csi.Volume{ID: "vol-a"})
+		expectEqual(t, csi.IsRetryable(err), true)
+		expectEqual(t, e.volume("vol-a").Creating, true)
+		resp, err := create(e, csi.Volume{ID: "vol-a"})
+		must(t, err)
+		expectEqual(t, resp.Volume.Creating, false)
+		expectEqual(t, len(e.ctl.Volumes()), 1)
+	})
+	t.Run("plugin refuses for good: the intent goes", func(t *testing.T) {
 		e := newSrvEnv(t, allControllerCaps)
 		e.ctl.FailNext(csitest.MethodCreateVolume, codes.OutOfRange, 1)
 		_, err := create(e, csi.Volume{ID: "vol-a"})

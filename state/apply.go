@@ -226,8 +226,14 @@ func validateVolume(v *csi.Volume) error {
 	if err := csi.ValidatePluginID(v.PluginID); err != nil {
 		return fmt.Errorf("volume %s: %w", volName(v.Namespace, v.ID), err)
 	}
-	if err := csi.ValidateExternalID("external volume ID", v.ExternalID); err != nil {
-		return fmt.Errorf("volume %s: %w", volName(v.Namespace, v.ID), err)
+	switch {
+	case v.Creating && v.ExternalID != "":
+		return fmt.Errorf("%w: volume %s is being created and names external ID %q; a creation intent has no external ID until the plugin answers",
+			csi.ErrInvalidRequest, volName(v.Namespace, v.ID), v.ExternalID)
+	case !v.Creating:
+		if err := csi.ValidateExternalID("external volume ID", v.ExternalID); err != nil {
+			return fmt.Errorf("volume %s: %w", volName(v.Namespace, v.ID), err)
+		}
 	}
 	if len(v.Capabilities) == 0 {
 		return fmt.Errorf("%w: volume %s has no capability; give at least one (access mode, attachment mode) pair",
@@ -421,15 +427,22 @@ func (c RegisterVolume) apply(w *writer) error {
 			return fmt.Errorf("%w: volume %s names provider %q but plugin %s is provider %q; fix the provider or leave it empty",
 				csi.ErrInvalidRequest, name, v.Provider, v.PluginID, p.Provider)
 		}
-		if err := w.checkExternalFree(v); err != nil {
-			return err
+		if !v.Creating {
+			if err := w.checkExternalFree(v); err != nil {
+				return err
+			}
 		}
 		v.CreateIndex = w.index
 		return w.putVolume(v)
 	}
 
+	completes := old.Creating && !v.Creating
+	if v.Creating && !old.Creating {
+		return fmt.Errorf("%w: volume %s exists and is not being created; delete it first to create it again",
+			csi.ErrVolumeExists, name)
+	}
 	switch {
-	case v.ExternalID != old.ExternalID:
+	case v.ExternalID != old.ExternalID && !completes:
 		return fmt.Errorf("%w: volume %s exists with external ID %q, not %q; deregister it first to register another external volume",
 			csi.ErrVolumeExists, name, old.ExternalID, v.ExternalID)
 	case v.PluginID != old.PluginID:
@@ -440,6 +453,12 @@ func (c RegisterVolume) apply(w *writer) error {
 	case old.Provider != "" && v.Provider != old.Provider:
 		return fmt.Errorf("%w: volume %s exists with provider %q, not %q; deregister it first to change provider",
 			csi.ErrVolumeExists, name, old.Provider, v.Provider)
+	}
+	if completes {
+		// The creation's outcome: its external ID is new to the store.
+		if err := w.checkExternalFree(v); err != nil {
+			return err
+		}
 	}
 	for _, m := range []map[string]*csi.Claim{old.ReadClaims, old.WriteClaims} {
 		for _, id := range slices.Sorted(maps.Keys(m)) {
@@ -518,6 +537,10 @@ func (c ClaimVolume) apply(w *writer) error {
 	case a.NodeID != claim.NodeID:
 		return fmt.Errorf("%w: claim on volume %s names node %s but allocation %s runs on node %s",
 			csi.ErrInvalidRequest, name, claim.NodeID, a.ID, a.NodeID)
+	}
+	if v.Creating {
+		return fmt.Errorf("%w: volume %s is being created (the plugin has not answered CreateVolume yet); retry the claim once the creation completes",
+			csi.ErrVolumeInUse, name)
 	}
 	if csi.IsRepeatClaim(v, claim) {
 		w.claim = v.Claim(claim.AllocationID).Copy()

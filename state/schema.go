@@ -122,7 +122,9 @@ func schema() *memdb.DBSchema {
 // volumeRefs adds a volume's keys in tRefs to k.
 func volumeRefs(k keyBuilder, v *csi.Volume) keyBuilder {
 	k = k.add(refPlugin, v.PluginID)
-	k = k.add(refExternal, v.PluginID, v.ExternalID)
+	if v.ExternalID != "" { // a volume being created has none yet
+		k = k.add(refExternal, v.PluginID, v.ExternalID)
+	}
 	// Most volumes have a few claims: the lists stay on the stack.
 	var allocBuf, nodeBuf [8]string
 	allocs, nodes := allocBuf[:0], nodeBuf[:0]
