@@ -290,6 +290,13 @@ func (s *Server) claimVolume(w http.ResponseWriter, r *http.Request) (*api.Claim
 		}
 		req.AccessMode, req.AttachmentMode = vol.Capabilities[0].AccessMode, vol.Capabilities[0].AttachmentMode
 	}
+	// The node must be known before anything is written: a claim on a
+	// node that never registered would otherwise leave the allocation
+	// placed there.
+	if _, err := s.live.Address(req.NodeID); err != nil {
+		return nil, 0, fmt.Errorf("%w: claim volume %s/%s for allocation %s: node %s has not registered with this server; start its agent or claim on another node",
+			csi.ErrNodeNotFound, ns, id, req.AllocationID, req.NodeID)
+	}
 	if err := s.placeAllocation(ctx, req.AllocationID, ns, req.NodeID); err != nil {
 		return nil, 0, err
 	}

@@ -1,11 +1,14 @@
 package server
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/csikit/csikit/csi"
 )
@@ -63,8 +66,8 @@ func (l *Liveness) Register(id, addr string, now time.Time) (changed bool, err e
 	if err := csi.ValidateNodeID(id); err != nil {
 		return false, err
 	}
-	if addr == "" || strings.ContainsAny(addr, " \t\n") {
-		return false, fmt.Errorf("%w: node %s: address %q is not a gRPC target (host:port or unix:///path)", csi.ErrInvalidRequest, id, addr)
+	if err := validateAddress(addr); err != nil {
+		return false, fmt.Errorf("%w: node %s: %v; give a gRPC target (host:port or unix:///path)", csi.ErrInvalidRequest, id, err)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -153,4 +156,30 @@ func (l *Liveness) Nodes(now time.Time) []NodeLiveness {
 	}
 	slices.SortFunc(out, func(a, b NodeLiveness) int { return strings.Compare(a.ID, b.ID) })
 	return out
+}
+
+// maxAddressLen bounds a node's address: a host name is at most 253
+// bytes, a unix socket path 108.
+const maxAddressLen = 512
+
+// validateAddress refuses what cannot be a gRPC target and what must not
+// reach a log or an error as it is: empty, too long, spaces or any
+// control character (a NUL, a newline that would forge a log line, an
+// escape sequence). The error quotes the address with %q, which escapes
+// what is left.
+func validateAddress(addr string) error {
+	switch {
+	case addr == "":
+		return errors.New("the address is empty")
+	case len(addr) > maxAddressLen:
+		return fmt.Errorf("the address is %d bytes long, more than %d", len(addr), maxAddressLen)
+	case !utf8.ValidString(addr):
+		return fmt.Errorf("the address %q is not valid UTF-8", addr)
+	}
+	for _, r := range addr {
+		if unicode.IsSpace(r) || unicode.IsControl(r) {
+			return fmt.Errorf("the address %q holds a space or control character (%U)", addr, r)
+		}
+	}
+	return nil
 }

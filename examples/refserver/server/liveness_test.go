@@ -2,8 +2,10 @@ package server_test
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/examples/refserver/server"
@@ -65,12 +67,22 @@ func TestLiveness_Register_Refused(t *testing.T) {
 		{"empty node ID", "", "127.0.0.1:1", csi.ErrInvalidID},
 		{"no address", "n1", "", csi.ErrInvalidRequest},
 		{"address with a space", "n1", "127.0.0.1 :1", csi.ErrInvalidRequest},
+		{"address with a NUL", "n1", "127.0.0.1:1\x00evil", csi.ErrInvalidRequest},
+		{"address with a newline", "n1", "127.0.0.1:1\nnode n2 registered", csi.ErrInvalidRequest},
+		{"address with an escape sequence", "n1", "\x1b[2J127.0.0.1:1", csi.ErrInvalidRequest},
+		{"address that is not UTF-8", "n1", "127.0.0.1:\xff", csi.ErrInvalidRequest},
+		{"address too long", "n1", strings.Repeat("a", 513) + ":1", csi.ErrInvalidRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := server.NewLiveness(0)
-			if _, err := l.Register(tt.id, tt.addr, t0); !errors.Is(err, tt.want) {
+			_, err := l.Register(tt.id, tt.addr, t0)
+			if !errors.Is(err, tt.want) {
 				t.Fatalf("got %v, want %v", err, tt.want)
+			}
+			// The message quotes the address escaped, never raw.
+			if msg := err.Error(); strings.ContainsFunc(msg, func(r rune) bool { return r < 0x20 || r == 0x7f || r == utf8.RuneError }) {
+				t.Errorf("error holds a raw control character: %q", msg)
 			}
 			if got := l.Status(tt.id, t0); got != csi.NodeStatusUnknown {
 				t.Errorf("a refused registration left status %s", got)

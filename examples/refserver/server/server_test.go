@@ -212,10 +212,13 @@ func TestServer_API_Errors(t *testing.T) {
 			_, err := c.Claim(ctx, "default", "two-caps", &api.ClaimRequest{AllocationID: "a1", NodeID: "n1"})
 			return err
 		}, csi.ErrInvalidRequest, http.StatusBadRequest},
-		{"claim on a node without the plugin", func() error {
+		{"claim on a node that never registered places nothing", func() error {
 			_, err := c.Claim(ctx, "default", "two-caps", &api.ClaimRequest{AllocationID: "a2", NodeID: "n7", AccessMode: snwFS.AccessMode, AttachmentMode: snwFS.AttachmentMode})
+			if _, _, cerr := c.AllocationClaims(ctx, "a2", nil); !errors.Is(cerr, csi.ErrAllocationNotFound) {
+				t.Errorf("after a claim on an unknown node, allocation a2: %v; want it never placed", cerr)
+			}
 			return err
-		}, csi.ErrPluginNotFound, http.StatusNotFound},
+		}, csi.ErrNodeNotFound, http.StatusNotFound},
 		{"write claim in a read-only mode", func() error {
 			_, err := c.Claim(ctx, "default", "two-caps", &api.ClaimRequest{AllocationID: "a3", NodeID: "n1", Mode: csi.ClaimWrite,
 				AccessMode: csi.AccessModeMultiNodeReaderOnly, AttachmentMode: csi.AttachmentModeFileSystem})
@@ -343,6 +346,7 @@ func TestServer_ClaimAndRelease_Follower(t *testing.T) {
 		t.Fatalf("repeated claim: %v", err)
 	}
 	// The allocation cannot move to another node.
+	fakeNode(t, ts, "n2")
 	if _, err := c.Claim(ctx, "default", "db", &api.ClaimRequest{AllocationID: "web-1", NodeID: "n2", Mode: csi.ClaimWrite}); !errors.Is(err, csi.ErrInvalidRequest) {
 		t.Errorf("claim from another node: got %v, want csi.ErrInvalidRequest", err)
 	}
