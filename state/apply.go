@@ -344,28 +344,36 @@ func claimNotFound(ns, volID, allocID string) error {
 	return fmt.Errorf("%w: allocation %s holds no claim on volume %s", csi.ErrClaimNotFound, allocID, volName(ns, volID))
 }
 
+// claimOf reads a volume and allocID's claim on it, and whether the
+// claim is past.
+func (w *writer) claimOf(ns, volID, allocID string) (v *csi.Volume, c *csi.Claim, past bool, err error) {
+	if err := validateClaimRef(ns, volID, allocID); err != nil {
+		return nil, nil, false, err
+	}
+	if v, err = w.mustVolume(ns, volID); err != nil {
+		return nil, nil, false, err
+	}
+	m := claimMap(v, allocID)
+	if m == nil {
+		return nil, nil, false, claimNotFound(ns, volID, allocID)
+	}
+	return v, (*m)[allocID], m == &v.PastClaims, nil
+}
+
 // editClaim finds allocID's claim on a volume and lets fn decide its
 // fate: return a new claim to replace it, nil to remove it, or the same
 // pointer to leave everything as it was.
 func (w *writer) editClaim(ns, volID, allocID string, fn func(c *csi.Claim, past bool) (*csi.Claim, error)) error {
-	if err := validateClaimRef(ns, volID, allocID); err != nil {
-		return err
-	}
-	v, err := w.mustVolume(ns, volID)
+	v, old, past, err := w.claimOf(ns, volID, allocID)
 	if err != nil {
 		return err
 	}
-	m := claimMap(v, allocID)
-	if m == nil {
-		return claimNotFound(ns, volID, allocID)
-	}
-	old := (*m)[allocID]
-	nc, err := fn(old, m == &v.PastClaims)
+	nc, err := fn(old, past)
 	if err != nil || nc == old {
 		return err
 	}
 	nv := editable(v)
-	m = claimMap(nv, allocID)
+	m := claimMap(nv, allocID)
 	if nc == nil {
 		delete(*m, allocID)
 	} else {
@@ -779,19 +787,11 @@ func lastOnNode(v *csi.Volume, node string) bool {
 // left on its node: removed with the claim, or the removal refused.
 func (w *writer) removeClaim(ns, volID, allocID string, check func(c *csi.Claim, past bool) error,
 	orphan func(a *csi.Attachment) (remove bool, err error)) error {
-	if err := validateClaimRef(ns, volID, allocID); err != nil {
-		return err
-	}
-	v, err := w.mustVolume(ns, volID)
+	v, old, past, err := w.claimOf(ns, volID, allocID)
 	if err != nil {
 		return err
 	}
-	m := claimMap(v, allocID)
-	if m == nil {
-		return claimNotFound(ns, volID, allocID)
-	}
-	old := (*m)[allocID]
-	if err := check(old, m == &v.PastClaims); err != nil {
+	if err := check(old, past); err != nil {
 		return err
 	}
 	nv := editable(v)
