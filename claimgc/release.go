@@ -16,9 +16,11 @@ import (
 // once and moves each of its past claims forward by at most one step:
 //
 //  1. node step for claims in Unpublishing (skipped when the node is
-//     gone), then checkpoint NodeDetached. A pass that did any node
-//     step ends here, so the controller decision below reads the live
-//     claims as they are after it;
+//     gone), then checkpoint NodeDetached; the claims whose checkpoint
+//     landed go on to step 2 in the same pass, on the pass's read of
+//     the volume: the store refuses the controller step's writes when
+//     the volume changed under them in a way that matters (a claim
+//     joined the node), and the step takes the refusal as its answer;
 //  2. controller step for claims in NodeDetached, grouped by node. While
 //     another claim on the node still needs the volume attached (a live
 //     claim, or a past claim whose node step is not done), the claims
@@ -133,10 +135,10 @@ func (r *volumeRun) pass(ctx context.Context, v *csi.Volume) (progress, allFreed
 			todo = append(todo, c)
 		}
 	}
-	stepped := false
+	var stepped []*csi.Claim
 	for i, c := range todo {
 		if r.nodeStep(ctx, v, c) {
-			stepped = true
+			stepped = append(stepped, c)
 			if i < len(todo)-1 && r.w.releasing.Load() > 1 {
 				// Written, with the other releases' writes, while the
 				// next node step runs. A release running alone writes
@@ -150,12 +152,26 @@ func (r *volumeRun) pass(ctx context.Context, v *csi.Volume) (progress, allFreed
 			break
 		}
 	}
-	if stepped {
-		// Written checkpoints end the pass: the next one reads the live
-		// claims as they are after the node steps. When none landed,
-		// the claims that were NodeDetached already go on below.
-		if wrote, _ := r.settle(ctx); wrote > 0 || ctx.Err() != nil {
+	progress = false
+	if len(stepped) > 0 {
+		// The controller step of a claim starts only once its node
+		// checkpoint is written. It goes on from this pass's read of
+		// the volume: what may have changed since (a claim joining the
+		// node, a free by another writer) the store refuses in the
+		// controller step's own writes (DetachVolume, RemoveAttachment,
+		// FreeClaim), which the step takes as its answer.
+		wrote, _ := r.settle(ctx)
+		if ctx.Err() != nil {
 			return wrote > 0, false
+		}
+		progress = wrote > 0
+		claims = slices.Clone(claims)
+		for i, c := range claims {
+			if slices.Contains(stepped, c) && !r.failed(c) {
+				d := c.Copy()
+				d.State = csi.ClaimNodeDetached
+				claims[i] = d
+			}
 		}
 	}
 
@@ -203,7 +219,7 @@ func (r *volumeRun) pass(ctx context.Context, v *csi.Volume) (progress, allFreed
 		}
 	}
 	wrote, freed := r.settle(ctx)
-	return wrote > 0, freed == len(claims)
+	return progress || wrote > 0, freed == len(claims)
 }
 
 func (r *volumeRun) failed(c *csi.Claim) bool { return r.failures[c.AllocationID] != nil }
