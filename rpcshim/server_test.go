@@ -436,6 +436,27 @@ func TestServer_Claim_Attachments(t *testing.T) {
 	e.ctl.RequireNoViolations(t)
 }
 
+// TestServer_Claim_SecondWriterMessage pins what a refused second
+// writer is told: who holds the volume and what to do, in the claim's
+// own words (it read "batch command 0 (claim-volume): …" when a claim
+// that shared an attachment was written as a batch).
+func TestServer_Claim_SecondWriterMessage(t *testing.T) {
+	e := newSrvEnv(t, allControllerCaps)
+	e.register("vol-a", "ext-a", snwFS)
+	e.allocs("a1", "n2", "a2", "n2")
+	_, err := e.claim("vol-a", "a1", "n2", csi.ClaimWrite, snwFS)
+	must(t, err)
+	_, err = e.claim("vol-a", "a2", "n2", csi.ClaimWrite, snwFS)
+	expectIs(t, err, csi.ErrMaxClaims)
+	msg := err.Error()
+	for _, want := range []string{"allocation a1 holds it for writing", "allocation a2 can claim it for reading", "once that claim is released"} {
+		expectContains(t, msg, want)
+	}
+	if strings.Contains(msg, "batch command") || strings.Contains(msg, "allocations a1, a2") {
+		t.Errorf("message %q names the batch or the requester as a holder", msg)
+	}
+}
+
 func TestServer_Claim_ReadOnlyAttachment(t *testing.T) {
 	e := newSrvEnv(t, allControllerCaps)
 	e.register("vol-ro", "ext-ro", mnroFS)
