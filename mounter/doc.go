@@ -20,6 +20,32 @@
 //	<root>/staging/<namespace>/<volume>/<stage usage>  staging directory (created by the mounter), e.g. .../snw-fs
 //	<root>/per-alloc/<allocation>/<volume>/<usage>     target (created by the plugin; its parent by the mounter), e.g. .../w-snw-fs
 //
+// No element beneath the root is reached through a symbolic link. ID
+// validation keeps every path lexically inside the root, but a link
+// planted beneath it (<root>/per-alloc/<allocation> pointing at /etc,
+// say) would take the mounter's mkdir and rmdir, and the plugin's mount,
+// unmount or delete, wherever it points. So the mounter creates, checks
+// and removes its directories without following links: with openat2(2)
+// and RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS on Linux 5.6 and later, else
+// by opening one element at a time with O_NOFOLLOW. A link on the way
+// to the staging or target path fails MountVolume with ErrUnsafePath
+// (an *UnsafePathError naming the link; Final, and matching
+// csi.ErrInvalidRequest) before any plugin call or state write; an
+// UnmountVolume whose path passes through one fails the same way before
+// the plugin call that would use it, keeping the teardown recorded for
+// a retry once the link is gone, and its directory removal never goes
+// through a link, nor removes one; New refuses a link at <root>/staging
+// or <root>/per-alloc. The staging directory itself, once the plugin
+// may have staged on it, and the target, once a publish was sent, are
+// the plugin's mount points, and a plugin may make them links of its
+// own (the hostpath example's symlink mode does): they are held to the
+// rule only until then. The root itself is resolved once, at New: a link in
+// Config.Root is the host's, and the paths handed to the plugin and in
+// MountInfo are built on the resolved root. The checks cannot close the
+// window between a check and the plugin's use of a path; the mounter's
+// directories are made 0750, so that only the node's administrator or
+// a plugin can write in them.
+//
 // A mount that stages creates the target's parent while the plugin
 // stages, and the unmount that unstages removes it while the plugin
 // unstages: on a busy file system a mkdir or rmdir can take as long as a
@@ -189,7 +215,8 @@
 //     error will fail again. csi.ErrVolumeInUse means the volume is
 //     staged on the node in another access or attachment mode for other
 //     allocations: retry once they have stopped, or place the
-//     allocation on another node.
+//     allocation on another node. ErrUnsafePath (Final) means a
+//     symbolic link beneath the mount root: it needs an operator.
 //  4. When the allocation stops (or its mount failed and the host gives
 //     up), call UnmountVolume for it — always, even after a failed
 //     mount: an uncertain publish is tracked as mounted and only an

@@ -56,3 +56,38 @@ func (e *persistError) Error() string {
 func (e *persistError) Unwrap() error { return e.err }
 
 func (e *persistError) ErrorClass() csi.Class { return csi.ClassRetryable }
+
+// ErrUnsafePath is matched (errors.Is) by an *UnsafePathError: a path
+// that the mounter would create, hand to the plugin or remove has a
+// symbolic link beneath the mount root, or lies outside the root. A
+// plugin given such a path would stage, publish, unmount or delete
+// wherever the link points, so the mounter refuses the operation before
+// any plugin call or write of its state. It is Final: a retry fails the
+// same way until an operator has removed the link (and found out what
+// planted it). An *UnsafePathError also matches csi.ErrInvalidRequest,
+// the sentinel of requests that were not sent, so that a transport
+// carries its class and a meaning across the wire.
+var ErrUnsafePath = errors.New("unsafe path beneath the mount root")
+
+// UnsafePathError reports the element of a path that the mounter will
+// not follow.
+type UnsafePathError struct {
+	// Path is the offending element, for example
+	// <root>/per-alloc/<allocation>.
+	Path string
+	// Reason says what is wrong with it and what to do.
+	Reason string
+}
+
+func (e *UnsafePathError) Error() string {
+	return fmt.Sprintf("%s: %s %s", ErrUnsafePath, e.Path, e.Reason)
+}
+
+// Is reports whether target is ErrUnsafePath or csi.ErrInvalidRequest.
+func (e *UnsafePathError) Is(target error) bool {
+	return target == ErrUnsafePath || target == csi.ErrInvalidRequest
+}
+
+// ErrorClass implements csi.Classed: the link stays until someone
+// removes it.
+func (e *UnsafePathError) ErrorClass() csi.Class { return csi.ClassFinal }

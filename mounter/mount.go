@@ -15,7 +15,10 @@ import (
 // A request that fails validation (bad IDs: csi.ErrInvalidID; bad modes
 // or options: csi.ErrInvalidRequest) is refused before any file is
 // written or any plugin called. A missing node plugin returns the
-// Retryable csi.ErrPluginNotFound from Config.Plugins, wrapped.
+// Retryable csi.ErrPluginNotFound from Config.Plugins, wrapped. A
+// symbolic link beneath the mount root on the way to the staging or
+// target path fails it with ErrUnsafePath (Final) before any of its
+// writes or plugin calls.
 //
 // A volume has one staging path per node: a mount whose StageUsage
 // differs from the one the volume is staged under for other allocations
@@ -115,9 +118,24 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 			targetPath = p.TargetPath
 		}
 		if prior != nil && prior.State == publishPublished && (s.Stage == stageNone || s.Stage == stageStaged) {
+			// The host hands the path to the workload: not through a link.
+			if err := m.refuseLinks(targetPath, false); err != nil {
+				return nil, fmt.Errorf("check the target path: %w", err)
+			}
 			return mountInfo(targetPath, usage), nil
 		}
 		m.completeUnpublishes(ctx, client, rec, s, usage.ClaimMode, req.AllocationID)
+	}
+
+	// No path the plugin gets may pass through a link beneath the root,
+	// and the check comes before this mount's writes and plugin calls:
+	// the target here (its parent may be made while the plugin stages,
+	// and that mkdir would find a link only after NodeStageVolume), the
+	// staging directory as it is made. The target itself is held to it
+	// until a publish was sent for it, the staging directory until a
+	// stage may have been made there (see makeStagingDir).
+	if err := m.refuseLinks(targetPath, prior == nil); err != nil {
+		return nil, fmt.Errorf("check the target path: %w", err)
 	}
 
 	// Directories first: creating one twice is harmless, and they are
@@ -128,7 +146,7 @@ func (m *Mounter) mount(ctx context.Context, v *volume, client plugin.NodeClient
 		if s != nil && s.StagingPath != "" {
 			stagingPath = s.StagingPath
 		}
-		if err := m.makeStagingDir(stagingPath); err != nil {
+		if err := m.makeStagingDir(stagingPath, s == nil || s.Stage == stageNone); err != nil {
 			return nil, fmt.Errorf("create staging directory: %w", err)
 		}
 	}
@@ -335,8 +353,13 @@ func (m *Mounter) unpublish(ctx context.Context, client plugin.NodeClient, rec *
 }
 
 // nodeUnpublish calls NodeUnpublishVolume; NotFound counts as done. The
-// caller removes the target's parents (removeTargetParent).
+// caller removes the target's parents (removeTargetParent). A target
+// below a link is not sent (refuseLinks): the plugin would unmount and
+// delete what the link points at.
 func (m *Mounter) nodeUnpublish(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, allocID, target string) error {
+	if err := m.refuseLinks(target, false); err != nil {
+		return fmt.Errorf("NodeUnpublishVolume for allocation %s not sent: %w", allocID, err)
+	}
 	m.calls.Add(1)
 	err := client.NodeUnpublishVolume(ctx, &plugin.NodeUnpublishRequest{ExternalID: rec.ExternalID, TargetPath: target})
 	if !csi.TeardownDone(err) {
@@ -348,7 +371,7 @@ func (m *Mounter) nodeUnpublish(ctx context.Context, client plugin.NodeClient, r
 // removeTargetParent removes the empty parents the mounter made for a
 // target (makeTargetParent).
 func (m *Mounter) removeTargetParent(target string) {
-	m.removeEmpty(filepath.Dir(target), filepath.Join(m.root, perAllocDir))
+	m.removeEmpty(filepath.Dir(target), perAllocDir)
 }
 
 // settle writes the volume's record after a change that narrowed it

@@ -79,7 +79,8 @@ type Config struct {
 // Mounter is the VolumeMounter over CSI node plugins, with a usage
 // tracker persisted in Config.StateDir.
 type Mounter struct {
-	root    string
+	root    string // tree.root: paths handed out are built on the resolved root
+	tree    *tree
 	plugins Plugins
 	logger  hclog.Logger
 	store   *store
@@ -132,22 +133,22 @@ func New(cfg Config) (*Mounter, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	// The root and the two directories below it exist from New on, as a
+	// host's would after its first mount: a mount creates only the
+	// directories of its own volume and allocation, and a teardown never
+	// removes these.
+	t, err := newTree(cfg.Root)
+	if err != nil {
+		return nil, fmt.Errorf("mounter: create mount root: %w", err)
+	}
 	m := &Mounter{
-		root:    filepath.Clean(cfg.Root),
+		root:    t.root,
+		tree:    t,
 		plugins: cfg.Plugins,
 		logger:  cfg.Logger,
 		sem:     make(chan struct{}, cfg.MaxParallel),
 		vols:    map[volKey]*volume{},
 		caps:    map[string]capsEntry{},
-	}
-	// The root and the two directories below it exist from New on, as a
-	// host's would after its first mount: a mount creates only the
-	// directories of its own volume and allocation, and a teardown never
-	// removes these.
-	for _, d := range []string{m.root, filepath.Join(m.root, stagingDir), filepath.Join(m.root, perAllocDir)} {
-		if err := ensureDir(d, 0o750); err != nil {
-			return nil, fmt.Errorf("mounter: create mount root: %w", err)
-		}
 	}
 	st, err := newStore(filepath.Clean(cfg.StateDir), !cfg.NoSync, cfg.Logger)
 	if err != nil {

@@ -74,14 +74,26 @@ func (m *Mounter) underRoot(elems ...string) (string, error) {
 //
 // So the mounter creates the staging directory itself but only the
 // parent of a target, and after a teardown removes only directories it
-// created, and only when they are empty (os.Remove, never RemoveAll: a
-// path under the root may still hold a mount).
+// created, and only when they are empty (rmdir, never RemoveAll: a path
+// under the root may still hold a mount). It reaches all of them
+// through m.tree, which follows no link beneath the root, and checks a
+// path before handing it to the plugin (refuseLinks).
+//
+// Two elements are the plugin's rather than the mounter's: the staging
+// directory once NodeStageVolume may have run, and the target from the
+// first NodePublishVolume on. A plugin mounts on them, and may make
+// them links of its own (the hostpath example's symlink mode does, where
+// it cannot mount), so they are held to the rule only until then: a
+// link at either before the plugin was asked to use it was planted.
 
-// makeStagingDir creates the staging directory and its parents.
-func (m *Mounter) makeStagingDir(p string) error {
+// makeStagingDir creates the staging directory and its parents. fresh
+// says that no stage may have been made there (the directory is still
+// the mounter's): a link there is then refused, and otherwise left to
+// the plugin.
+func (m *Mounter) makeStagingDir(p string, fresh bool) error {
 	m.dirMu.Lock()
 	defer m.dirMu.Unlock()
-	return mkdirBelow(filepath.Join(m.root, stagingDir), p)
+	return m.tree.mkdirAll(p, !fresh)
 }
 
 // alongside runs dirs, directory work under the mount root, while call
@@ -103,51 +115,20 @@ func alongside(dirs, call func() error) (dirsErr, callErr error) {
 func (m *Mounter) makeTargetParent(target string) error {
 	m.dirMu.Lock()
 	defer m.dirMu.Unlock()
-	return mkdirBelow(filepath.Join(m.root, perAllocDir), filepath.Dir(target))
+	return m.tree.mkdirAll(filepath.Dir(target), false)
 }
 
-// mkdirBelow creates directory p and its missing parents below base, as
-// os.MkdirAll does, in fewer system calls for the mounter's layout: an
-// existing p costs one stat, as with MkdirAll, and a missing one is
-// created from the top down, one mkdir per level, where MkdirAll stats
-// every missing level first. base is normally there (New creates it);
-// if it is not, or p is not below it, os.MkdirAll does the work. The
-// stats leave the timestamps unread (quietfs.IsDir).
-func mkdirBelow(base, p string) error {
-	dir, err := quietfs.IsDir(p)
-	if err == nil {
-		if dir {
-			return nil
-		}
-		return &fs.PathError{Op: "mkdir", Path: p, Err: syscall.ENOTDIR}
+// refuseLinks refuses (*UnsafePathError) a staging or target path that
+// passes through a symbolic link beneath the root before it goes to
+// the plugin: a plugin follows links, so it would mount, unmount or
+// delete wherever the link points. leaf says that p itself is still the
+// mounter's (see above) and must not be a link either. What is not made
+// yet passes; its directories are checked as the mounter makes them.
+func (m *Mounter) refuseLinks(p string, leaf bool) error {
+	if !leaf {
+		p = filepath.Dir(p)
 	}
-	rel, err := filepath.Rel(base, p)
-	if err != nil || rel == "." || rel == ".." || strings.HasPrefix(rel, ".."+string(filepath.Separator)) {
-		return os.MkdirAll(p, 0o750)
-	}
-	d := base
-	for e := range strings.SplitSeq(rel, string(filepath.Separator)) {
-		d = filepath.Join(d, e)
-		err := os.Mkdir(d, 0o750)
-		switch {
-		case err == nil:
-		case errors.Is(err, fs.ErrNotExist):
-			// base itself is gone.
-			return os.MkdirAll(p, 0o750)
-		case errors.Is(err, fs.ErrExist):
-			// A parent made by another mount, or p made since the stat.
-			// Something that is not a directory fails the next mkdir
-			// (ENOTDIR) or, for p itself, this check.
-			if d == p {
-				if dir, serr := quietfs.IsDir(p); serr != nil || !dir {
-					return err
-				}
-			}
-		default:
-			return err
-		}
-	}
-	return nil
+	return m.tree.check(p)
 }
 
 // ensureDir creates directory p with perm, and its parents if need be,
@@ -180,37 +161,14 @@ func ensureDir(p string, perm fs.FileMode) error {
 }
 
 // removeEmpty removes p and then its parents while they are empty,
-// stopping below stop (the staging or per-alloc directory). Errors are
-// logged, not returned: a leftover empty directory harms nothing, and a
-// non-empty one must stay.
+// stopping below <root>/<stop> (the staging or per-alloc directory),
+// never through a link (tree.removeEmpty). Errors are logged, not
+// returned: a leftover empty directory harms nothing, and a non-empty
+// one, or a link, must stay.
 func (m *Mounter) removeEmpty(p, stop string) {
 	m.dirMu.Lock()
 	defer m.dirMu.Unlock()
-	for p != stop && strings.HasPrefix(p, stop+string(filepath.Separator)) {
-		if err := removeDir(p); err != nil {
-			if !errors.Is(err, fs.ErrNotExist) {
-				if !errors.Is(err, syscall.ENOTEMPTY) && !errors.Is(err, syscall.EEXIST) {
-					m.logger.Warn("cannot remove directory under the mount root", "path", p, "error", err)
-				}
-				return
-			}
-		}
-		p = filepath.Dir(p)
+	if at, err := m.tree.removeEmpty(p, stop); err != nil {
+		m.logger.Warn("cannot remove directory under the mount root", "path", at, "error", err)
 	}
-}
-
-// removeDir removes p as os.Remove does, trying rmdir first: p is
-// nearly always a directory, where os.Remove spends a failed unlink
-// before its rmdir.
-func removeDir(p string) error {
-	err := syscall.Rmdir(p)
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, syscall.ENOTDIR):
-		return os.Remove(p)
-	case errors.Is(err, syscall.EINTR):
-		return os.Remove(p)
-	}
-	return &fs.PathError{Op: "remove", Path: p, Err: err}
 }

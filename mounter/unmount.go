@@ -3,7 +3,6 @@ package mounter
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/plugin"
@@ -19,8 +18,11 @@ import (
 // come from the tracker, so it works after a restart. Nothing tracked
 // means nothing to do: it returns nil without asking for the plugin.
 // NotFound from the plugin counts as done (csi.TeardownDone). A missing
-// plugin returns the Retryable csi.ErrPluginNotFound, wrapped; any
-// failure leaves the teardown recorded, and a retry resumes it.
+// plugin returns the Retryable csi.ErrPluginNotFound, wrapped; a
+// staging or target path through a symbolic link beneath the mount root
+// fails it with ErrUnsafePath (Final: an operator must remove the link)
+// before the plugin call that would use the path; any failure leaves
+// the teardown recorded, and a retry resumes it.
 func (m *Mounter) UnmountVolume(ctx context.Context, req *UnmountRequest) error {
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("unmount volume: %w", err)
@@ -161,13 +163,18 @@ func (m *Mounter) carryOut(ctx context.Context, client plugin.NodeClient, rec *v
 }
 
 // unstage calls NodeUnstageVolume and removes the staging directory (the
-// mounter created it) and its empty parents. NotFound counts as done.
+// mounter created it) and its empty parents. NotFound counts as done. A
+// staging path below a link is not sent (refuseLinks): the plugin
+// would unmount what the link points at.
 func (m *Mounter) unstage(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, s *stageRecord) error {
+	if err := m.refuseLinks(s.StagingPath, false); err != nil {
+		return fmt.Errorf("NodeUnstageVolume not sent: %w", err)
+	}
 	m.calls.Add(1)
 	err := client.NodeUnstageVolume(ctx, &plugin.NodeUnstageRequest{ExternalID: rec.ExternalID, StagingPath: s.StagingPath})
 	if !csi.TeardownDone(err) {
 		return fmt.Errorf("NodeUnstageVolume: %w", err)
 	}
-	m.removeEmpty(s.StagingPath, filepath.Join(m.root, stagingDir))
+	m.removeEmpty(s.StagingPath, stagingDir)
 	return nil
 }
