@@ -45,20 +45,22 @@ type store struct {
 	commits atomic.Uint64 // synced commits
 }
 
-// newStore opens (creating) the database in stateDir. A database that
-// another process holds, or that bbolt cannot read, is a *StateError.
+// newStore opens (creating) the database in stateDir. One that bbolt
+// cannot read is a *StateError; one that another Mounter holds fails
+// after a second, with an error that says so.
 func newStore(stateDir string, sync bool, logger hclog.Logger) (*store, error) {
 	if err := ensureDir(stateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create mounter state directory %s: %w", stateDir, err)
 	}
 	p := filepath.Join(stateDir, dbName)
 	db, err := bolt.Open(p, 0o600, &bolt.Options{Timeout: time.Second, NoSync: !sync, NoFreelistSync: true})
+	if errors.Is(err, bolt.ErrTimeout) {
+		// Not corrupt: in use. Retrying once the other holder has gone
+		// (a previous agent still stopping) is safe.
+		return nil, fmt.Errorf("state database %s is locked by another process (a second node agent on the same state directory, or one still stopping?): %w", p, err)
+	}
 	if err != nil {
-		reason := "cannot open the state database"
-		if errors.Is(err, bolt.ErrTimeout) {
-			reason = "is locked by another process (a second node agent on the same state directory?)"
-		}
-		return nil, &StateError{Path: p, Reason: reason, Err: err}
+		return nil, &StateError{Path: p, Reason: "cannot open the state database", Err: err}
 	}
 	db.MaxBatchDelay = batchDelay
 	return &store{db: db, dir: stateDir, sync: sync, logger: logger}, nil
