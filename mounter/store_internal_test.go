@@ -1,0 +1,166 @@
+package mounter
+
+import (
+	"bufio"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// killChildEnv names the state directory of the child process of
+// TestStore_KilledMidWrite.
+const killChildEnv = "CSIKIT_TEST_KILLED_WRITER"
+
+// killBaseEnv gives the child the first write number of its run, above
+// every earlier run's.
+const killBaseEnv = "CSIKIT_TEST_KILLED_WRITER_BASE"
+
+// testRecord is a valid record of volume vol whose external ID carries
+// n, so that a reader can tell which write it holds.
+func testRecord(vol string, n int) *volumeRecord {
+	var su StageUsage
+	if err := su.UnmarshalText([]byte("snw-fs")); err != nil {
+		panic(err)
+	}
+	allocs := map[string]*allocRecord{}
+	// Records of varying size, so that pages split and free.
+	for i := range n%7 + 1 {
+		id := fmt.Sprintf("a%d", i)
+		allocs[id] = &allocRecord{State: publishPublished, TargetPath: "/mnt/per-alloc/" + id + "/" + vol + "/w-snw-fs"}
+	}
+	return &volumeRecord{Namespace: "default", VolumeID: vol, ExternalID: "ext-" + strconv.Itoa(n), PluginID: "p",
+		Stages: map[StageUsage]*stageRecord{su: {Stage: stageStaged, StagingPath: "/mnt/staging/default/" + vol + "/snw-fs", Writers: allocs}}}
+}
+
+// TestStore_KilledMidWrite kills a process that writes records from
+// several goroutines at once (saves, and drops that remove a volume)
+// at a random point of its writes, then opens the database again: it
+// must open and pass bbolt's checks, every record must be valid, and
+// every write the child reported committed must be there (or a later
+// one of the same volume). 50 runs by default; CSIKIT_SOAK=1 makes it
+// 500.
+func TestStore_KilledMidWrite(t *testing.T) {
+	if dir := os.Getenv(killChildEnv); dir != "" {
+		killedWriter(dir)
+		return
+	}
+	runs := 50
+	if os.Getenv("CSIKIT_SOAK") == "1" {
+		runs = 500
+	}
+	dir := t.TempDir()
+	last := map[string]int{}    // volume -> the last write it reported committed
+	held := map[string]string{} // volume -> what the database held after the last run
+	for run := range runs {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestStore_KilledMidWrite$")
+		cmd.Env = append(os.Environ(), killChildEnv+"="+dir, killBaseEnv+"="+strconv.Itoa(run*1_000_000))
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		reported := map[string]bool{}
+		sc := bufio.NewScanner(out)
+		for i, kill := 0, 1+rand.IntN(300); sc.Scan(); i++ {
+			if i == kill {
+				_ = cmd.Process.Kill()
+			}
+			// After the kill, the reports still in the pipe are read
+			// too: every commit but the one in flight is known.
+			vol, n, _ := strings.Cut(sc.Text(), " ")
+			last[vol], _ = strconv.Atoi(n)
+			reported[vol] = true
+		}
+		_ = cmd.Wait()
+
+		s, err := newStore(dir, false, hclog.NewNullLogger())
+		if err != nil {
+			t.Fatalf("run %d: reopen: %v", run, err)
+		}
+		recs, err := s.load()
+		if err != nil {
+			t.Fatalf("run %d: load after a kill: %v", run, err)
+		}
+		for vol, n := range last {
+			got := "dropped"
+			if rec := recs[volKey{"default", vol}]; rec != nil {
+				got = rec.ExternalID
+			}
+			// The database holds the last reported write of the
+			// volume, or the one in flight at the kill: the run's
+			// first, if the run reported none.
+			want, inFlight := writeState(n), writeState(n+1)
+			if !reported[vol] {
+				want, inFlight = held[vol], writeState(run*1_000_000+1)
+			}
+			if got != want && got != inFlight {
+				t.Fatalf("run %d: volume %s holds %s, want %s or %s", run, vol, got, want, inFlight)
+			}
+			held[vol] = got
+		}
+		if err := s.close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// writeState is what the database holds for a volume after the
+// child's write n: a drop every 11th write, else the record of write n.
+func writeState(n int) string {
+	if n%11 == 0 {
+		return "dropped"
+	}
+	return "ext-" + strconv.Itoa(n)
+}
+
+// killedWriter is the child: it writes until it is killed, and reports
+// each commit on stdout as "<volume> <n>".
+func killedWriter(dir string) {
+	s, err := newStore(dir, false, hclog.NewNullLogger())
+	if err != nil {
+		panic(err)
+	}
+	if _, err := s.load(); err != nil {
+		panic(err)
+	}
+	base, _ := strconv.Atoi(os.Getenv(killBaseEnv))
+	var mu sync.Mutex
+	w := bufio.NewWriter(os.Stdout)
+	report := func(vol string, n int) {
+		mu.Lock()
+		fmt.Fprintf(w, "%s %d\n", vol, n)
+		_ = w.Flush()
+		mu.Unlock()
+	}
+	var wg sync.WaitGroup
+	for g := range 4 {
+		vol := fmt.Sprintf("vol%d", g)
+		n := base
+		wg.Go(func() {
+			for {
+				n++
+				if writeState(n) == "dropped" {
+					if err := s.drop("default", vol, false); err != nil {
+						panic(err)
+					}
+					report(vol, n)
+					continue
+				}
+				if err := s.save(testRecord(vol, n)); err != nil {
+					panic(err)
+				}
+				report(vol, n)
+			}
+		})
+	}
+	wg.Wait()
+}
