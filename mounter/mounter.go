@@ -58,17 +58,18 @@ type Config struct {
 	// published. Required. It is created if missing.
 	Root string
 	// StateDir is the absolute directory where the usage tracker is
-	// persisted. Required; it must survive a restart of the node agent
-	// and must not be shared by two Mounters at once.
+	// persisted (StateDir/mounter.db). Required; it must survive a
+	// restart of the node agent and must not be shared by two Mounters
+	// at once (New fails while another holds it).
 	StateDir string
 	// Plugins finds node plugins. Required.
 	Plugins Plugins
 	// Logger; nil means no logging. Secrets are never logged.
 	Logger hclog.Logger
-	// NoSync skips fsync and fdatasync when persisting the tracker.
-	// Each write stays whole if the agent crashes, but an OS crash may
-	// lose recent ones, or leave a state file that New then refuses as
-	// corrupt. State syncing is on by default: set NoSync only where
+	// NoSync commits the state database without syncing it (bbolt's
+	// NoSync). Each commit stays whole if the agent crashes, but an OS
+	// crash may lose recent ones, or leave a database that New then
+	// refuses as corrupt. State syncing is on by default: set NoSync only where
 	// losing mount state is acceptable (tests, throwaway nodes).
 	NoSync bool
 	// MaxParallel bounds volume operations running at once; 0 means
