@@ -155,4 +155,6 @@
 //     idempotent, and works after a restart.
 //  5. Use HasMount to ask whether an allocation may still have a volume
 //     published, for example before reporting its node step done.
+//  6. When the agent stops, once no call is running, call Close: it
+//     releases the state database for the next agent.
 package mounter
