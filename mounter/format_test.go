@@ -146,6 +146,30 @@ func TestNew_ImportsOlderFormats(t *testing.T) {
 	}
 }
 
+// TestNew_ImportLeftover: an older file of a volume the database
+// already holds is what an import left behind when its removals were
+// cut short: the database's record stays, and the file goes.
+func TestNew_ImportLeftover(t *testing.T) {
+	state := copyFixture(t, "state-v2")
+	putRecord(t, state, "default/vol1", `{"Version":3,"Namespace":"default","VolumeID":"vol1","ExternalID":"ext","PluginID":"p",`+
+		`"Stages":{"snw-fs":{"Stage":"staged","StagingPath":"/mnt/staging/default/vol1/snw-fs",`+
+		`"Writers":{"a9":{"State":"published","TargetPath":"/mnt/per-alloc/a9/vol1/w-snw-fs"}}}}}`)
+	m, err := newOn(t, state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if has, err := m.HasMount(ctx, "default", "vol1", "a9"); err != nil || !has {
+		t.Errorf("HasMount(a9) from the database = %v, %v; want true", has, err)
+	}
+	if has, _ := m.HasMount(ctx, "default", "vol1", "a1"); has {
+		t.Error("the leftover file's record replaced the database's")
+	}
+	if left := files(t, state); len(left) != 1 {
+		t.Errorf("state directory holds %v, want mounter.db alone", left)
+	}
+}
+
 // TestNew_ImportRefusesCorruptSlotFile: a version 3 file with no valid
 // slot stops New, and nothing is imported or removed.
 func TestNew_ImportRefusesCorruptSlotFile(t *testing.T) {

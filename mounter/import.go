@@ -137,17 +137,7 @@ func (s *store) readPool(found map[volKey]*volumeRecord, done *[]string) (map[vo
 		if len(record) == 0 {
 			continue
 		}
-		rec := new(volumeRecord)
-		err = decodeStrict(record, rec)
-		if err == nil {
-			err = csi.ValidateNamespace(rec.Namespace)
-		}
-		if err == nil {
-			err = csi.ValidateVolumeID(rec.VolumeID)
-		}
-		if err == nil {
-			err = rec.check(rec.Namespace, rec.VolumeID)
-		}
+		rec, err := decodeRecord(record)
 		if err != nil {
 			return nil, &StateError{Path: p, Reason: fmt.Sprintf("generation %d is not a valid record", gen), Err: err}
 		}

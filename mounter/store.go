@@ -162,7 +162,10 @@ func (s *store) load() (recs map[volKey]*volumeRecord, err error) {
 			return nil
 		}
 		return b.ForEach(func(k, v []byte) error {
-			rec, err := decodeRecord(k, v)
+			rec, err := decodeRecord(v)
+			if err == nil && !bytes.Equal(k, volumeKey(rec.Namespace, rec.VolumeID)) {
+				err = fmt.Errorf("holds volume %s/%s", rec.Namespace, rec.VolumeID)
+			}
 			if err != nil {
 				return &StateError{Path: p, Reason: fmt.Sprintf("record %q is not valid", k), Err: err}
 			}
@@ -191,8 +194,9 @@ func (s *store) load() (recs map[volKey]*volumeRecord, err error) {
 	return recs, nil
 }
 
-// decodeRecord reads the record stored under key k.
-func decodeRecord(k, v []byte) (*volumeRecord, error) {
+// decodeRecord reads a record that names its volume itself (in the
+// database, or in a slot file) and validates it.
+func decodeRecord(v []byte) (*volumeRecord, error) {
 	rec := new(volumeRecord)
 	if err := decodeStrict(v, rec); err != nil {
 		return nil, err
@@ -202,9 +206,6 @@ func decodeRecord(k, v []byte) (*volumeRecord, error) {
 	}
 	if err := csi.ValidateVolumeID(rec.VolumeID); err != nil {
 		return nil, err
-	}
-	if !bytes.Equal(k, volumeKey(rec.Namespace, rec.VolumeID)) {
-		return nil, fmt.Errorf("holds volume %s/%s", rec.Namespace, rec.VolumeID)
 	}
 	return rec, rec.check(rec.Namespace, rec.VolumeID)
 }
