@@ -53,6 +53,9 @@ func newStore(stateDir string, sync bool, logger hclog.Logger) (*store, error) {
 		return nil, fmt.Errorf("create mounter state directory %s: %w", stateDir, err)
 	}
 	p := filepath.Join(stateDir, dbName)
+	// NoFreelistSync: a commit does not write the free list, which Open
+	// rebuilds by walking the database: a few pages for a node's
+	// volumes. Timeout: a previous agent still stopping gets a second.
 	db, err := bolt.Open(p, 0o600, &bolt.Options{Timeout: time.Second, NoSync: !sync, NoFreelistSync: true})
 	if errors.Is(err, bolt.ErrTimeout) {
 		// Not corrupt: in use. Retrying once the other holder has gone
