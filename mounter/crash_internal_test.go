@@ -27,12 +27,12 @@ func (n oneNode) NodePlugin(id string) (plugin.NodeClient, *csi.PluginInfo, erro
 }
 
 // osCrashImage copies the Mounter's state directory to a new one as an
-// OS crash at this moment could leave it: every write since the last
-// sync of each file of the pool lost. With syncing on, a file's stable
-// slot is synced and the other slot holds only unsynced writes, so the
-// image zeroes the other slot.
+// OS crash at this moment could leave it. Every commit of the state
+// database is synced before it returns, so the image is the database
+// as it stands (no write is in flight while the test copies it).
 func osCrashImage(t *testing.T, m *Mounter, stateDir string) string {
 	t.Helper()
+	_ = m
 	dst := filepath.Join(t.TempDir(), "state")
 	err := filepath.WalkDir(stateDir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
@@ -50,31 +50,6 @@ func osCrashImage(t *testing.T, m *Mounter, stateDir string) string {
 	})
 	if err != nil {
 		t.Fatal(err)
-	}
-	s := m.store
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	known := append([]*stateFile(nil), s.free...)
-	for _, v := range s.vols {
-		if v.file != nil {
-			known = append(known, v.file)
-		}
-	}
-	for _, f := range known {
-		if f.slotSize == 0 || f.unsure {
-			continue
-		}
-		p := filepath.Join(dst, "records", filepath.Base(s.path(f)))
-		fd, err := os.OpenFile(p, os.O_WRONLY, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := fd.WriteAt(make([]byte, f.slotSize), int64(1-f.stable)*int64(f.slotSize)); err != nil {
-			t.Fatal(err)
-		}
-		if err := fd.Close(); err != nil {
-			t.Fatal(err)
-		}
 	}
 	return dst
 }
@@ -145,68 +120,5 @@ func TestMounter_RefusedMount_OSCrash(t *testing.T) {
 			}
 			p.RequireNoViolations(t)
 		})
-	}
-}
-
-// TestStore_Drop_UnknownSlotSize: a file whose creation failed after
-// its rename (slot size unknown) holds the volume's record at its final
-// name; dropping the volume must not leave it there for the next start
-// to read.
-func TestStore_Drop_UnknownSlotSize(t *testing.T) {
-	for _, durable := range []bool{false, true} {
-		t.Run(fmt.Sprint("durable=", durable), func(t *testing.T) {
-			dir := t.TempDir()
-			s := openStore(t, dir, true)
-			if err := s.save(testRecord("a", 1)); err != nil {
-				t.Fatal(err)
-			}
-			// As create leaves it when the directory sync fails.
-			s.vols[volKey{"default", "vol1"}].file.slotSize = 0
-			if err := s.drop("default", "vol1", durable); err != nil {
-				t.Fatal(err)
-			}
-			if _, recs := reload(t, dir, true); len(recs) != 0 {
-				t.Errorf("dropped volume read back: %v", recs)
-			}
-			// The file is free: the next save creates it again.
-			if err := s.save(testRecord("b", 1)); err != nil {
-				t.Fatal(err)
-			}
-			if got := s.path(s.vols[volKey{"default", "vol1"}].file); filepath.Base(got) != "1.state" {
-				t.Errorf("the next save went to %s, want the freed 1.state", got)
-			}
-		})
-	}
-}
-
-// TestStore_LegacyRemovalSynced: moving a version 2 file's volume to the
-// pool syncs the removal of the old file, which the pool's record stops
-// covering once the volume's file is freed (unsynced).
-func TestStore_LegacyRemovalSynced(t *testing.T) {
-	dir := t.TempDir()
-	legacy := filepath.Join(dir, "volumes", "default", "vol1.json")
-	rec := testRecord("a", 1)
-	rec.Version = 2
-	data := []byte(recordJSON(t, rec))
-	if err := os.MkdirAll(filepath.Dir(legacy), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(legacy, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	s, recs := reload(t, dir, true)
-	if len(recs) != 1 {
-		t.Fatalf("load = %v", recs)
-	}
-	before := s.dirSyncs.Load()
-	if err := s.save(recs[volKey{"default", "vol1"}]); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(legacy); !os.IsNotExist(err) {
-		t.Fatalf("version 2 file still there: %v", err)
-	}
-	// One for the pool file's creation, one for the removal.
-	if got := s.dirSyncs.Load() - before; got != 2 {
-		t.Errorf("%d directory syncs, want 2 (the new file's, and the old file's removal)", got)
 	}
 }

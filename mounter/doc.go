@@ -91,12 +91,22 @@
 //
 // # State and crashes
 //
-// The tracker keeps each volume's record in a file of its own under
-// Config.StateDir, so operations on different volumes never wait for
-// each other's writes. Before each plugin call that may widen what is
-// staged or published, and before an unmount's calls, the mounter makes
-// its intent durable ("staging", "publishing", "unpublishing",
-// "unstaging"):
+// The tracker keeps one record per volume in a bbolt database,
+// Config.StateDir/mounter.db, which New opens and holds locked until
+// Close (a second Mounter on the same directory fails New). Its layout:
+//
+//	bucket "volumes"
+//	  key    "<namespace>/<volume ID>" (IDs never hold a '/')
+//	  value  the volume's record in JSON: {"Version":3, "Namespace", "VolumeID",
+//	         "ExternalID", "PluginID", "Stages": {<stage usage>: {"Stage",
+//	         "StagingPath", "Writers"/"Readers": {<allocation>: {"State",
+//	         "TargetPath"}}}}}
+//
+// A volume that tracks nothing has no key. Before each plugin call that
+// may widen what is staged or published, and before an unmount's calls,
+// the mounter commits its intent ("staging", "publishing",
+// "unpublishing", "unstaging"), and the commit is synced before the call
+// is made:
 //
 //   - a first mount writes once, before NodeStageVolume, with the stage
 //     intent and the publish intent together (the publish follows at
@@ -108,93 +118,41 @@
 //     being undone by an OS crash.
 //
 // Outcomes that narrow what may be mounted (a stage or publish that
-// succeeded, a teardown done) are written without a sync: a restarted
-// agent reads them, an OS crash may lose them, and the volume's next
-// synced write carries them. A volume that is fully torn down frees its
-// file, unsynced. The one narrowing that is synced is a failed mount's
-// withdrawal of its publish intent (the stage failed, or the plugin
-// refused the publish): the host's UnmountVolume then finds nothing to
-// do and writes nothing, so an OS crash must not bring the allocation
-// back. Each durable write is
-// one fdatasync of a write in place (unless the pool of files must
-// grow, see below): a full stage–publish–unpublish–unstage cycle makes
-// two, for four plugin calls (Stats counts them).
+// succeeded, a teardown done, the volume's removal) are committed the
+// same way, but their failure is only logged: a record that is more
+// pessimistic than the truth only makes the next call repeat an
+// idempotent plugin call. They are synced all the same because bbolt
+// has no per-transaction way to skip the sync that is safe: an unsynced
+// commit followed by an OS crash may leave the database corrupt, not
+// merely old. A full stage–publish–unpublish–unstage cycle commits five
+// times for four plugin calls (Stats counts the synced commits).
 //
-// After a crash a new Mounter reads the files back and treats every
+// Operations on different volumes share bbolt's one writer: a write
+// that finds another in flight joins bbolt's Batch, which commits the
+// writes of every volume waiting at that moment in one transaction and
+// one sync, so that many volumes mounted or released at once cost far
+// fewer syncs than writes.
+//
+// After a crash a new Mounter reads the records back and treats every
 // intent as "may have happened": a volume staged before the restart is
-// not staged again (unless an OS crash lost the note of its success:
-// then the next mount stages it again, idempotently) and is unstaged
-// when its last user goes; an interrupted publish is re-issued by the
-// next mount and undone by the unmount; a publish intent whose
-// NodePublishVolume never ran (the agent died during the stage) is
-// undone by NodeUnpublishVolume like any other, which the plugin
-// answers OK or NotFound; interrupted teardowns are finished by the next
-// call on the volume. A file it cannot read fails New with
-// ErrCorruptState: it never starts from an empty state while mounts may
-// exist.
+// not staged again and is unstaged when its last user goes; an
+// interrupted publish is re-issued by the next mount and undone by the
+// unmount; a publish intent whose NodePublishVolume never ran (the agent
+// died during the stage) is undone by NodeUnpublishVolume like any
+// other, which the plugin answers OK or NotFound; interrupted teardowns
+// are finished by the next call on the volume. A database that bbolt
+// cannot open or check, or a record that is not a valid record of
+// version 3, fails New with ErrCorruptState: it never starts from an
+// empty state while mounts may exist. A write that fails (a full disk)
+// fails the mount or unmount before its plugin call, Retryable.
 //
-// # State files
-//
-// The records live in a pool of files, StateDir/records/<n>.state
-// (format version 3). A record names its volume; a volume takes a free
-// file from the pool for its first write and frees it (writes an empty
-// record) when it tracks nothing any more, so volumes come and go
-// without a file being created, renamed or removed: on ext4 those
-// metadata operations cost far more than a write in place. New adds a
-// free file to a pool that has none, so the first mount on a node
-// writes in place too; the pool grows when all its files are in use,
-// and New removes free files beyond 64. A file of the pool stays open
-// once written (at most one descriptor per volume the node tracked at
-// once), so a write costs no open or close (and a sync for a durable
-// one); before each write the Mounter checks that the open file still
-// has its name, and a file removed or replaced behind its back is
-// written again at the name. On Linux the write is a copy into a shared
-// mapping of the file rather than a write(2): a write(2) moves the
-// file's mtime and so dirties its inode, and on ext4 that makes the
-// next fsync of another file nearby slower, such as the one the plugin
-// makes after nearly every call; through the mapping the mtime moves
-// only when a page that went to disk is dirtied again, or at the first
-// write of a new mapping. Nor does the Mounter dirty an inode by
-// reading it: it never reads the timestamps of its files and
-// directories (the checks use statx without them; since Linux 6.13 a
-// read of a file's ctime makes its next change take a fine-grained
-// time, which always moves, where otherwise the coarse clock moves once
-// per tick), and it opens its files O_NOATIME, so that neither New's
-// reads nor the mapping move their access times (relatime would, for a
-// file written since). BenchmarkStore_NeighbourSync measures
-// what a write adds to a neighbour's fsync, from a store that has
-// written before and from one just opened.
-//
-// A file holds two slots of S bytes (S a power of two, at least 4096,
-// so the file is 2·S bytes long), each a 32-byte header and a record:
-//
-//	offset  size  field (little-endian)
-//	0       8     magic "csikitMS"
-//	8       4     format version, 3
-//	12      4     slot size S
-//	16      8     generation (one counter for the pool; from 1)
-//	24      4     record length L (0: the file is free)
-//	28      4     CRC-32C of bytes 0-27 and the record
-//	32      L     the record (JSON)
-//
-// A write goes to the slot that does not hold the newest record known to
-// be on disk, so a crash during a write leaves the previous record
-// whole; a reader takes the valid slot with the higher generation, and
-// when two files name one volume (a release lost in an OS crash after
-// the volume had moved to another file), the record with the higher
-// generation. A file is created (when the pool grows, or for a record
-// that outgrew its slots) whole under a temporary name, synced, renamed
-// into place and its directory synced, so a file at its final name
-// always holds a complete record, and one with no valid slot is
-// corruption (ErrCorruptState).
-//
-// Files of version 2 (plain JSON,
-// StateDir/volumes/<namespace>/<volume>.json) and version 1 (stages
-// keyed by Usage) are still read, and moved to the pool with the
-// volume's next write; a version 1 file that has the volume staged at
-// two paths for one StageUsage fails New with ErrCorruptState saying
-// so. An operator who must repair a volume's state by hand can remove
-// its file from the pool and write a version 2 file instead.
+// Older versions kept a file per volume (versions 1 and 2, plain JSON
+// under StateDir/volumes/<namespace>/<volume>.json; version 3, slot
+// files under StateDir/records/<n>.state). New imports them once into
+// the database, in one synced transaction, then removes them (see
+// import.go); a file it cannot read fails New with ErrCorruptState and
+// nothing is imported. An operator who must repair a volume's state by
+// hand can stop the agent and edit its key with any bbolt tool.
 //
 // # Usage
 //
@@ -224,4 +182,6 @@
 //     idempotent, and works after a restart.
 //  5. Use HasMount to ask whether an allocation may still have a volume
 //     published, for example before reporting its node step done.
+//  6. When the agent stops, once no call is running, call Close: it
+//     releases the state database for the next agent.
 package mounter

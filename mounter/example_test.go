@@ -66,6 +66,8 @@ func Example() {
 		fmt.Println(err)
 		return
 	}
+	// Step 6, when the agent stops: release the state database.
+	defer m.Close()
 
 	// Step 2: mount the volume for each allocation that claims it.
 	vol := &csi.Volume{ID: "db", Namespace: "default", ExternalID: "vol-0001", PluginID: "hostpath"}

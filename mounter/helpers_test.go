@@ -2,7 +2,6 @@ package mounter_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -69,6 +68,7 @@ type env struct {
 	reg   *registry
 	root  string
 	state string
+	last  *mounter.Mounter // closed by the next mounter(): it holds the state database
 }
 
 func newEnv(t testing.TB, node csi.NodeCapabilities, cfg ...func(*csitest.Config)) *env {
@@ -94,12 +94,34 @@ func newEnv(t testing.TB, node csi.NodeCapabilities, cfg ...func(*csitest.Config
 	return e
 }
 
+// mounter starts a Mounter on the env's node, as a restarted agent
+// does: the previous one, abandoned, is closed first.
 func (e *env) mounter() *mounter.Mounter {
 	e.t.Helper()
+	if e.last != nil {
+		_ = e.last.Close()
+	}
 	m, err := mounter.New(mounter.Config{Root: e.root, StateDir: e.state, Plugins: e.reg})
 	if err != nil {
 		e.t.Fatalf("mounter.New: %v", err)
 	}
+	e.last = m
+	e.t.Cleanup(func() { _ = m.Close() })
+	return m
+}
+
+// reread starts a Mounter on a copy of the state directory, to see what
+// a restarted agent would read while the running one (which holds the
+// state database locked) goes on.
+func (e *env) reread() *mounter.Mounter {
+	e.t.Helper()
+	state := filepath.Join(e.t.TempDir(), "state")
+	copyDir(e.t, e.state, state)
+	m, err := mounter.New(mounter.Config{Root: e.root, StateDir: state, Plugins: e.reg})
+	if err != nil {
+		e.t.Fatalf("mounter.New on a copy of the state: %v", err)
+	}
+	e.t.Cleanup(func() { _ = m.Close() })
 	return m
 }
 
@@ -194,20 +216,17 @@ func files(t testing.TB, dir string) []string {
 }
 
 // stateFiles lists the volume records in the state directory: the
-// files of the pool that hold a volume (not free ones), as
-// "records/<n>.state: <namespace>/<volume>", and any version 1 or 2
-// file.
+// database's, as "mounter.db: <namespace>/<volume>", and any file of an
+// older version.
 func stateFiles(t testing.TB, state string) []string {
 	t.Helper()
 	var out []string
+	for k := range dbRecords(t, state) {
+		out = append(out, "mounter.db: "+k)
+	}
 	for _, f := range files(t, state) {
-		switch {
-		case strings.HasSuffix(f, ".json"):
+		if strings.HasSuffix(f, ".json") || strings.HasSuffix(f, ".state") {
 			out = append(out, f)
-		case strings.HasSuffix(f, ".state"):
-			if vol := poolVolume(t, filepath.Join(state, f)); vol != "" {
-				out = append(out, f+": "+vol)
-			}
 		}
 	}
 	return out
@@ -220,39 +239,6 @@ func requireNoStateLeft(t testing.TB, state string) {
 	if left := stateFiles(t, state); len(left) != 0 {
 		t.Errorf("state files left: %v", left)
 	}
-}
-
-// poolVolume returns "<namespace>/<volume>" for a file of the pool that
-// holds a volume, "" for a free one, "unreadable" for one whose slots
-// are both invalid.
-func poolVolume(t testing.TB, p string) string {
-	t.Helper()
-	_, slots := readV3(t, p)
-	n := newest(slots)
-	if n < 0 {
-		return "unreadable"
-	}
-	if slots[n].record == "" {
-		return ""
-	}
-	var head struct{ Namespace, VolumeID string }
-	if err := json.Unmarshal([]byte(slots[n].record), &head); err != nil {
-		t.Fatalf("record in %s: %v", p, err)
-	}
-	return head.Namespace + "/" + head.VolumeID
-}
-
-// poolFile returns the file of the pool that holds the volume.
-func poolFile(t testing.TB, state, volumeID string) string {
-	t.Helper()
-	for _, f := range files(t, filepath.Join(state, "records")) {
-		p := filepath.Join(state, "records", f)
-		if strings.HasSuffix(f, ".state") && poolVolume(t, p) == testNS+"/"+volumeID {
-			return p
-		}
-	}
-	t.Fatalf("no file of the pool holds volume %s", volumeID)
-	return ""
 }
 
 func requireInside(t testing.TB, root, p string) {

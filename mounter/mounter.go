@@ -58,17 +58,18 @@ type Config struct {
 	// published. Required. It is created if missing.
 	Root string
 	// StateDir is the absolute directory where the usage tracker is
-	// persisted. Required; it must survive a restart of the node agent
-	// and must not be shared by two Mounters at once.
+	// persisted (StateDir/mounter.db). Required; it must survive a
+	// restart of the node agent and must not be shared by two Mounters
+	// at once (New fails while another holds it).
 	StateDir string
 	// Plugins finds node plugins. Required.
 	Plugins Plugins
 	// Logger; nil means no logging. Secrets are never logged.
 	Logger hclog.Logger
-	// NoSync skips fsync and fdatasync when persisting the tracker.
-	// Each write stays whole if the agent crashes, but an OS crash may
-	// lose recent ones, or leave a state file that New then refuses as
-	// corrupt. State syncing is on by default: set NoSync only where
+	// NoSync commits the state database without syncing it (bbolt's
+	// NoSync). Each commit stays whole if the agent crashes, but an OS
+	// crash may lose recent ones, or leave a database that New then
+	// refuses as corrupt. State syncing is on by default: set NoSync only where
 	// losing mount state is acceptable (tests, throwaway nodes).
 	NoSync bool
 	// MaxParallel bounds volume operations running at once; 0 means
@@ -111,8 +112,9 @@ type capsEntry struct {
 	stage  bool
 }
 
-// New validates cfg, loads the tracker from cfg.StateDir and returns a
-// Mounter. It starts no goroutine and calls no plugin. A state file that
+// New validates cfg, opens the state database in cfg.StateDir (locking
+// it until Close), loads the tracker and returns a Mounter. It starts no
+// goroutine and calls no plugin. A database or older state file that
 // cannot be read fails New with a *StateError (ErrCorruptState).
 func New(cfg Config) (*Mounter, error) {
 	if cfg.Root == "" || !filepath.IsAbs(cfg.Root) {
@@ -156,10 +158,8 @@ func New(cfg Config) (*Mounter, error) {
 	}
 	recs, err := st.load()
 	if err != nil {
+		_ = st.close()
 		return nil, err
-	}
-	if err := st.addSpare(); err != nil {
-		return nil, fmt.Errorf("mounter: %w", err)
 	}
 	m.store = st
 	for k, rec := range recs {
@@ -177,27 +177,23 @@ type Stats struct {
 	// NodePublishVolume, NodeUnpublishVolume, NodeUnstageVolume and
 	// NodeGetCapabilities.
 	PluginCalls uint64
-	// FileSyncs counts syncs of a state file's data: one per durable
-	// tracker write (an fdatasync of a write in place, or the fsync of a
-	// new file before its rename), and one before the first write to a
-	// file read at New. Writes that only narrow the state are not
-	// synced, but for a failed mount's withdrawn publish intent.
-	FileSyncs uint64
-	// DirSyncs counts fsyncs of a state directory: one per state file
-	// created (to make its rename durable: the first volumes on a node,
-	// when every file of the pool is in use, or a record outgrowing its
-	// file), and those at New.
-	DirSyncs uint64
+	// Syncs counts synced commits of the state database (none with
+	// NoSync). Writers that overlap share one (bbolt's Batch). bbolt
+	// makes two fdatasyncs per commit: the data pages, then the meta
+	// page that points at them.
+	Syncs uint64
 }
 
 // Stats returns the counters.
 func (m *Mounter) Stats() Stats {
-	return Stats{
-		PluginCalls: m.calls.Load(),
-		FileSyncs:   m.store.fileSyncs.Load(),
-		DirSyncs:    m.store.dirSyncs.Load(),
-	}
+	return Stats{PluginCalls: m.calls.Load(), Syncs: m.store.commits.Load()}
 }
+
+// Close closes the state database, which New holds locked: a second
+// Mounter on the same StateDir waits for it (New fails after a second).
+// Call it when the node agent stops, after every call has returned; the
+// Mounter must not be used afterwards.
+func (m *Mounter) Close() error { return m.store.close() }
 
 // HasMount implements VolumeMounter. It waits for an operation running
 // on the volume. After a crash it may report true for an allocation

@@ -616,7 +616,7 @@ func TestMounter_MountVolume_Failures(t *testing.T) {
 				t.Errorf("HasMount = %v, want %v", has, tc.hasMount)
 			}
 			// A fresh mounter reads the same conclusion from disk.
-			m2 := e.mounter()
+			m2 := e.reread()
 			if has, _ := m2.HasMount(context.Background(), testNS, "vol1", "a1"); has != tc.hasMount {
 				t.Errorf("HasMount after reload = %v, want %v", has, tc.hasMount)
 			}
@@ -648,7 +648,7 @@ func TestMounter_MountVolume_TargetParentFails(t *testing.T) {
 		t.Fatalf("MountVolume error %v, want the target's parent directory named", err)
 	}
 	requireCounts(t, e.p, [4]int{1, 0, 0, 0}, "after the failed mount")
-	for _, mm := range []*mounter.Mounter{m, e.mounter()} { // and from disk
+	for _, mm := range []*mounter.Mounter{m, e.reread()} { // and from disk
 		if has, err := mm.HasMount(context.Background(), testNS, "vol1", "a1"); err != nil || has {
 			t.Errorf("HasMount = %v, %v after the failed mount; want false", has, err)
 		}

@@ -338,7 +338,7 @@ func TestMounter_MountVolume_UnavailablePublish(t *testing.T) {
 			if vs, _ := e.p.Volume(ext); (len(vs.Published) == 1) != tc.acted {
 				t.Fatalf("model has %d publications; the plugin acted: %v", len(vs.Published), tc.acted)
 			}
-			for _, mm := range []*mounter.Mounter{m, e.mounter()} {
+			for _, mm := range []*mounter.Mounter{m, e.reread()} {
 				if has, err := mm.HasMount(context.Background(), testNS, "vol1", "a1"); err != nil || !has {
 					t.Fatalf("HasMount after an Unavailable publish = %v, %v; want true (also after a restart)", has, err)
 				}
@@ -411,9 +411,8 @@ func TestNew_StateVersion1(t *testing.T) {
 	if _, err := os.Stat(file); !os.IsNotExist(err) {
 		t.Errorf("the version 1 file is left: %v", err)
 	}
-	_, slots := readV3(t, poolFile(t, e.state, "vol1"))
-	if n := newest(slots); n < 0 || !strings.Contains(slots[n].record, `"Version":3`) || !strings.Contains(slots[n].record, `"snmw-fs"`) {
-		t.Errorf("record not moved to version 3: %+v", slots)
+	if rec := dbRecords(t, e.state)["default/vol1"]; !strings.Contains(rec, `"Version":3`) || !strings.Contains(rec, `"snmw-fs"`) {
+		t.Errorf("record not moved to version 3: %s", rec)
 	}
 	// Another mode waits for both users, old and new.
 	if _, err := m.MountVolume(ctx, claimReq("vol1", "a3", csi.ClaimRead, multiReader())); !errors.Is(err, csi.ErrVolumeInUse) {

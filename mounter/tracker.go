@@ -10,13 +10,12 @@ import (
 	"github.com/csikit/csikit/csi"
 )
 
-// formatVersion is the version of the state file format this package
-// writes: files of two slots, each holding a volumeRecord in JSON
-// (format.go, store.go). It also reads the plain JSON files of version
-// 2 (the same record) and version 1 (stages keyed by the full usage,
-// upgraded in memory); the volume's next write moves them to version 3.
-// A file of any other version is refused (StateError), never guessed
-// at.
+// formatVersion is the version of the volumeRecord this package
+// writes into the state database (store.go). Version 3 is also what the
+// slot files held; version 2 files hold the same record, version 1
+// files stages keyed by the full usage (upgraded in memory); New imports
+// them (import.go). A record of any other version is refused
+// (StateError), never guessed at.
 const formatVersion = 3
 
 // stageState is where the staging of a volume under one stage usage
@@ -53,18 +52,17 @@ const (
 )
 
 // volumeRecord is the tracker's record of one volume on this node, and
-// the content of its state file.
+// the value of its key in the state database.
 //
 // The record on disk is always at least as pessimistic as the truth:
 // every change that widens what may be staged or published (an intent)
-// is written and synced before the plugin call (store.save); changes
-// that narrow it (a confirmed success, a confirmed teardown) are written
-// without a sync (store.note), so that a restarted agent sees them but
-// an OS crash may lose them, and reach the disk for sure with the
-// record's next synced write. A state read after a crash therefore
-// never forgets a mount, and at worst makes the next call repeat an
-// idempotent plugin call. A failed mount's withdrawn publish intent is
-// synced (Mounter.settle): no later write of the host's would carry it.
+// is committed, synced, before the plugin call (store.save); changes
+// that narrow it (a confirmed success, a confirmed teardown) are
+// committed after it (store.note), and a failure to write them is only
+// logged. A state read after a crash therefore never forgets a mount,
+// and at worst makes the next call repeat an idempotent plugin call. A
+// failed mount's withdrawn publish intent must be durable
+// (Mounter.settle): no later write of the host's would carry it.
 //
 // The invariants, which the Mounter keeps and the crash tests check:
 //
@@ -85,9 +83,9 @@ const (
 //   - Before a mount tears down an unused stage (finishStages), the
 //     synced record says "unstaging": a restarted agent must not take
 //     an unstaged volume for staged.
-//   - A volume that tracks nothing frees its file (an empty record),
-//     without a sync: brought back by an OS crash, the volume's last
-//     record holds only teardowns that were done.
+//   - A volume that tracks nothing has its key deleted: brought back
+//     (the delete lost), its last record holds only teardowns that were
+//     done.
 type volumeRecord struct {
 	Version    int
 	Namespace  string
@@ -237,9 +235,9 @@ func (r *volumeRecord) prune() {
 
 // check validates a record read from disk as the record of (namespace,
 // volumeID). A version 1 or 2 file is named after its volume, and the
-// record must agree with the name; a version 3 record in the pool names
-// its volume itself, so the store passes the record's own names (after
-// validating them) and only the rest is checked.
+// record must agree with the name; a record in the database or a slot
+// file names its volume itself, so the store passes the record's own
+// names (after validating them) and only the rest is checked.
 func (r *volumeRecord) check(namespace, volumeID string) error {
 	if r.Version != formatVersion {
 		return fmt.Errorf("format version %d is not the version %d this build writes", r.Version, formatVersion)

@@ -171,6 +171,10 @@ func (s *stack) stop() {
 		cancel()
 		_ = s.mgr.Run(ctx)
 	}
+	if s.mnt != nil {
+		// The run's calls have all returned; its state database goes.
+		_ = s.mnt.Close()
+	}
 }
 
 // waitHealthy blocks until the store holds the plugin with a healthy

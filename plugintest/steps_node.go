@@ -13,7 +13,6 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/plugin"
-	"github.com/csikit/csikit/internal/quietfs"
 	"github.com/csikit/csikit/mounter"
 )
 
@@ -60,7 +59,7 @@ func (l *run) mount(a *alloc) bool {
 		return false
 	}
 	a.path, a.mounted = info.Path, true
-	if err := quietfs.Lexists(info.Path); err != nil {
+	if _, err := os.Lstat(info.Path); err != nil {
 		l.fail(Failure{Step: step, Call: methodNodePublish, Code: csi.CodeOK, Got: "but target_path does not exist", Expect: expectTargetMade, Detail: err.Error()})
 	}
 	if a.n == 1 {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/plugin"
-	"github.com/csikit/csikit/internal/quietfs"
 	"github.com/csikit/csikit/rpcshim"
 	"github.com/csikit/csikit/state"
 )
@@ -292,10 +291,7 @@ func (l *run) leftovers(skipProbe bool) []string {
 	var out []string
 	root := l.cfg.MountRoot
 	// A walk in name order, as filepath.WalkDir's, that reads each
-	// directory once and without moving its access time
-	// (quietfs.ReadDir): the mounter changed these directories, and a
-	// read would dirty their inodes, which slows the plugin's next
-	// fsync.
+	// directory once.
 	var walk func(dir string, entries []fs.DirEntry)
 	walk = func(dir string, entries []fs.DirEntry) {
 		for _, e := range entries {
@@ -311,7 +307,7 @@ func (l *run) leftovers(skipProbe bool) []string {
 				out = append(out, rel)
 				continue
 			}
-			sub, err := quietfs.ReadDir(p)
+			sub, err := os.ReadDir(p)
 			if err != nil {
 				continue
 			}
@@ -321,7 +317,7 @@ func (l *run) leftovers(skipProbe bool) []string {
 			walk(p, sub)
 		}
 	}
-	if entries, err := quietfs.ReadDir(root); err == nil {
+	if entries, err := os.ReadDir(root); err == nil {
 		walk(root, entries)
 	}
 	return out

@@ -71,6 +71,13 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", cfg.NodeID, err)
 	}
+	built := false
+	defer func() {
+		if !built {
+			// The next Agent on this DataDir must be able to open it.
+			_ = a.mounter.Close()
+		}
+	}()
 	a.endpoint, err = rpcshim.NewNodeEndpoint(rpcshim.NodeEndpointConfig{
 		NodeID: cfg.NodeID, Plugins: a.plugins, Mounter: a.mounter, Logger: cfg.Logger.Named("endpoint"),
 	})
@@ -91,6 +98,7 @@ func New(cfg Config) (*Agent, error) {
 			return nil, fmt.Errorf("agent %s: hostpath plugin: %w", cfg.NodeID, err)
 		}
 	}
+	built = true
 	return a, nil
 }
 
@@ -139,6 +147,11 @@ func (a *Agent) serverErr(srv *api.Client, err error) error {
 	}
 	return fmt.Errorf("server %s: %w", srv.Address(), err)
 }
+
+// Close releases what New opened: the mounter's state database, which
+// a second Agent on the same DataDir waits for. Call it once Run has
+// returned, or instead of Run.
+func (a *Agent) Close() error { return a.mounter.Close() }
 
 // Run serves the node service on lis, registers with the server, runs
 // the plugin registry (and the in-process hostpath plugin) and

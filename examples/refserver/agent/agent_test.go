@@ -296,7 +296,11 @@ func TestNew_Config(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := agent.New(tt.cfg)
+			a, err := agent.New(tt.cfg)
+			if err == nil {
+				// The next case opens the same DataDir.
+				t.Cleanup(func() { _ = a.Close() })
+			}
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("got %v, want %v", err, tt.want)
 			}
