@@ -375,18 +375,17 @@ func (m *Mounter) removeTargetParent(target string) {
 }
 
 // settle writes the volume's record after a change that narrowed it
-// (an intent undone, a teardown done), or frees the volume's file when
-// nothing is tracked any more. It is best effort: if the write fails or
-// is lost, the file keeps the intent, which makes the next call repeat
-// an idempotent plugin call.
+// (an intent undone, a teardown done), or removes the volume's record
+// when nothing is tracked any more. It is best effort: if the write
+// fails, the database keeps the intent, which makes the next call
+// repeat an idempotent plugin call.
 //
-// durable syncs the write. It is for a publish intent withdrawn without
-// a teardown (the mount failed before or at NodePublishVolume): the
-// host's UnmountVolume for that allocation then finds nothing to do and
-// writes nothing, so an unsynced withdrawal lost in an OS crash would
-// bring the allocation back as a live user that the host believes
-// unmounted. A teardown's outcome needs no sync: the unmount's intent
-// write already marks the allocation as being torn down.
+// durable says the write must not be lost: a publish intent withdrawn
+// without a teardown (the mount failed before or at NodePublishVolume),
+// for which the host's UnmountVolume later finds nothing to do and
+// writes nothing. Every commit of the database is synced (unless
+// Config.NoSync), so today both kinds are written the same way; the
+// flag keeps the distinction where the store could honour it.
 func (m *Mounter) settle(v *volume, durable bool) {
 	rec := v.rec
 	if rec == nil {
@@ -409,8 +408,8 @@ func (m *Mounter) settle(v *volume, durable bool) {
 	}
 }
 
-// note writes the volume's record, which narrows the last saved one,
-// without a sync (store.note); a failure is logged.
+// note writes the volume's record, which narrows the last saved one
+// (store.note); a failure is only logged, since losing it is safe.
 func (m *Mounter) note(v *volume) {
 	if err := m.store.note(v.rec); err != nil {
 		m.logger.Warn("cannot write mount state", "namespace", v.rec.Namespace, "volume", v.rec.VolumeID, "error", err)

@@ -314,9 +314,9 @@ func TestMounter_MountVolume_Restart(t *testing.T) {
 	}
 	mi2 := mustMount(t, m2, mountReq("vol1", "a2"))
 	requireCounts(t, e.p, [4]int{1, 2, 0, 0}, "a mount after the restart does not stage again")
-	// The mount's success was noted (written without a sync, which a
-	// restart of the agent does not lose): a1 is known published and a
-	// repeated mount calls nothing.
+	// The mount's success was noted (store.note), which a restart of
+	// the agent does not lose: a1 is known published and a repeated
+	// mount calls nothing.
 	if again := mustMount(t, m2, mountReq("vol1", "a1")); again.Path != mi.Path {
 		t.Errorf("re-mount after restart returned %s, want %s", again.Path, mi.Path)
 	}
