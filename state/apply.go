@@ -388,9 +388,8 @@ func (b Batch) apply(w *writer) error {
 		if isNil(c) {
 			return fmt.Errorf("%w: batch command %d is nil", csi.ErrInvalidRequest, i)
 		}
-		switch c.(type) {
-		case Batch, *Batch:
-			return fmt.Errorf("%w: batch command %d is a batch; batches do not nest", csi.ErrInvalidRequest, i)
+		if isBatch(c) {
+			return fmt.Errorf("batch command %d: %w", i, errNestedBatch)
 		}
 		if err := c.apply(w); err != nil {
 			return fmt.Errorf("batch command %d (%s): %w", i, c.Kind(), err)
@@ -658,16 +657,9 @@ func checkMaxVolumes(txn *memdb.Txn, v *csi.Volume, node string, limit int64) er
 }
 
 func (c SetPublishContext) apply(w *writer) error {
-	if err := validateClaimRef(c.Namespace, c.VolumeID, c.AllocationID); err != nil {
-		return err
-	}
-	v, err := w.mustVolume(c.Namespace, c.VolumeID)
+	_, cl, _, err := w.claimOf(c.Namespace, c.VolumeID, c.AllocationID)
 	if err != nil {
 		return err
-	}
-	cl := v.Claim(c.AllocationID)
-	if cl == nil {
-		return claimNotFound(c.Namespace, c.VolumeID, c.AllocationID)
 	}
 	return AttachVolume{Namespace: c.Namespace, VolumeID: c.VolumeID, NodeID: cl.NodeID, PublishContext: c.PublishContext}.apply(w)
 }
@@ -1440,9 +1432,10 @@ func (c DeleteAllocations) apply(w *writer) error {
 	return nil
 }
 
-// checkExternalFree refuses a new volume v whose backing volume is
-// registered as another volume (*ExternalIDTakenError). An update needs
-// no check: it cannot change PluginID or ExternalID.
+// checkExternalFree refuses a volume v, new or completing its creation,
+// whose backing volume is registered as another volume
+// (*ExternalIDTakenError). Any other update needs no check: it cannot
+// change PluginID or ExternalID.
 func (w *writer) checkExternalFree(v *csi.Volume) error {
 	// The lookup reads tRefs: the volumes this write registered so far
 	// (earlier in a batch) go in first.
