@@ -15,9 +15,16 @@ import (
 // stops it at the end of the test.
 func runWorker(t *testing.T, e *srvEnv) *claimgc.Worker {
 	t.Helper()
-	w, err := claimgc.New(claimgc.Config{
+	return startWorker(t, claimgc.Config{
 		Store: e.store, Applier: e.applier, Nodes: e.router, Controllers: e.router, NodeStatuses: e.statuses,
 	})
+}
+
+// startWorker starts an enabled claim release worker and stops it at
+// the end of the test.
+func startWorker(t *testing.T, cfg claimgc.Config) *claimgc.Worker {
+	t.Helper()
+	w, err := claimgc.New(cfg)
 	must(t, err)
 	w.SetEnabled(true)
 	ctx, stop := context.WithCancel(context.Background())
@@ -35,21 +42,27 @@ func runWorker(t *testing.T, e *srvEnv) *claimgc.Worker {
 	return w
 }
 
-// waitVolume blocks on the store until ok holds for the volume, for at
+// waitVolume blocks on e's store until ok holds for the volume, for at
 // most 10 s of real time.
 func waitVolume(t *testing.T, e *srvEnv, id string, ok func(*csi.Volume) bool) *csi.Volume {
+	t.Helper()
+	return waitStoreVolume(t, e.store, id, ok)
+}
+
+// waitStoreVolume is waitVolume on any store.
+func waitStoreVolume(t *testing.T, store *state.MemStore, id string, ok func(*csi.Volume) bool) *csi.Volume {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for {
-		idx, err := e.store.Index(state.TableVolumes)
+		idx, err := store.Index(state.TableVolumes)
 		must(t, err)
-		v, err := e.store.Volume("default", id)
+		v, err := store.Volume("default", id)
 		must(t, err)
 		if ok(v) {
 			return v
 		}
-		if _, err := e.store.Wait(ctx, state.TableVolumes, idx); err != nil {
+		if _, err := store.Wait(ctx, state.TableVolumes, idx); err != nil {
 			t.Fatalf("waiting on volume %s: %v (volume now %+v)", id, err, v)
 		}
 	}

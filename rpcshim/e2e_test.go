@@ -311,35 +311,14 @@ func TestE2E_ReleaseWorker(t *testing.T) {
 	_, err = n2.mounter.MountVolume(ctx, req)
 	must(t, err)
 
-	w, err := claimgc.New(claimgc.Config{
+	startWorker(t, claimgc.Config{
 		Store: c.store, Applier: c.applier, Nodes: c.router, Controllers: c.router, NodeStatuses: c.statuses,
 	})
-	must(t, err)
-	w.SetEnabled(true)
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	defer func() {
-		stop()
-		must(t, <-done)
-	}()
-
 	_, err = c.applier.Apply(ctx, state.UpsertAllocations{ReleasedAt: rtTime, Allocations: []csi.Allocation{
 		{ID: "web-1", Namespace: "default", NodeID: "n2", Terminal: true},
 	}})
 	must(t, err)
-	for {
-		idx, err := c.store.Index(state.TableVolumes)
-		must(t, err)
-		v, err := c.store.Volume("default", "data")
-		must(t, err)
-		if !v.InUse() {
-			break
-		}
-		if _, err := c.store.Wait(t.Context(), state.TableVolumes, idx); err != nil {
-			t.Fatalf("waiting for the claim to be freed: %v", err)
-		}
-	}
+	waitStoreVolume(t, c.store, "data", func(v *csi.Volume) bool { return !v.InUse() })
 
 	n2.plugin.RequireSequence(t, csitest.MethodNodeStageVolume, csitest.MethodNodePublishVolume,
 		csitest.MethodNodeUnpublishVolume, csitest.MethodNodeUnstageVolume)

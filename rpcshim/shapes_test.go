@@ -136,34 +136,12 @@ func runShape(t *testing.T, cfg csitest.Config) {
 		t.Errorf("plugin's attachments %v, store's records %v", got, want)
 	}
 
-	w, err := claimgc.New(claimgc.Config{Store: store, Applier: applier, Nodes: router, Controllers: router, NodeStatuses: statuses})
-	must(t, err)
-	w.SetEnabled(true)
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- w.Run(runCtx) }()
-	defer func() {
-		stop()
-		must(t, <-done)
-	}()
+	startWorker(t, claimgc.Config{Store: store, Applier: applier, Nodes: router, Controllers: router, NodeStatuses: statuses})
 	_, err = applier.Apply(ctx, state.UpsertAllocations{ReleasedAt: rtTime, Allocations: []csi.Allocation{
 		{ID: "web-1", Namespace: "default", NodeID: "n1", Terminal: true}, {ID: "web-2", Namespace: "default", NodeID: "n1", Terminal: true},
 	}})
 	must(t, err)
-	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	for {
-		idx, err := store.Index(state.TableVolumes)
-		must(t, err)
-		v, err := store.Volume("default", "data")
-		must(t, err)
-		if !v.InUse() {
-			break
-		}
-		if _, err := store.Wait(wctx, state.TableVolumes, idx); err != nil {
-			t.Fatalf("waiting for the release: %v (volume %+v)", err, v)
-		}
-	}
+	waitStoreVolume(t, store, "data", func(v *csi.Volume) bool { return !v.InUse() })
 	expectEqual(t, p.CallCount(csitest.MethodControllerUnpublishVolume), wantPublishes)
 	if got := p.Attachments(); len(got) != 0 {
 		t.Errorf("plugin's attachments after the release: %v", got)
