@@ -162,6 +162,10 @@ var (
 	// ErrMaxVolumes: the node's plugin reports it can attach no more
 	// volumes. Retryable once a volume is detached there.
 	ErrMaxVolumes = newSentinel("max_volumes", "node has reached its plugin's max volumes", ClassRetryable)
+	// ErrTopologyMismatch: the volume is not accessible from the node's
+	// topology (see Reachable). Final for that node: place the claim on
+	// a node in one of the volume's topologies.
+	ErrTopologyMismatch = newSentinel("topology_mismatch", "volume not accessible from node", ClassFinal)
 	// ErrInvalidRequest: a request is malformed (missing field, bad
 	// capability). It was not sent. Final.
 	ErrInvalidRequest = newSentinel("invalid_request", "invalid request", ClassFinal)
@@ -178,7 +182,7 @@ var sentinels = []*Sentinel{
 	ErrPluginNotFound, ErrPluginUnhealthy, ErrNoController, ErrNodeNotFound,
 	ErrNodeNotReady, ErrAllocationNotFound, ErrAllocationTerminal,
 	ErrClaimNotFound, ErrAttachmentNotFound, ErrMaxClaims, ErrAttachedElsewhere,
-	ErrAccessModeNotAllowed, ErrNamespaceMismatch, ErrMaxVolumes,
+	ErrAccessModeNotAllowed, ErrNamespaceMismatch, ErrMaxVolumes, ErrTopologyMismatch,
 	ErrInvalidRequest, ErrNotSupported, ErrUnavailable,
 }
 
