@@ -265,7 +265,7 @@ func matchesOne(err error, r csi.Reasons) bool {
 
 func TestPlacement_NodeDoesNotAllocate(t *testing.T) {
 	v := &csi.Volume{ID: "vol", Namespace: "default", PluginID: "p", Capabilities: []csi.Capability{snw},
-		Topologies: []*csi.Topology{topo("zone", "a")},
+		Topologies:  []*csi.Topology{topo("zone", "a")},
 		Attachments: map[string]*csi.Attachment{"n1": {NodeID: "n1", State: csi.AttachmentAttached}}}
 	p := csi.NewPlacement(v, schedulable(), csi.PlacementRequest{Namespace: "default", Mode: csi.ClaimWrite, Capability: snw})
 	f := csi.NodeFacts{NodeID: "n2", Instance: healthyNode("n2", 4, topo("zone", "b")), Attached: 1}
