@@ -84,8 +84,35 @@ type Config struct {
 	UnknownCapacity bool
 
 	// AvailableCapacity is the pool that CreateVolume draws from and
-	// GetCapacity reports; default DefaultAvailableCapacity.
+	// GetCapacity reports when Pools is empty; default
+	// DefaultAvailableCapacity. That one pool is accessible from
+	// wherever a CreateVolume asks (see Topology), serves every
+	// parameters class, and holds every volume of the model, AddVolume's
+	// too.
 	AvailableCapacity int64
+	// Pools, when set, replace AvailableCapacity with storage per
+	// topology and parameters class, so that a test can give zone a 10
+	// GiB and zone b none. CreateVolume then places a volume in the first
+	// pool of the request's class, in the order of the request's
+	// preferred topologies, then its requisite ones (without requisite
+	// topologies, first the pools the fake's node reaches, then any),
+	// whose volume size bounds allow the range and that has room; its
+	// accessible_topology is the pool's. It answers InvalidArgument when
+	// no pool serves the parameters, ResourceExhausted when none
+	// accessible from the requisite topologies has room (or exists), and
+	// OutOfRange when the range is outside every such pool's volume
+	// sizes. GetCapacity sums the room left in the pools of the
+	// request's class whose volumes are accessible from its
+	// accessible_topology (all of them without one). Volumes that
+	// AddVolume or AdmitUnknownVolumes put in the model take no pool's
+	// room. A pool is accessible from a topology by csikit's rule
+	// (csi.Reachable): every segment of the pool's topology is on it.
+	Pools []Pool
+	// VolumeStatus chooses the status ControllerGetVolume returns (the
+	// RPC answers only when Controller.GetVolume is advertised); the
+	// default, StatusPublishedNodes, lists the nodes the volume is
+	// controller published to.
+	VolumeStatus StatusReply
 	// AdmitUnknownVolumes makes NodeStageVolume and NodePublishVolume add
 	// a volume they do not know to the model instead of answering
 	// NotFound. Use it for a node-only fake paired with a separate
@@ -157,6 +184,37 @@ func (r ContextReply) apply(set map[string]string) map[string]string {
 	return set
 }
 
+// StatusReply chooses the form of ControllerGetVolume's optional
+// status. The zero value is what a CSI 1.13 plugin sends.
+type StatusReply int
+
+const (
+	// StatusPublishedNodes replies with a status listing the CSI node
+	// IDs the volume is controller published to, and no condition.
+	StatusPublishedNodes StatusReply = iota
+	// StatusWithCondition adds the volume's condition (normal unless
+	// SetVolumeCondition says otherwise) as field 2 of the status, the
+	// way a plugin built on CSI 1.3 to 1.12 with VOLUME_CONDITION sends
+	// it; spec 1.13 removed the field and reserved its number.
+	StatusWithCondition
+	// StatusAbsent replies with no status at all.
+	StatusAbsent
+)
+
+func (r StatusReply) valid() bool { return r >= StatusPublishedNodes && r <= StatusAbsent }
+
+func (r StatusReply) String() string {
+	switch r {
+	case StatusPublishedNodes:
+		return "published-nodes"
+	case StatusWithCondition:
+		return "with-condition"
+	case StatusAbsent:
+		return "absent"
+	}
+	return fmt.Sprintf("StatusReply(%d)", int(r))
+}
+
 // withDefaults validates c and returns it with defaults filled. ownDir is
 // the temporary directory reserved for the default socket, or "".
 func (c Config) withDefaults() (cfg Config, ownDir string, err error) {
@@ -192,6 +250,20 @@ func (c Config) withDefaults() (cfg Config, ownDir string, err error) {
 			return c, "", fmt.Errorf("%w: csitest: %s is %d; use ContextSet, ContextEmpty or ContextAbsent", csi.ErrInvalidRequest, k.field, k.v)
 		}
 	}
+	if !c.VolumeStatus.valid() {
+		return c, "", fmt.Errorf("%w: csitest: VolumeStatus is %d; use StatusPublishedNodes, StatusWithCondition or StatusAbsent", csi.ErrInvalidRequest, c.VolumeStatus)
+	}
+	if len(c.Pools) > 0 && c.AvailableCapacity != 0 {
+		return c, "", fmt.Errorf("%w: csitest: both AvailableCapacity and Pools are set; give the capacity in the Pools", csi.ErrInvalidRequest)
+	}
+	pools := make([]Pool, len(c.Pools))
+	for i, pool := range c.Pools {
+		if err := pool.validate(i, c.RequiresTopologies); err != nil {
+			return c, "", err
+		}
+		pools[i] = pool.copy()
+	}
+	c.Pools = pools
 	if c.MaxCalls < 0 {
 		return c, "", fmt.Errorf("%w: csitest: MaxCalls is %d; use 0 to keep every call", csi.ErrInvalidRequest, c.MaxCalls)
 	}

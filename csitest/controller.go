@@ -8,6 +8,7 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/csikit/csikit/csi/plugin"
@@ -60,18 +61,16 @@ func (s controllerServer) CreateVolume(_ context.Context, req *csipb.CreateVolum
 			!proto.Equal(v.source, src) {
 			return nil, errorf(codes.AlreadyExists, m, "volume named %q exists as %q with capacity %d and other parameters; use another name or the same request", name, v.id, v.capacity)
 		}
+		if !satisfies(v.topology, req.GetAccessibilityRequirements()) {
+			return nil, errorf(codes.AlreadyExists, m, "volume named %q exists as %q, accessible from %v, none of the requisite topologies %s; use another name or the same request",
+				name, v.id, v.topology, requisiteString(req.GetAccessibilityRequirements()))
+		}
 		return &csipb.CreateVolumeResponse{Volume: v.toProto(p.unknownCapacity)}, nil
 	}
 
-	capacity := reqBytes
-	if capacity == 0 {
-		capacity = DefaultVolumeCapacity
-		if limBytes > 0 {
-			capacity = min(capacity, limBytes)
-		}
-	}
-	if avail := p.availableLocked(); capacity > avail {
-		return nil, errorf(codes.ResourceExhausted, m, "volume %q needs %d bytes but %d are available", name, capacity, avail)
+	pl, err := p.placeLocked(m, req, reqBytes, limBytes)
+	if err != nil {
+		return nil, err
 	}
 	if snap := src.GetSnapshot(); snap != nil && p.snapshots[snap.GetSnapshotId()] == nil {
 		return nil, errorf(codes.NotFound, m, "source snapshot %q does not exist", snap.GetSnapshotId())
@@ -83,7 +82,7 @@ func (s controllerServer) CreateVolume(_ context.Context, req *csipb.CreateVolum
 	p.volumeSeq++
 	v := newVolume(seqID("vol", p.volumeSeq))
 	v.name = name
-	v.capacity = capacity
+	v.capacity, v.pool, v.topology = pl.capacity, pl.pool, pl.topology
 	v.context = p.volumeContext.apply(map[string]string{"name": name})
 	v.parameters = maps.Clone(req.GetParameters())
 	v.mutableParameters = maps.Clone(req.GetMutableParameters())
@@ -93,28 +92,8 @@ func (s controllerServer) CreateVolume(_ context.Context, req *csipb.CreateVolum
 	if src != nil {
 		v.source = proto.Clone(src).(*csipb.VolumeContentSource)
 	}
-	if p.requiresTopologies {
-		v.topology = p.chooseTopologyLocked(req.GetAccessibilityRequirements())
-	}
 	p.volumes[v.id] = v
 	return &csipb.CreateVolumeResponse{Volume: v.toProto(p.unknownCapacity)}, nil
-}
-
-// chooseTopologyLocked places a new volume: the first preferred
-// topology, else the first requisite one, else this fake's node.
-func (p *Plugin) chooseTopologyLocked(r *csipb.TopologyRequirement) []*csipb.Topology {
-	var t *csipb.Topology
-	switch {
-	case len(r.GetPreferred()) > 0:
-		t = r.GetPreferred()[0]
-	case len(r.GetRequisite()) > 0:
-		t = r.GetRequisite()[0]
-	case p.topology != nil:
-		t = &csipb.Topology{Segments: maps.Clone(p.topology.Segments)}
-	default:
-		return nil
-	}
-	return []*csipb.Topology{proto.Clone(t).(*csipb.Topology)}
 }
 
 func (s controllerServer) DeleteVolume(_ context.Context, req *csipb.DeleteVolumeRequest) (*csipb.DeleteVolumeResponse, error) {
@@ -267,7 +246,7 @@ func (s controllerServer) GetCapacity(_ context.Context, req *csipb.GetCapacityR
 	p := s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return &csipb.GetCapacityResponse{AvailableCapacity: p.availableLocked()}, nil
+	return p.capacityLocked(req), nil
 }
 
 func (s controllerServer) ControllerGetCapabilities(context.Context, *csipb.ControllerGetCapabilitiesRequest) (*csipb.ControllerGetCapabilitiesResponse, error) {
@@ -388,8 +367,13 @@ func (p *Plugin) growLocked(method string, v *volume, r *csipb.CapacityRange) er
 	if lim := r.GetLimitBytes(); lim > 0 && want > lim {
 		return errorf(codes.OutOfRange, method, "volume %q has %d bytes, more than the limit %d; the fake does not shrink volumes", v.id, v.capacity, lim)
 	}
-	if grow := want - v.capacity; grow > p.availableLocked() {
-		return errorf(codes.OutOfRange, method, "volume %q cannot grow by %d bytes; %d are available", v.id, grow, p.availableLocked())
+	if v.pool != noPool {
+		if mx := p.pools[v.pool].MaxVolumeSize; mx != nil && want > *mx {
+			return errorf(codes.OutOfRange, method, "volume %q cannot grow to %d bytes; its pool %s takes volumes of at most %d", v.id, want, p.pools[v.pool], *mx)
+		}
+	}
+	if grow, avail := want-v.capacity, p.availableLocked(v.pool); grow > avail {
+		return errorf(codes.OutOfRange, method, "volume %q cannot grow by %d bytes; %d are available", v.id, grow, avail)
 	}
 	v.capacity = want
 	return nil
@@ -408,10 +392,34 @@ func (s controllerServer) ControllerGetVolume(_ context.Context, req *csipb.Cont
 	if err != nil {
 		return nil, err
 	}
-	return &csipb.ControllerGetVolumeResponse{
-		Volume: v.toProto(p.unknownCapacity),
-		Status: &csipb.ControllerGetVolumeResponse_VolumeStatus{PublishedNodeIds: v.attachedNodes()},
-	}, nil
+	resp := &csipb.ControllerGetVolumeResponse{Volume: v.toProto(p.unknownCapacity)}
+	if p.volumeStatus != StatusAbsent {
+		resp.Status = &csipb.ControllerGetVolumeResponse_VolumeStatus{PublishedNodeIds: v.attachedNodes()}
+	}
+	if p.volumeStatus == StatusWithCondition {
+		setLegacyCondition(resp.Status, v.abnormal, v.conditionMessage)
+	}
+	return resp, nil
+}
+
+// setLegacyCondition adds the volume condition to status as a plugin of
+// CSI 1.3 to 1.12 encodes it: field 2, a VolumeCondition message of
+// abnormal (field 1, bool) and message (field 2, string). The spec types
+// of 1.13 have no such field, so it travels as an unknown field, which
+// protobuf marshals as it is.
+func setLegacyCondition(status *csipb.ControllerGetVolumeResponse_VolumeStatus, abnormal bool, message string) {
+	var cond []byte
+	if abnormal {
+		cond = protowire.AppendTag(cond, 1, protowire.VarintType)
+		cond = protowire.AppendVarint(cond, 1)
+	}
+	if message != "" {
+		cond = protowire.AppendTag(cond, 2, protowire.BytesType)
+		cond = protowire.AppendString(cond, message)
+	}
+	b := protowire.AppendTag(nil, 2, protowire.BytesType)
+	b = protowire.AppendBytes(b, cond)
+	status.ProtoReflect().SetUnknown(b)
 }
 
 func (s controllerServer) ControllerModifyVolume(_ context.Context, req *csipb.ControllerModifyVolumeRequest) (*csipb.ControllerModifyVolumeResponse, error) {

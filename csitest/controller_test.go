@@ -308,13 +308,24 @@ func TestController_ListVolumes(t *testing.T) {
 }
 
 func TestController_GetCapacity(t *testing.T) {
-	_, c := start(t, csitest.Config{Controller: allController, AvailableCapacity: 100 << 20})
+	p, c := start(t, csitest.Config{Controller: allController, AvailableCapacity: 100 << 20})
 	ctx := ctxT(t)
 	createVolume(t, c, "v", 30<<20)
 	resp, err := c.ctrl.GetCapacity(ctx, &csipb.GetCapacityRequest{VolumeCapabilities: []*csipb.VolumeCapability{mountCap(snw)}})
 	noErr(t, err)
 	if resp.GetAvailableCapacity() != 70<<20 {
 		t.Errorf("available %d, want %d", resp.GetAvailableCapacity(), 70<<20)
+	}
+	// Without Config.Pools, every volume of the model holds capacity,
+	// a registered one too.
+	p.AddVolume("registered", 20<<20, nil)
+	resp, err = c.ctrl.GetCapacity(ctx, &csipb.GetCapacityRequest{})
+	noErr(t, err)
+	if resp.GetAvailableCapacity() != 50<<20 || resp.GetMaximumVolumeSize() != nil || resp.GetMinimumVolumeSize() != nil {
+		t.Errorf("after AddVolume GetCapacity = %v, want 50 MiB available and no size bounds", resp)
+	}
+	if v, _ := p.Volume("registered"); v.Pool != -1 {
+		t.Errorf("without Config.Pools the volume reports pool %d, want -1", v.Pool)
 	}
 }
 

@@ -22,7 +22,8 @@
 // # Model
 //
 // The fake keeps, in memory, the volumes (ID, capacity, context,
-// parameters), their ControllerPublish attachments by CSI node ID, their
+// parameters, accessible topology, pool, condition), their
+// ControllerPublish attachments by CSI node ID, their
 // staging paths and published target paths (each with its readonly flag,
 // capability and the publish and volume contexts the call received), and
 // snapshots. Every RPC a CO uses is implemented and follows the spec's
@@ -38,6 +39,23 @@
 // whatever the context: Attachments lists them, volume by volume, for a
 // test to compare with a CO's attachment records.
 //
+// Capacity comes from pools. By default there is one,
+// Config.AvailableCapacity, accessible from wherever CreateVolume asks:
+// a volume takes the first preferred topology of its request, else the
+// first requisite one, else the fake's node's. Config.Pools gives
+// storage per topology and parameters class instead (zone a 10 GiB, zone
+// b none): CreateVolume honours accessibility_requirements as the spec
+// says, preferred topologies first, then requisite ones, and refuses
+// with ResourceExhausted when no pool accessible from a requisite
+// topology has room, or OutOfRange when the size is outside a pool's
+// volume size bounds. GetCapacity answers per topology and class, with
+// maximum and minimum volume size only where a pool sets them. Every
+// volume draws from its pool; DeleteVolume gives the room back and
+// ControllerExpandVolume takes more. ControllerGetVolume reports the
+// volume with a status of its published nodes; Config.VolumeStatus
+// leaves the status out or adds the volume condition (SetVolumeCondition)
+// that plugins of CSI 1.12 and earlier send.
+//
 // On disk, NodeStageVolume writes MarkerFile (holding the volume ID) into
 // the staging directory and NodeUnstageVolume removes it.
 // NodePublishVolume creates the target, a directory holding MarkerFile for
@@ -50,6 +68,9 @@
 // choice: PublishContext and VolumeContext (a context set, empty or
 // absent), UnknownCapacity (capacity_bytes 0), RequiresTopologies and
 // Topology (volumes and the node with or without accessible topology),
+// Controller.GetCapacity and Pools (capacity per topology, with or
+// without volume size bounds), Controller.GetVolume and VolumeStatus
+// (a ControllerGetVolume status with or without a condition, or none),
 // Node.StageUnstageVolume (staging or not),
 // Controller.PublishUnpublishVolume (a controller that needs the node's
 // ID or not) and Type (a controller or none). Shapes lists the legal
@@ -83,8 +104,8 @@
 // slow as the test wants without a clock or a sleep, and a test that
 // releases a later call before an earlier one gets out-of-order answers.
 // ClearFaults removes every knob, opening the gates.
-// SetProbeReady, SetCapabilities and SetNodeInfo change what the plugin
-// reports, and Stop and Restart simulate a crash: in-flight calls fail,
+// SetProbeReady, SetCapabilities, SetNodeInfo and SetVolumeCondition
+// change what the plugin reports, and Stop and Restart simulate a crash: in-flight calls fail,
 // the socket goes away, and the model, knobs and logs survive. A panic in
 // a handler or hook answers Internal instead of crashing the test.
 //

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"strings"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
@@ -154,23 +155,39 @@ func ExampleShapes() {
 		s.Apply(&cfg)
 		creates := cfg.Type.HasController() && cfg.Controller.CreateDeleteVolume
 		attaches := cfg.Type.HasController() && cfg.Controller.PublishUnpublishVolume
-		fmt.Printf("%-22s create=%-5v attach=%-5v stage=%-5v publish_context=%s volume_context=%s\n",
-			s.Name, creates, attaches, cfg.Node.StageUnstageVolume, cfg.PublishContext, cfg.VolumeContext)
+		var more []string
+		if cfg.RequiresTopologies {
+			more = append(more, "topology")
+		}
+		if cfg.Controller.GetCapacity {
+			more = append(more, fmt.Sprintf("capacity(pools=%d)", max(len(cfg.Pools), 1)))
+		}
+		if cfg.Controller.GetVolume {
+			more = append(more, "get-volume(status="+cfg.VolumeStatus.String()+")")
+		}
+		line := fmt.Sprintf("%-22s create=%-5v attach=%-5v stage=%-5v publish_context=%-6s volume_context=%-6s %s",
+			s.Name, creates, attaches, cfg.Node.StageUnstageVolume, cfg.PublishContext, cfg.VolumeContext, strings.Join(more, " "))
+		fmt.Println(strings.TrimRight(line, " "))
 	}
 	// Output:
-	// default                create=true  attach=true  stage=true  publish_context=set volume_context=set
-	// publish-context-empty  create=true  attach=true  stage=true  publish_context=empty volume_context=set
+	// default                create=true  attach=true  stage=true  publish_context=set    volume_context=set
+	// publish-context-empty  create=true  attach=true  stage=true  publish_context=empty  volume_context=set
 	// publish-context-absent create=true  attach=true  stage=true  publish_context=absent volume_context=set
-	// volume-context-empty   create=true  attach=true  stage=true  publish_context=set volume_context=empty
-	// volume-context-absent  create=true  attach=true  stage=true  publish_context=set volume_context=absent
-	// capacity-unknown       create=true  attach=true  stage=true  publish_context=set volume_context=set
-	// topology               create=true  attach=true  stage=true  publish_context=set volume_context=set
-	// no-topology            create=true  attach=true  stage=true  publish_context=set volume_context=set
-	// no-stage               create=true  attach=true  stage=false publish_context=set volume_context=set
-	// no-controller-publish  create=true  attach=false stage=true  publish_context=set volume_context=set
-	// node-only              create=false attach=false stage=true  publish_context=set volume_context=set
+	// volume-context-empty   create=true  attach=true  stage=true  publish_context=set    volume_context=empty
+	// volume-context-absent  create=true  attach=true  stage=true  publish_context=set    volume_context=absent
+	// capacity-unknown       create=true  attach=true  stage=true  publish_context=set    volume_context=set
+	// topology               create=true  attach=true  stage=true  publish_context=set    volume_context=set    topology
+	// no-topology            create=true  attach=true  stage=true  publish_context=set    volume_context=set
+	// get-capacity           create=true  attach=true  stage=true  publish_context=set    volume_context=set    capacity(pools=1)
+	// capacity-by-topology   create=true  attach=true  stage=true  publish_context=set    volume_context=set    topology capacity(pools=2)
+	// get-volume             create=true  attach=true  stage=true  publish_context=set    volume_context=set    get-volume(status=published-nodes)
+	// get-volume-condition   create=true  attach=true  stage=true  publish_context=set    volume_context=set    get-volume(status=with-condition)
+	// get-volume-no-status   create=true  attach=true  stage=true  publish_context=set    volume_context=set    get-volume(status=absent)
+	// no-stage               create=true  attach=true  stage=false publish_context=set    volume_context=set
+	// no-controller-publish  create=true  attach=false stage=true  publish_context=set    volume_context=set
+	// node-only              create=false attach=false stage=true  publish_context=set    volume_context=set
 	// sparse                 create=true  attach=true  stage=true  publish_context=absent volume_context=absent
-	// minimal                create=false attach=false stage=false publish_context=set volume_context=set
+	// minimal                create=false attach=false stage=false publish_context=set    volume_context=set
 }
 
 // HoldReplies makes a plugin that has done the work answer late, and

@@ -27,6 +27,9 @@ type volume struct {
 	capabilities      []*csipb.VolumeCapability // nil: any (AddVolume)
 	source            *csipb.VolumeContentSource
 	topology          []*csipb.Topology
+	pool              int // index in p.pools, or noPool
+	abnormal          bool
+	conditionMessage  string
 	attachments       map[string]*attachment  // by CSI node ID
 	staged            map[string]*staging     // by staging path
 	published         map[string]*publication // by target path
@@ -55,6 +58,7 @@ type publication struct {
 func newVolume(id string) *volume {
 	return &volume{
 		id:          id,
+		pool:        noPool,
 		attachments: make(map[string]*attachment),
 		staged:      make(map[string]*staging),
 		published:   make(map[string]*publication),
@@ -119,6 +123,17 @@ type VolumeState struct {
 	// mutable parameters as changed by ControllerModifyVolume.
 	Parameters        map[string]string
 	MutableParameters map[string]string
+	// Topologies are the volume's accessible topologies as CreateVolume
+	// reported them; nil for a volume accessible from everywhere.
+	Topologies []*csi.Topology
+	// Pool is the index in Config.Pools of the pool CreateVolume placed
+	// the volume in, or -1 when Config.Pools is empty or the volume did
+	// not come from CreateVolume.
+	Pool int
+	// Abnormal and ConditionMessage are the volume's condition
+	// (SetVolumeCondition).
+	Abnormal         bool
+	ConditionMessage string
 	// Attachments are the ControllerPublishVolume attachments by CSI node
 	// ID.
 	Attachments map[string]Attachment
@@ -178,7 +193,9 @@ type SnapshotState struct {
 	CreatedAt      time.Time
 }
 
-func (v *volume) state() VolumeState {
+// state copies v; explicitPools says whether v.pool is a Config.Pools
+// index.
+func (v *volume) state(explicitPools bool) VolumeState {
 	s := VolumeState{
 		ID:                v.id,
 		Name:              v.name,
@@ -186,9 +203,18 @@ func (v *volume) state() VolumeState {
 		Context:           maps.Clone(v.context),
 		Parameters:        maps.Clone(v.parameters),
 		MutableParameters: maps.Clone(v.mutableParameters),
+		Pool:              noPool,
+		Abnormal:          v.abnormal,
+		ConditionMessage:  v.conditionMessage,
 		Attachments:       make(map[string]Attachment, len(v.attachments)),
 		Staged:            make(map[string]Staging, len(v.staged)),
 		Published:         make(map[string]Publication, len(v.published)),
+	}
+	if explicitPools {
+		s.Pool = v.pool
+	}
+	for _, t := range v.topology {
+		s.Topologies = append(s.Topologies, &csi.Topology{Segments: maps.Clone(t.GetSegments())})
 	}
 	for node, a := range v.attachments {
 		c, mo := capabilityOf(a.capability)
@@ -241,9 +267,24 @@ func (p *Plugin) AddVolume(id string, capacity int64, volumeContext map[string]s
 	v := p.volumes[id]
 	if v == nil {
 		v = newVolume(id)
+		v.pool = p.defaultPool()
 		p.volumes[id] = v
 	}
 	v.capacity, v.context = capacity, maps.Clone(volumeContext)
+}
+
+// SetVolumeCondition sets the condition ControllerGetVolume reports for
+// a volume under StatusWithCondition, abnormal with a message or, with
+// abnormal false, normal again. It reports whether the volume exists.
+func (p *Plugin) SetVolumeCondition(id string, abnormal bool, message string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	v := p.volumes[id]
+	if v == nil {
+		return false
+	}
+	v.abnormal, v.conditionMessage = abnormal, message
+	return true
 }
 
 // RemoveVolume deletes a volume from the model behind the CO's back, as
@@ -264,7 +305,7 @@ func (p *Plugin) Volume(id string) (VolumeState, bool) {
 	if !ok {
 		return VolumeState{}, false
 	}
-	return v.state(), true
+	return v.state(p.explicitPools), true
 }
 
 // Volumes returns snapshots of every volume, sorted by ID.
@@ -273,7 +314,7 @@ func (p *Plugin) Volumes() []VolumeState {
 	defer p.mu.Unlock()
 	out := make([]VolumeState, 0, len(p.volumes))
 	for _, id := range slices.Sorted(maps.Keys(p.volumes)) {
-		out = append(out, p.volumes[id].state())
+		out = append(out, p.volumes[id].state(p.explicitPools))
 	}
 	return out
 }
@@ -308,17 +349,6 @@ func (p *Plugin) Snapshot(id string) (SnapshotState, bool) {
 	}
 	return SnapshotState{ID: s.id, Name: s.name, SourceVolumeID: s.source, Size: s.size, CreatedAt: s.created}, true
 }
-
-// usedLocked is the capacity held by volumes; p.mu is held.
-func (p *Plugin) usedLocked() int64 {
-	var n int64
-	for _, v := range p.volumes {
-		n += v.capacity
-	}
-	return n
-}
-
-func (p *Plugin) availableLocked() int64 { return max(p.availableCapacity-p.usedLocked(), 0) }
 
 // attachmentsOnLocked counts the volumes attached to a node; p.mu is
 // held.

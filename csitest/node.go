@@ -34,6 +34,7 @@ func (p *Plugin) nodeVolumeLocked(method, id string, volumeContext map[string]st
 		return nil, errorf(codes.NotFound, method, "volume %q does not exist; create it, or AddVolume it to the fake first", id)
 	}
 	v := newVolume(id)
+	v.pool = p.defaultPool()
 	v.context = maps.Clone(volumeContext)
 	p.volumes[id] = v
 	return v, nil

@@ -28,7 +28,9 @@ type Plugin struct {
 	typ                csi.PluginType
 	name, version      string
 	requiresTopologies bool
-	availableCapacity  int64
+	pools              []Pool // Config.Pools, or the one implicit pool of AvailableCapacity
+	explicitPools      bool   // Config.Pools was set
+	volumeStatus       StatusReply
 	admitUnknown       bool
 	publishContext     ContextReply
 	volumeContext      ContextReply
@@ -69,6 +71,10 @@ func New(cfg Config) (*Plugin, error) {
 	if err != nil {
 		return nil, err
 	}
+	explicit := len(c.Pools) > 0
+	if !explicit {
+		c.Pools = []Pool{{Capacity: c.AvailableCapacity}}
+	}
 	return &Plugin{
 		endpoint:           c.Endpoint,
 		ownDir:             ownDir,
@@ -76,7 +82,9 @@ func New(cfg Config) (*Plugin, error) {
 		name:               c.Name,
 		version:            c.Version,
 		requiresTopologies: c.RequiresTopologies,
-		availableCapacity:  c.AvailableCapacity,
+		pools:              c.Pools,
+		explicitPools:      explicit,
+		volumeStatus:       c.VolumeStatus,
 		admitUnknown:       c.AdmitUnknownVolumes,
 		publishContext:     c.PublishContext,
 		volumeContext:      c.VolumeContext,

@@ -32,6 +32,14 @@ func TestNew_InvalidConfig(t *testing.T) {
 		{"negative volume context reply", csitest.Config{VolumeContext: -1}, "VolumeContext"},
 		{"long node ID", csitest.Config{NodeID: strings.Repeat("n", csi.MaxIDLength+1)}, "node ID"},
 		{"long socket path", csitest.Config{Endpoint: "/tmp/" + strings.Repeat("s", 120) + "/csi.sock"}, "socket path"},
+		{"unknown volume status reply", csitest.Config{VolumeStatus: csitest.StatusAbsent + 1}, "VolumeStatus"},
+		{"capacity and pools", csitest.Config{AvailableCapacity: 1, Pools: []csitest.Pool{{Capacity: 1}}}, "both AvailableCapacity and Pools"},
+		{"negative pool capacity", csitest.Config{Pools: []csitest.Pool{{Capacity: 1}, {Capacity: -1}}}, "Pools[1]: Capacity is -1"},
+		{"negative max volume size", csitest.Config{Pools: []csitest.Pool{{MaxVolumeSize: new(int64(-1))}}}, "Pools[0]: MaxVolumeSize is -1"},
+		{"negative min volume size", csitest.Config{Pools: []csitest.Pool{{MinVolumeSize: new(int64(-2))}}}, "Pools[0]: MinVolumeSize is -2"},
+		{"min above max", csitest.Config{Pools: []csitest.Pool{{MinVolumeSize: new(int64(5)), MaxVolumeSize: new(int64(4))}}}, "MinVolumeSize (5) exceeds MaxVolumeSize (4)"},
+		{"pool topology without constraints", csitest.Config{Pools: []csitest.Pool{{Topology: &csi.Topology{Segments: map[string]string{"zone": "a"}}}}},
+			"Pools[0]: has Topology zone=a but the plugin does not set RequiresTopologies"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

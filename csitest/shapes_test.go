@@ -2,6 +2,8 @@ package csitest_test
 
 import (
 	"maps"
+	"reflect"
+	"slices"
 	"testing"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -80,7 +82,11 @@ func equalConfig(a, b csitest.Config) bool {
 	return a.Type == b.Type && a.Controller == b.Controller && a.Node == b.Node &&
 		a.RequiresTopologies == b.RequiresTopologies && a.Topology.Equal(b.Topology) &&
 		a.PublishContext == b.PublishContext && a.VolumeContext == b.VolumeContext &&
-		a.UnknownCapacity == b.UnknownCapacity
+		a.UnknownCapacity == b.UnknownCapacity && a.VolumeStatus == b.VolumeStatus &&
+		slices.EqualFunc(a.Pools, b.Pools, func(x, y csitest.Pool) bool {
+			return x.Topology.Equal(y.Topology) && maps.Equal(x.Parameters, y.Parameters) && x.Capacity == y.Capacity &&
+				reflect.DeepEqual(x.MaxVolumeSize, y.MaxVolumeSize) && reflect.DeepEqual(x.MinVolumeSize, y.MinVolumeSize)
+		})
 }
 
 // shapeLifecycle is a correct CO over whatever cfg advertises: create
@@ -145,6 +151,10 @@ func shapeLifecycle(t *testing.T, p *csitest.Plugin, c clients, cfg csitest.Conf
 		wantCode(t, err, codes.Unimplemented)
 	}
 
+	if creates {
+		shapeCapacity(t, c, cfg, info.GetAccessibleTopology())
+	}
+
 	var publishContext map[string]string
 	wantAttachments := map[string][]string{}
 	if attaches {
@@ -161,6 +171,7 @@ func shapeLifecycle(t *testing.T, p *csitest.Plugin, c clients, cfg csitest.Conf
 		_, err := c.ctrl.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{VolumeId: id, NodeId: info.GetNodeId(), VolumeCapability: vc})
 		wantCode(t, err, codes.Unimplemented)
 	}
+	shapeGetVolume(t, c, cfg, id, wantAttachments[id])
 	if got := p.Attachments(); !equalAttachments(got, wantAttachments) {
 		t.Errorf("after the claim Attachments() = %v, want %v", got, wantAttachments)
 	}
@@ -211,4 +222,83 @@ func shapeLifecycle(t *testing.T, p *csitest.Plugin, c clients, cfg csitest.Conf
 		noErr(t, err)
 	}
 	p.RequireNoViolations(t)
+}
+
+// shapeCapacity checks GetCapacity under cfg once one volume of
+// DefaultVolumeCapacity exists: the room left, the bounds reported only
+// where a pool sets them, and no room in a topology no pool reaches.
+func shapeCapacity(t *testing.T, c clients, cfg csitest.Config, node *csipb.Topology) {
+	t.Helper()
+	ctx := ctxT(t)
+	resp, err := c.ctrl.GetCapacity(ctx, &csipb.GetCapacityRequest{})
+	if !cfg.Controller.GetCapacity {
+		wantCode(t, err, codes.Unimplemented)
+		return
+	}
+	noErr(t, err)
+	total, bounded := cfg.AvailableCapacity, false
+	if total == 0 {
+		total = csitest.DefaultAvailableCapacity
+	}
+	if len(cfg.Pools) > 0 {
+		total = 0
+		for _, pool := range cfg.Pools {
+			total += pool.Capacity
+			bounded = bounded || pool.MaxVolumeSize != nil
+		}
+	}
+	if got, want := resp.GetAvailableCapacity(), total-csitest.DefaultVolumeCapacity; got != want {
+		t.Errorf("GetCapacity available %d, want %d", got, want)
+	}
+	if got := resp.GetMaximumVolumeSize() != nil; got != bounded || resp.GetMinimumVolumeSize() != nil {
+		t.Errorf("GetCapacity %v: maximum_volume_size reported %v, want %v, and no minimum", resp, got, bounded)
+	}
+	if node == nil {
+		return
+	}
+	here, err := c.ctrl.GetCapacity(ctx, &csipb.GetCapacityRequest{AccessibleTopology: node})
+	noErr(t, err)
+	if here.GetAvailableCapacity() != resp.GetAvailableCapacity() {
+		t.Errorf("capacity from the node's topology %d, want all of it (%d)", here.GetAvailableCapacity(), resp.GetAvailableCapacity())
+	}
+	if len(cfg.Pools) > 0 {
+		elsewhere := &csipb.Topology{Segments: map[string]string{"topology.csitest.csikit.io/zone": "zone-full"}}
+		far, err := c.ctrl.GetCapacity(ctx, &csipb.GetCapacityRequest{AccessibleTopology: elsewhere})
+		noErr(t, err)
+		if far.GetAvailableCapacity() != 0 {
+			t.Errorf("capacity in the full zone %d, want 0", far.GetAvailableCapacity())
+		}
+		_, err = c.ctrl.CreateVolume(ctx, &csipb.CreateVolumeRequest{Name: "far", VolumeCapabilities: []*csipb.VolumeCapability{mountCap(snw)},
+			AccessibilityRequirements: &csipb.TopologyRequirement{Requisite: []*csipb.Topology{elsewhere}}})
+		wantCode(t, err, codes.ResourceExhausted)
+	}
+}
+
+// shapeGetVolume checks ControllerGetVolume under cfg: a status with the
+// published nodes unless the shape leaves it out, and the legacy
+// condition field only where the shape sends it.
+func shapeGetVolume(t *testing.T, c clients, cfg csitest.Config, id string, published []string) {
+	t.Helper()
+	resp, err := c.ctrl.ControllerGetVolume(ctxT(t), &csipb.ControllerGetVolumeRequest{VolumeId: id})
+	if !cfg.Type.HasController() || !cfg.Controller.GetVolume {
+		wantCode(t, err, codes.Unimplemented)
+		return
+	}
+	noErr(t, err)
+	if resp.GetVolume().GetVolumeId() != id {
+		t.Errorf("ControllerGetVolume(%s) reports volume %q", id, resp.GetVolume().GetVolumeId())
+	}
+	st := resp.GetStatus()
+	if (st == nil) != (cfg.VolumeStatus == csitest.StatusAbsent) {
+		t.Fatalf("status %v under %s", st, cfg.VolumeStatus)
+	}
+	if st == nil {
+		return
+	}
+	if !slices.Equal(st.GetPublishedNodeIds(), published) {
+		t.Errorf("published_node_ids %v, want %v", st.GetPublishedNodeIds(), published)
+	}
+	if hasCondition := len(st.ProtoReflect().GetUnknown()) > 0; hasCondition != (cfg.VolumeStatus == csitest.StatusWithCondition) {
+		t.Errorf("legacy condition field present %v under %s", hasCondition, cfg.VolumeStatus)
+	}
 }
