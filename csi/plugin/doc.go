@@ -1,7 +1,7 @@
 // Package plugin is csikit's gRPC client of one CSI plugin socket. It
 // speaks the Identity, Controller and Node services in csikit's own types
 // (package csi) and keeps the CSI spec's protobuf messages to itself:
-// every conversion lives in convert.go.
+// every conversion lives in the convert*.go files.
 //
 // # Usage
 //
