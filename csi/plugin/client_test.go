@@ -36,6 +36,7 @@ var (
 	allController = csi.ControllerCapabilities{
 		CreateDeleteVolume: true, PublishUnpublishVolume: true, ListVolumes: true,
 		CreateDeleteSnapshot: true, ListSnapshots: true, ExpandVolume: true,
+		GetCapacity: true, GetVolume: true,
 	}
 	allNode = csi.NodeCapabilities{StageUnstageVolume: true, GetVolumeStats: true, ExpandVolume: true}
 )
@@ -215,6 +216,13 @@ func TestClient_EveryRPC_HappyPath(t *testing.T) {
 		t.Errorf("ValidateVolumeCapabilities = %+v, want %s confirmed", valid, fsCap)
 	}
 
+	got, err := c.ControllerGetVolume(ctx, &plugin.ControllerGetVolumeRequest{ExternalID: vol.ExternalID})
+	noErr(t, err, "ControllerGetVolume")
+	eq(t, &plugin.ControllerGetVolumeResponse{Volume: *vol, Status: &plugin.VolumeStatus{}}, got, "ControllerGetVolume")
+	capacity, err := c.GetCapacity(ctx, &plugin.GetCapacityRequest{Capabilities: []csi.Capability{fsCap}, Topology: zone})
+	noErr(t, err, "GetCapacity")
+	eq(t, &plugin.GetCapacityResponse{Available: csitest.DefaultAvailableCapacity - 1<<20}, capacity, "GetCapacity")
+
 	list, err := c.ListVolumes(ctx, &plugin.ListVolumesRequest{MaxEntries: 10})
 	noErr(t, err, "ListVolumes")
 	if len(list.Entries) != 1 || list.Entries[0].Volume.ExternalID != vol.ExternalID {
@@ -274,6 +282,7 @@ func TestClient_EveryRPC_HappyPath(t *testing.T) {
 		csitest.MethodGetPluginInfo, csitest.MethodGetPluginCapabilities, csitest.MethodProbe,
 		csitest.MethodControllerPublishVolume, csitest.MethodControllerUnpublishVolume, csitest.MethodValidateVolumeCapabilities,
 		csitest.MethodCreateVolume, csitest.MethodDeleteVolume, csitest.MethodListVolumes, csitest.MethodControllerGetCapabilities,
+		csitest.MethodGetCapacity, csitest.MethodControllerGetVolume,
 		csitest.MethodControllerExpandVolume, csitest.MethodCreateSnapshot, csitest.MethodDeleteSnapshot, csitest.MethodListSnapshots,
 		csitest.MethodNodeGetInfo, csitest.MethodNodeGetCapabilities, csitest.MethodNodeStageVolume, csitest.MethodNodeUnstageVolume,
 		csitest.MethodNodePublishVolume, csitest.MethodNodeUnpublishVolume, csitest.MethodNodeExpandVolume, csitest.MethodNodeGetVolumeStats,
@@ -651,6 +660,22 @@ func TestClient_BadRequest_NoRPC(t *testing.T) {
 		}},
 		{"CreateVolume nil topology", "Topology", func() error {
 			_, err := c.CreateVolume(ctx, &plugin.CreateVolumeRequest{Name: "n", Capabilities: []csi.Capability{fsCap}, Topology: &csi.TopologyRequest{Preferred: []*csi.Topology{nil}}})
+			return err
+		}},
+		{"GetCapacity bad capability", "Capabilities[0]", func() error {
+			_, err := c.GetCapacity(ctx, &plugin.GetCapacityRequest{Capabilities: []csi.Capability{badCap}})
+			return err
+		}},
+		{"GetCapacity unnamed segment", "Topology", func() error {
+			_, err := c.GetCapacity(ctx, &plugin.GetCapacityRequest{Topology: &csi.Topology{Segments: map[string]string{"": "a"}}})
+			return err
+		}},
+		{"ControllerGetVolume nil", "request", func() error {
+			_, err := c.ControllerGetVolume(ctx, nil)
+			return err
+		}},
+		{"ControllerGetVolume long ID", "ExternalID", func() error {
+			_, err := c.ControllerGetVolume(ctx, &plugin.ControllerGetVolumeRequest{ExternalID: long})
 			return err
 		}},
 		{"DeleteVolume no ID", "ExternalID", func() error {

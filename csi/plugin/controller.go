@@ -192,6 +192,82 @@ type ListSnapshotsResponse struct {
 	NextToken string
 }
 
+// GetCapacityRequest asks how much storage the controller can still
+// provision. Every field is optional; a nil request asks for the
+// plugin's whole capacity.
+type GetCapacityRequest struct {
+	// Capabilities, if any, are those the volumes would be created
+	// with: the plugin counts only storage that can carry them.
+	Capabilities []csi.Capability
+	// MountOptions go with every file-system capability.
+	MountOptions *csi.MountOptions
+	// Parameters are the CreateVolume parameters of the volumes (their
+	// class, a storage class's parameters in Kubernetes terms).
+	Parameters map[string]string
+	// Topology, if set, asks for the capacity of volumes accessible from
+	// it, one topology segment set such as {"zone": "a"}; nil asks for
+	// the capacity of volumes accessible from anywhere the plugin
+	// provisions.
+	Topology *csi.Topology
+}
+
+// GetCapacityResponse is the controller's capacity for one
+// GetCapacityRequest.
+type GetCapacityResponse struct {
+	// Available is the storage, in bytes, that can be used to provision
+	// volumes of the request's parameters, capabilities and topology.
+	// The spec makes it required, so 0 means none is left.
+	Available int64
+	// MaximumVolumeSize is the largest CapacityMax (limit_bytes) a
+	// CreateVolume of the same request may ask for, and MinimumVolumeSize
+	// the smallest CapacityMin (required_bytes). The spec makes both
+	// optional: nil means the plugin did not report it, which is not a
+	// limit of 0. Without MaximumVolumeSize, Available is the only bound
+	// known; without MinimumVolumeSize, any size down to 0 may do.
+	MaximumVolumeSize *int64
+	MinimumVolumeSize *int64
+}
+
+// ControllerGetVolumeRequest asks the controller for one volume
+// (GET_VOLUME).
+type ControllerGetVolumeRequest struct {
+	// ExternalID is the plugin's volume ID. Required.
+	ExternalID string
+}
+
+// ControllerGetVolumeResponse is a volume as the controller reports it
+// now, with its status where the plugin reports one.
+type ControllerGetVolumeResponse struct {
+	Volume Volume
+	// Status is nil when the plugin sent no status.
+	Status *VolumeStatus
+}
+
+// VolumeStatus is the controller's view of a volume's use and health.
+type VolumeStatus struct {
+	// PublishedNodeIDs are the CSI node IDs the volume is controller
+	// published to. The spec lets the list name nodes the CO does not
+	// know, and it is empty when the plugin does not track them: compare
+	// it with the CO's attachment records only where the plugin
+	// advertises LIST_VOLUMES_PUBLISHED_NODES.
+	PublishedNodeIDs []string
+	// Condition is nil when the plugin reported none. CSI 1.13 removed
+	// the field (an alpha field, number 2 of the status, now reserved)
+	// in favour of the volume health RPCs, but plugins built on spec
+	// 1.3 to 1.12 that advertise VOLUME_CONDITION still send it, and
+	// the Client reads it from the reply's unknown fields.
+	Condition *VolumeCondition
+}
+
+// VolumeCondition is the health a plugin reported for a volume.
+type VolumeCondition struct {
+	// Abnormal is true when the volume is not healthy (for example its
+	// back-end disk is gone or read-only).
+	Abnormal bool
+	// Message describes the condition, in the plugin's words.
+	Message string
+}
+
 // ControllerPublishVolume attaches a volume to a node and returns the
 // publish context to pass to the node calls.
 func (c *Client) ControllerPublishVolume(ctx context.Context, r *ControllerPublishRequest) (map[string]string, error) {
@@ -322,4 +398,32 @@ func (c *Client) ListSnapshots(ctx context.Context, r *ListSnapshotsRequest) (*L
 		return nil, err
 	}
 	return listSnapshotsResponseFromPB(resp), nil
+}
+
+// GetCapacity returns the storage the controller can still provision
+// for the request's capabilities, parameters and topology
+// (GET_CAPACITY). A nil request asks for the plugin's whole capacity.
+func (c *Client) GetCapacity(ctx context.Context, r *GetCapacityRequest) (*GetCapacityResponse, error) {
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	resp := new(csipb.GetCapacityResponse)
+	if err := c.call(ctx, csipb.Controller_GetCapacity_FullMethodName, nil, r.toPB(), resp); err != nil {
+		return nil, err
+	}
+	return capacityResponseFromPB(resp)
+}
+
+// ControllerGetVolume returns one volume as the controller reports it
+// now, with its published nodes and condition where the plugin reports
+// them (GET_VOLUME). NotFound means the plugin no longer has the volume.
+func (c *Client) ControllerGetVolume(ctx context.Context, r *ControllerGetVolumeRequest) (*ControllerGetVolumeResponse, error) {
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	resp := new(csipb.ControllerGetVolumeResponse)
+	if err := c.call(ctx, csipb.Controller_ControllerGetVolume_FullMethodName, nil, r.toPB(), resp); err != nil {
+		return nil, err
+	}
+	return getVolumeResponseFromPB(r.ExternalID, resp)
 }

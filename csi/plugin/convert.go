@@ -233,6 +233,59 @@ func listVolumesResponseFromPB(r *csipb.ListVolumesResponse) (*ListVolumesRespon
 	return out, nil
 }
 
+func capacityResponseFromPB(r *csipb.GetCapacityResponse) (*GetCapacityResponse, error) {
+	bad := func(format string, args ...any) error {
+		return &ResponseError{Method: "GetCapacity", Reason: fmt.Sprintf(format, args...)}
+	}
+	out := &GetCapacityResponse{Available: r.GetAvailableCapacity()}
+	if out.Available < 0 {
+		return nil, bad("available_capacity is %d bytes", out.Available)
+	}
+	if w := r.GetMaximumVolumeSize(); w != nil {
+		out.MaximumVolumeSize = new(w.GetValue())
+		if *out.MaximumVolumeSize < 0 {
+			return nil, bad("maximum_volume_size is %d bytes", *out.MaximumVolumeSize)
+		}
+	}
+	if w := r.GetMinimumVolumeSize(); w != nil {
+		out.MinimumVolumeSize = new(w.GetValue())
+		if *out.MinimumVolumeSize < 0 {
+			return nil, bad("minimum_volume_size is %d bytes", *out.MinimumVolumeSize)
+		}
+	}
+	if mx, mn := out.MaximumVolumeSize, out.MinimumVolumeSize; mx != nil && mn != nil && *mn > *mx {
+		return nil, bad("minimum_volume_size (%d) exceeds maximum_volume_size (%d)", *mn, *mx)
+	}
+	return out, nil
+}
+
+// getVolumeResponseFromPB reads ControllerGetVolume's reply to a request
+// for the volume id: a reply about another volume would mislead the
+// caller as much as one without a volume.
+func getVolumeResponseFromPB(id string, r *csipb.ControllerGetVolumeResponse) (*ControllerGetVolumeResponse, error) {
+	bad := func(format string, args ...any) error {
+		return &ResponseError{Method: "ControllerGetVolume", Reason: fmt.Sprintf(format, args...)}
+	}
+	v := r.GetVolume()
+	switch {
+	case v == nil:
+		return nil, bad("no volume")
+	case v.GetVolumeId() != id:
+		return nil, bad("volume ID %q, but volume %q was asked for", v.GetVolumeId(), id)
+	case v.GetCapacityBytes() < 0:
+		return nil, bad("volume %s has capacity_bytes %d", id, v.GetCapacityBytes())
+	}
+	out := &ControllerGetVolumeResponse{Volume: volumeFromPB(v)}
+	if st := r.GetStatus(); st != nil {
+		cond, err := legacyConditionFromPB(st)
+		if err != nil {
+			return nil, bad("volume %s: %v", id, err)
+		}
+		out.Status = &VolumeStatus{PublishedNodeIDs: st.GetPublishedNodeIds(), Condition: cond}
+	}
+	return out, nil
+}
+
 func validateResponseFromPB(r *csipb.ValidateVolumeCapabilitiesResponse) (*ValidateCapabilitiesResponse, error) {
 	out := &ValidateCapabilitiesResponse{Confirmed: r.GetConfirmed() != nil, Message: r.GetMessage()}
 	for i, vc := range r.GetConfirmed().GetVolumeCapabilities() {
@@ -375,6 +428,21 @@ func (r *ListSnapshotsRequest) toPB() *csipb.ListSnapshotsRequest {
 		SnapshotId:     r.ID,
 		Secrets:        r.Secrets,
 	}
+}
+
+func (r *GetCapacityRequest) toPB() *csipb.GetCapacityRequest {
+	if r == nil {
+		return &csipb.GetCapacityRequest{}
+	}
+	return &csipb.GetCapacityRequest{
+		VolumeCapabilities: capabilitiesToPB(r.Capabilities, r.MountOptions),
+		Parameters:         r.Parameters,
+		AccessibleTopology: topologyToPB(r.Topology),
+	}
+}
+
+func (r *ControllerGetVolumeRequest) toPB() *csipb.ControllerGetVolumeRequest {
+	return &csipb.ControllerGetVolumeRequest{VolumeId: r.ExternalID}
 }
 
 func (r *NodeStageRequest) toPB() *csipb.NodeStageVolumeRequest {

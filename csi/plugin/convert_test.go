@@ -8,6 +8,7 @@ import (
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
@@ -428,11 +429,145 @@ func TestConvert_Requests(t *testing.T) {
 			&csipb.NodeExpandVolumeRequest{VolumeId: "v", VolumePath: "/p", VolumeCapability: CapabilityToPB(fs, nil)},
 		},
 		{"ListVolumes nil", (*ListVolumesRequest)(nil).toPB(), &csipb.ListVolumesRequest{}},
+		{"GetCapacity nil", (*GetCapacityRequest)(nil).toPB(), &csipb.GetCapacityRequest{}},
+		{"GetCapacity",
+			(&GetCapacityRequest{Capabilities: []csi.Capability{fs}, MountOptions: mo, Parameters: map[string]string{"tier": "fast"},
+				Topology: &csi.Topology{Segments: map[string]string{"zone": "a"}}}).toPB(),
+			&csipb.GetCapacityRequest{VolumeCapabilities: []*csipb.VolumeCapability{CapabilityToPB(fs, mo)},
+				Parameters: map[string]string{"tier": "fast"}, AccessibleTopology: &csipb.Topology{Segments: map[string]string{"zone": "a"}}},
+		},
+		{"ControllerGetVolume", (&ControllerGetVolumeRequest{ExternalID: "v"}).toPB(), &csipb.ControllerGetVolumeRequest{VolumeId: "v"}},
 		{"ListSnapshots nil", (*ListSnapshotsRequest)(nil).toPB(), &csipb.ListSnapshotsRequest{}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			must(t, proto.Equal(c.want, c.got), "got %v\nwant %v", c.got, c.want)
+		})
+	}
+}
+
+func TestConvert_CapacityResponse(t *testing.T) {
+	w := wrapperspb.Int64
+	cases := []struct {
+		name   string
+		in     *csipb.GetCapacityResponse
+		want   *GetCapacityResponse
+		reason string // for a *ResponseError
+	}{
+		{"nothing reported", &csipb.GetCapacityResponse{}, &GetCapacityResponse{}, ""},
+		{"bounds not reported", &csipb.GetCapacityResponse{AvailableCapacity: 9}, &GetCapacityResponse{Available: 9}, ""},
+		{"bounds of 0 reported", &csipb.GetCapacityResponse{AvailableCapacity: 9, MaximumVolumeSize: w(0), MinimumVolumeSize: w(0)},
+			&GetCapacityResponse{Available: 9, MaximumVolumeSize: new(int64(0)), MinimumVolumeSize: new(int64(0))}, ""},
+		{"both bounds", &csipb.GetCapacityResponse{AvailableCapacity: 9, MaximumVolumeSize: w(8), MinimumVolumeSize: w(2)},
+			&GetCapacityResponse{Available: 9, MaximumVolumeSize: new(int64(8)), MinimumVolumeSize: new(int64(2))}, ""},
+		{"maximum above available", &csipb.GetCapacityResponse{AvailableCapacity: 1, MaximumVolumeSize: w(8)},
+			&GetCapacityResponse{Available: 1, MaximumVolumeSize: new(int64(8))}, ""},
+		{"negative available", &csipb.GetCapacityResponse{AvailableCapacity: -1}, nil, "available_capacity is -1 bytes"},
+		{"negative maximum", &csipb.GetCapacityResponse{MaximumVolumeSize: w(-2)}, nil, "maximum_volume_size is -2 bytes"},
+		{"negative minimum", &csipb.GetCapacityResponse{MinimumVolumeSize: w(-3)}, nil, "minimum_volume_size is -3 bytes"},
+		{"minimum above maximum", &csipb.GetCapacityResponse{MaximumVolumeSize: w(2), MinimumVolumeSize: w(3)}, nil,
+			"minimum_volume_size (3) exceeds maximum_volume_size (2)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := capacityResponseFromPB(c.in)
+			if c.reason == "" {
+				must(t, err == nil, "unexpected error: %v", err)
+				eq(t, c.want, got)
+				return
+			}
+			var re *ResponseError
+			must(t, errors.As(err, &re), "want a *ResponseError, got %v", err)
+			eq(t, ResponseError{Method: "GetCapacity", Reason: c.reason}, *re)
+			eq(t, csi.ClassFinal, csi.Classify(err))
+		})
+	}
+}
+
+// legacyStatus returns a CSI 1.13 status carrying fields as a CSI 1.12
+// plugin sends them, built field by field from the 1.12 schema:
+// VolumeStatus{published_node_ids = 1; VolumeCondition volume_condition
+// = 2}, VolumeCondition{bool abnormal = 1; string message = 2}.
+func legacyStatus(t *testing.T, fields ...[]byte) *csipb.ControllerGetVolumeResponse_VolumeStatus {
+	t.Helper()
+	st := &csipb.ControllerGetVolumeResponse_VolumeStatus{PublishedNodeIds: []string{"n1"}}
+	var raw []byte
+	for _, f := range fields {
+		raw = append(raw, f...)
+	}
+	// Through the wire format, as a reply arrives.
+	b, err := proto.Marshal(st)
+	must(t, err == nil, "marshal: %v", err)
+	b = append(b, raw...)
+	out := &csipb.ControllerGetVolumeResponse_VolumeStatus{}
+	must(t, proto.Unmarshal(b, out) == nil, "unmarshal")
+	return out
+}
+
+func condField(inner ...[]byte) []byte {
+	var cond []byte
+	for _, f := range inner {
+		cond = append(cond, f...)
+	}
+	b := protowire.AppendTag(nil, 2, protowire.BytesType)
+	return protowire.AppendBytes(b, cond)
+}
+
+func abnormalField(v bool) []byte {
+	b := protowire.AppendTag(nil, 1, protowire.VarintType)
+	return protowire.AppendVarint(b, protowire.EncodeBool(v))
+}
+
+func messageField(s string) []byte {
+	b := protowire.AppendTag(nil, 2, protowire.BytesType)
+	return protowire.AppendString(b, s)
+}
+
+func TestConvert_GetVolumeResponse(t *testing.T) {
+	vol := &csipb.Volume{VolumeId: "v1", CapacityBytes: 5, VolumeContext: map[string]string{"k": "v"},
+		AccessibleTopology: []*csipb.Topology{{Segments: map[string]string{"zone": "a"}}}}
+	wantVol := Volume{ExternalID: "v1", Capacity: 5, Context: map[string]string{"k": "v"}, Topologies: []*csi.Topology{{Segments: map[string]string{"zone": "a"}}}}
+	otherField := protowire.AppendVarint(protowire.AppendTag(nil, 9, protowire.VarintType), 7)
+	cases := []struct {
+		name   string
+		status *csipb.ControllerGetVolumeResponse_VolumeStatus
+		vol    *csipb.Volume
+		want   *VolumeStatus
+		reason string
+	}{
+		{name: "no status", vol: vol},
+		{name: "status without condition", vol: vol, status: legacyStatus(t), want: &VolumeStatus{PublishedNodeIDs: []string{"n1"}}},
+		{name: "normal condition", vol: vol, status: legacyStatus(t, condField()),
+			want: &VolumeStatus{PublishedNodeIDs: []string{"n1"}, Condition: &VolumeCondition{}}},
+		{name: "abnormal condition", vol: vol, status: legacyStatus(t, condField(abnormalField(true), messageField("disk gone"))),
+			want: &VolumeStatus{PublishedNodeIDs: []string{"n1"}, Condition: &VolumeCondition{Abnormal: true, Message: "disk gone"}}},
+		{name: "repeated condition merges", vol: vol, status: legacyStatus(t, condField(abnormalField(true), messageField("first")), condField(messageField("second"))),
+			want: &VolumeStatus{PublishedNodeIDs: []string{"n1"}, Condition: &VolumeCondition{Abnormal: true, Message: "second"}}},
+		{name: "unknown fields skipped", vol: vol, status: legacyStatus(t, otherField, condField(otherField, abnormalField(true))),
+			want: &VolumeStatus{PublishedNodeIDs: []string{"n1"}, Condition: &VolumeCondition{Abnormal: true}}},
+		{name: "field 2 of another wire type is not a condition", vol: vol,
+			status: legacyStatus(t, protowire.AppendVarint(protowire.AppendTag(nil, 2, protowire.VarintType), 1)),
+			want:   &VolumeStatus{PublishedNodeIDs: []string{"n1"}}},
+		{name: "truncated condition", vol: vol, status: legacyStatus(t, protowire.AppendBytes(protowire.AppendTag(nil, 2, protowire.BytesType), []byte{0x12, 0x05, 'a'})),
+			reason: "volume v1: volume_condition (field 2 of the status, CSI 1.12 and earlier): unexpected EOF"},
+		{name: "message not UTF-8", vol: vol, status: legacyStatus(t, condField(messageField("\xff"))),
+			reason: "volume v1: volume_condition (field 2 of the status, CSI 1.12 and earlier): message is not valid UTF-8"},
+		{name: "no volume", reason: "no volume"},
+		{name: "another volume", vol: &csipb.Volume{VolumeId: "v2"}, reason: `volume ID "v2", but volume "v1" was asked for`},
+		{name: "no volume ID", vol: &csipb.Volume{CapacityBytes: 1}, reason: `volume ID "", but volume "v1" was asked for`},
+		{name: "negative capacity", vol: &csipb.Volume{VolumeId: "v1", CapacityBytes: -1}, reason: "volume v1 has capacity_bytes -1"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := getVolumeResponseFromPB("v1", &csipb.ControllerGetVolumeResponse{Volume: c.vol, Status: c.status})
+			if c.reason == "" {
+				must(t, err == nil, "unexpected error: %v", err)
+				eq(t, &ControllerGetVolumeResponse{Volume: wantVol, Status: c.want}, got)
+				return
+			}
+			var re *ResponseError
+			must(t, errors.As(err, &re), "want a *ResponseError, got %v", err)
+			eq(t, ResponseError{Method: "ControllerGetVolume", Reason: c.reason}, *re)
 		})
 	}
 }

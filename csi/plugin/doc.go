@@ -1,7 +1,9 @@
 // Package plugin is csikit's gRPC client of one CSI plugin socket. It
 // speaks the Identity, Controller and Node services in csikit's own types
 // (package csi) and keeps the CSI spec's protobuf messages to itself:
-// every conversion lives in the convert*.go files.
+// every conversion lives in the convert*.go files; convert_legacy.go
+// reads the fields that plugins of spec 1.12 and earlier send and spec
+// 1.13 removed (the volume condition of ControllerGetVolume).
 //
 // # Usage
 //

@@ -96,3 +96,51 @@ func ExampleClient_NodeUnpublishVolume_notFound() {
 	// NodeUnpublishVolume NotFound final
 	// done: true
 }
+
+// A scheduler asks a zonal plugin how much it can still provision in
+// each zone. A bound the plugin does not report is nil, not 0.
+func ExampleClient_GetCapacity() {
+	const gib = 1 << 30
+	p, err := csitest.New(csitest.Config{
+		Controller:         csi.ControllerCapabilities{CreateDeleteVolume: true, GetCapacity: true},
+		RequiresTopologies: true,
+		Pools: []csitest.Pool{
+			{Topology: &csi.Topology{Segments: map[string]string{"zone": "a"}}, Capacity: 10 * gib, MaxVolumeSize: new(int64(4 * gib))},
+			{Topology: &csi.Topology{Segments: map[string]string{"zone": "b"}}},
+		},
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if err := p.Start(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer p.Stop()
+
+	c, err := plugin.New(plugin.Config{Endpoint: p.Endpoint()})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer c.Close()
+
+	for _, z := range []string{"a", "b"} {
+		r, err := c.GetCapacity(context.Background(), &plugin.GetCapacityRequest{
+			Topology: &csi.Topology{Segments: map[string]string{"zone": z}},
+		})
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		largest := "not reported"
+		if r.MaximumVolumeSize != nil {
+			largest = fmt.Sprintf("%d GiB", *r.MaximumVolumeSize/gib)
+		}
+		fmt.Printf("zone %s: %d GiB free, largest volume %s\n", z, r.Available/gib, largest)
+	}
+	// Output:
+	// zone a: 10 GiB free, largest volume 4 GiB
+	// zone b: 0 GiB free, largest volume not reported
+}

@@ -40,6 +40,8 @@ type ControllerClient interface {
 	CreateSnapshot(ctx context.Context, r *CreateSnapshotRequest) (*Snapshot, error)
 	DeleteSnapshot(ctx context.Context, r *DeleteSnapshotRequest) error
 	ListSnapshots(ctx context.Context, r *ListSnapshotsRequest) (*ListSnapshotsResponse, error)
+	GetCapacity(ctx context.Context, r *GetCapacityRequest) (*GetCapacityResponse, error)
+	ControllerGetVolume(ctx context.Context, r *ControllerGetVolumeRequest) (*ControllerGetVolumeResponse, error)
 }
 
 // NodeClient calls a plugin's Node service.

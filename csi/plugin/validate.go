@@ -242,6 +242,37 @@ func (c *check) capabilities(cs []csi.Capability, mo *csi.MountOptions) {
 	}
 }
 
+// GetCapacityRequest may be nil: the whole capacity. Its capabilities
+// are optional, but each one given must be defined.
+func (r *GetCapacityRequest) validate() error {
+	if r == nil {
+		return nil
+	}
+	return validate("GetCapacity", r, func(c *check, r *GetCapacityRequest) {
+		for i, x := range r.Capabilities {
+			c.capability(fmt.Sprintf("Capabilities[%d]", i), x, nil)
+		}
+		c.segments("Topology", r.Topology)
+	})
+}
+
+// segments checks a topology a request names on its own: a segment
+// needs a key, or the plugin cannot tell what the value is.
+func (c *check) segments(field string, t *csi.Topology) {
+	if c.err != nil || t == nil {
+		return
+	}
+	if _, ok := t.Segments[""]; ok {
+		c.fail(field, "has a segment with an empty key; name every segment, as in {\"zone\": \"a\"}")
+	}
+}
+
+func (r *ControllerGetVolumeRequest) validate() error {
+	return validate("ControllerGetVolume", r, func(c *check, r *ControllerGetVolumeRequest) {
+		c.id("ExternalID", r.ExternalID)
+	})
+}
+
 func (r *CreateVolumeRequest) validate() error {
 	return validate("CreateVolume", r, func(c *check, r *CreateVolumeRequest) {
 		c.name(r.Name, "volume")
