@@ -30,6 +30,8 @@ func run(args []string, stderr io.Writer) int {
 		dataDir    = fs.String("data-dir", "/tmp/hostpath-csi", "directory that holds the volumes and the plugin's state")
 		nodeID     = fs.String("node-id", "", "node ID reported by NodeGetInfo (default: the host name)")
 		maxVolumes = fs.Int64("max-volumes", 0, "max volumes per node reported by NodeGetInfo and enforced by ControllerPublish (0: no limit)")
+		topology   = fs.String("topology", "", "where the storage is, as topology segments zone=a,rack=r1: reported by NodeGetInfo, given to every volume, required of CreateVolume's requisite topologies (empty: no topology)")
+		capacity   = fs.Int64("capacity", 0, "bytes all volumes may hold together: reported by GetCapacity, drawn from by CreateVolume and ControllerExpandVolume (0: no limit, no GET_CAPACITY)")
 		mode       = fs.String("mode", string(hostpath.ModeMonolith), "services to serve: controller, node or monolith")
 		splitNode  = fs.Bool("split-node", false, "with -mode node: the node half of a split plugin whose controller runs apart; advertise CONTROLLER_SERVICE like the controller")
 		ctrlPub    = fs.Bool("controller-publish", true, "advertise PUBLISH_UNPUBLISH_VOLUME (ControllerPublish/Unpublish)")
@@ -58,6 +60,11 @@ func run(args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "hostpathplugin: -log-level %q is not one of trace, debug, info, warn, error\n", *logLevel)
 		return 2
 	}
+	topo, err := hostpath.ParseTopology(*topology)
+	if err != nil {
+		fmt.Fprintf(stderr, "hostpathplugin: -topology: %v\n", err)
+		return 2
+	}
 	logger := hclog.New(&hclog.LoggerOptions{
 		Name:   "hostpathplugin",
 		Level:  level,
@@ -71,6 +78,8 @@ func run(args []string, stderr io.Writer) int {
 		SplitNode:         *splitNode,
 		NodeID:            *nodeID,
 		MaxVolumes:        *maxVolumes,
+		Topology:          topo,
+		Capacity:          *capacity,
 		ControllerPublish: *ctrlPub,
 		Staging:           *staging,
 		Mount:             hostpath.MountMethod(*mount),

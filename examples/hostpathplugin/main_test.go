@@ -22,6 +22,11 @@ func TestRun_RefusesBadSettings(t *testing.T) {
 		{"BadLogLevel", []string{"-data-dir", data, "-log-level", "loud"}, `-log-level "loud"`},
 		{"TCPEndpoint", []string{"-data-dir", data, "-endpoint", "tcp://127.0.0.1:1"}, "only unix sockets"},
 		{"SplitNodeInMonolith", []string{"-data-dir", data, "-split-node"}, "SplitNode is for mode node only"},
+		{"TopologyWithoutValue", []string{"-data-dir", data, "-topology", "zone"}, `-topology: invalid hostpath plugin config: topology segment "zone" is not key=value`},
+		{"TopologyEmptyValue", []string{"-data-dir", data, "-topology", "zone=a,rack="}, `topology key "rack" has an empty value`},
+		{"TopologyRepeatedKey", []string{"-data-dir", data, "-topology", "zone=a,zone=b"}, `topology key "zone" appears twice`},
+		{"NegativeCapacity", []string{"-data-dir", data, "-capacity", "-1"}, "Capacity is -1"},
+		{"CapacityNotANumber", []string{"-data-dir", data, "-capacity", "10G"}, `invalid value "10G" for flag -capacity`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var out bytes.Buffer
@@ -40,7 +45,7 @@ func TestRun_Help(t *testing.T) {
 	if code := run([]string{"-h"}, &out); code != 0 {
 		t.Fatalf("exit code %d, want 0", code)
 	}
-	for _, flag := range []string{"-endpoint", "-data-dir", "-node-id", "-max-volumes", "-mode", "-controller-publish", "-staging", "-mount", "-split-node"} {
+	for _, flag := range []string{"-endpoint", "-data-dir", "-node-id", "-max-volumes", "-mode", "-controller-publish", "-staging", "-mount", "-split-node", "-topology", "-capacity"} {
 		if !strings.Contains(out.String(), flag) {
 			t.Errorf("usage does not list %s", flag)
 		}

@@ -3,6 +3,7 @@ package hostpath
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -128,6 +129,26 @@ type Config struct {
 	// no limit.
 	MaxVolumes int64
 
+	// Topology, when set, is where the plugin's storage is, as segments
+	// such as {"zone": "a", "rack": "r1"} (ParseTopology reads them from
+	// "zone=a,rack=r1"). GetPluginCapabilities then advertises
+	// VOLUME_ACCESSIBILITY_CONSTRAINTS, NodeGetInfo reports it as the
+	// node's accessible topology, and CreateVolume places every volume
+	// there (its accessible_topology) and answers ResourceExhausted when
+	// no requisite topology of the request reaches it: a topology
+	// reaches the volume when it holds every one of these segments. A
+	// controller plugin and its node plugins, which share one data dir on
+	// one host, give the same Topology. Volumes created before Topology
+	// was set keep no accessible topology.
+	Topology map[string]string
+	// Capacity, when positive, is how many bytes the plugin's volumes may
+	// hold in all: the controller advertises GET_CAPACITY and reports
+	// what is left, CreateVolume answers ResourceExhausted and
+	// ControllerExpandVolume OutOfRange when a volume does not fit. The
+	// figure is bookkeeping, like a volume's capacity, not a quota on the
+	// data dir. 0 means no limit and no GET_CAPACITY.
+	Capacity int64
+
 	// ControllerPublish advertises the controller PUBLISH_UNPUBLISH_VOLUME
 	// capability: ControllerPublishVolume records the attachment and
 	// returns a publish context that node calls must then carry.
@@ -202,6 +223,16 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxVolumes < 0 {
 		return c, configError("MaxVolumes is %d; use 0 for no limit or a positive number", c.MaxVolumes)
+	}
+	if c.Capacity < 0 {
+		return c, configError("Capacity is %d; use 0 for no limit or a positive number of bytes", c.Capacity)
+	}
+	if err := checkTopology(c.Topology); err != nil {
+		return c, err
+	}
+	c.Topology = maps.Clone(c.Topology)
+	if len(c.Topology) == 0 {
+		c.Topology = nil
 	}
 	if c.ShutdownTimeout < 0 {
 		return c, configError("ShutdownTimeout is %s; it must not be negative", c.ShutdownTimeout)

@@ -19,6 +19,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
 )
 
 // Layout of the data dir.
@@ -49,6 +50,9 @@ type volumeRecord struct {
 	CapacityBytes int64             `json:"capacity_bytes"`
 	Capabilities  []capRecord       `json:"capabilities"`
 	Parameters    map[string]string `json:"parameters,omitempty"`
+	// Topology is the plugin's Config.Topology when the volume was
+	// created: where the volume is accessible from. Nil: everywhere.
+	Topology map[string]string `json:"accessible_topology,omitempty"`
 	// Published holds the ControllerPublish attachments, by node ID.
 	Published map[string]*publishRecord `json:"published,omitempty"`
 }
@@ -63,6 +67,7 @@ func (v *volumeRecord) clone() *volumeRecord {
 	c := *v
 	c.Capabilities = slices.Clone(v.Capabilities)
 	c.Parameters = maps.Clone(v.Parameters)
+	c.Topology = maps.Clone(v.Topology)
 	c.Published = make(map[string]*publishRecord, len(v.Published))
 	for n, p := range v.Published {
 		pc := *p
@@ -73,7 +78,7 @@ func (v *volumeRecord) clone() *volumeRecord {
 }
 
 func (v *volumeRecord) toProto() *csipb.Volume {
-	return &csipb.Volume{VolumeId: v.ID, CapacityBytes: v.CapacityBytes}
+	return &csipb.Volume{VolumeId: v.ID, CapacityBytes: v.CapacityBytes, AccessibleTopology: topologyToProto(v.Topology)}
 }
 
 func (v *volumeRecord) nodes() []string {
@@ -210,6 +215,11 @@ func (c *controller) CreateVolume(ctx context.Context, req *csipb.CreateVolumeRe
 			return nil, status.Errorf(codes.AlreadyExists,
 				"volume %s named %q already exists with other parameters; use another name or the same parameters", v.ID, name)
 		}
+		if !meetsRequisite(v.Topology, req.GetAccessibilityRequirements()) {
+			return nil, status.Errorf(codes.AlreadyExists,
+				"volume %s named %q already exists, accessible from %s, which none of the requisite topologies %s reaches; use another name or the same requirements",
+				v.ID, name, formatTopology(v.Topology), requisiteString(req.GetAccessibilityRequirements()))
+		}
 		// A crash between saving the record and creating the directory
 		// leaves a record without a directory: this retry completes it.
 		if err := makeVolumeDir(c.volumeDir(v.ID)); err != nil {
@@ -218,12 +228,22 @@ func (c *controller) CreateVolume(ctx context.Context, req *csipb.CreateVolumeRe
 		return &csipb.CreateVolumeResponse{Volume: v.toProto()}, nil
 	}
 
+	if !meetsRequisite(c.cfg.Topology, req.GetAccessibilityRequirements()) {
+		return nil, status.Errorf(codes.ResourceExhausted,
+			"volume %q cannot be provisioned where the requisite topologies %s reach: this plugin's storage is in %s",
+			name, requisiteString(req.GetAccessibilityRequirements()), c.cfg.topologyString())
+	}
+	if free := c.free(); c.cfg.Capacity > 0 && capacity > free {
+		return nil, status.Errorf(codes.ResourceExhausted,
+			"volume %q needs %d bytes and %d of the plugin's %d are free; delete a volume or ask for less", name, capacity, free, c.cfg.Capacity)
+	}
 	v := &volumeRecord{
 		ID:            newVolumeID(),
 		Name:          name,
 		CapacityBytes: capacity,
 		Capabilities:  caps,
 		Parameters:    maps.Clone(req.GetParameters()),
+		Topology:      maps.Clone(c.cfg.Topology),
 		Published:     map[string]*publishRecord{},
 	}
 	c.st.Volumes[v.ID] = v
@@ -530,6 +550,10 @@ func (c *controller) ControllerExpandVolume(ctx context.Context, req *csipb.Cont
 	if v.CapacityBytes >= want {
 		return &csipb.ControllerExpandVolumeResponse{CapacityBytes: v.CapacityBytes}, nil
 	}
+	if grow, free := want-v.CapacityBytes, c.free(); c.cfg.Capacity > 0 && grow > free {
+		return nil, status.Errorf(codes.OutOfRange,
+			"volume %s cannot grow by %d bytes: %d of the plugin's %d are free", id, grow, free, c.cfg.Capacity)
+	}
 	old := v.CapacityBytes
 	v.CapacityBytes = want
 	if err := c.save(func() { v.CapacityBytes = old }); err != nil {
@@ -548,6 +572,9 @@ func (c *controller) ControllerGetCapabilities(context.Context, *csipb.Controlle
 		csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 		csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
 	}
+	if c.cfg.Capacity > 0 {
+		types = append(types, csipb.ControllerServiceCapability_RPC_GET_CAPACITY)
+	}
 	if c.cfg.ControllerPublish {
 		types = append(types,
 			csipb.ControllerServiceCapability_RPC_PUBLISH_UNPUBLISH_VOLUME,
@@ -562,4 +589,46 @@ func (c *controller) ControllerGetCapabilities(context.Context, *csipb.Controlle
 		})
 	}
 	return resp, nil
+}
+
+// free is the part of Config.Capacity that no volume holds; c.mu is
+// held. It is 0 when volumes recorded under a larger Capacity hold more.
+func (c *controller) free() int64 {
+	var used int64
+	for _, v := range c.st.Volumes {
+		used += v.CapacityBytes
+	}
+	return max(c.cfg.Capacity-used, 0)
+}
+
+// GetCapacity reports the free part of Config.Capacity for volumes
+// reachable from the request's topology: all of it when the plugin's
+// topology is on the requested one (or either is unset), none
+// otherwise, and none for a block capability, which the plugin cannot
+// provision. maximum_volume_size is the same figure, the largest volume
+// that fits now; there is no minimum.
+func (c *controller) GetCapacity(ctx context.Context, req *csipb.GetCapacityRequest) (*csipb.GetCapacityResponse, error) {
+	if c.cfg.Capacity == 0 {
+		return nil, status.Error(codes.Unimplemented, "GetCapacity: this plugin runs without a capacity (start it with -capacity BYTES)")
+	}
+	fits := true
+	for _, vc := range req.GetVolumeCapabilities() {
+		if vc.GetBlock() != nil {
+			fits = false
+			continue
+		}
+		if _, err := checkCapability("volume_capabilities", vc); err != nil {
+			return nil, err
+		}
+	}
+	if t := req.GetAccessibleTopology(); t != nil && !reachableFrom(c.cfg.Topology, t) {
+		fits = false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var free int64
+	if fits {
+		free = c.free()
+	}
+	return &csipb.GetCapacityResponse{AvailableCapacity: free, MaximumVolumeSize: wrapperspb.Int64(free)}, nil
 }

@@ -42,6 +42,14 @@ func (s *identity) GetPluginCapabilities(context.Context, *csipb.GetPluginCapabi
 			}}},
 		)
 	}
+	// Volumes are reachable only from the plugin's topology; the
+	// capability describes the plugin, so every mode advertises it.
+	if len(s.p.cfg.Topology) > 0 {
+		resp.Capabilities = append(resp.Capabilities,
+			&csipb.PluginCapability{Type: &csipb.PluginCapability_Service_{Service: &csipb.PluginCapability_Service{
+				Type: csipb.PluginCapability_Service_VOLUME_ACCESSIBILITY_CONSTRAINTS,
+			}}})
+	}
 	return resp, nil
 }
 

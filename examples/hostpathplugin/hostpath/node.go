@@ -477,7 +477,11 @@ func (n *nodeService) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabil
 }
 
 func (n *nodeService) NodeGetInfo(context.Context, *csipb.NodeGetInfoRequest) (*csipb.NodeGetInfoResponse, error) {
-	return &csipb.NodeGetInfoResponse{NodeId: n.cfg.NodeID, MaxVolumesPerNode: n.cfg.MaxVolumes}, nil
+	resp := &csipb.NodeGetInfoResponse{NodeId: n.cfg.NodeID, MaxVolumesPerNode: n.cfg.MaxVolumes}
+	if len(n.cfg.Topology) > 0 {
+		resp.AccessibleTopology = &csipb.Topology{Segments: maps.Clone(n.cfg.Topology)}
+	}
+	return resp, nil
 }
 
 func (n *nodeService) sortedTargets() []string {

@@ -138,7 +138,8 @@ func (p *Plugin) Serve(ctx context.Context, lis net.Listener) (err error) {
 	log.Info("hostpath CSI plugin serving", "name", p.cfg.Name, "version", p.cfg.Version,
 		"endpoint", lis.Addr().String(), "mode", p.cfg.Mode, "node_id", p.cfg.NodeID,
 		"data_dir", p.cfg.DataDir, "controller_publish", p.cfg.ControllerPublish,
-		"staging", p.cfg.Staging, "mount", p.mount, "max_volumes", p.cfg.MaxVolumes)
+		"staging", p.cfg.Staging, "mount", p.mount, "max_volumes", p.cfg.MaxVolumes,
+		"topology", p.cfg.topologyString(), "capacity", p.cfg.Capacity)
 	if p.mountNote != "" {
 		log.Warn("bind mounts are not available, so volumes are published as symbolic links to their directories (read-only publishes are NOT enforced); run as root for bind mounts",
 			"reason", p.mountNote)
