@@ -9,7 +9,8 @@
 //
 // # Usage
 //
-//  1. In a test, call Run(t, Monolith) or Run(t, Split).
+//  1. In a test, call Run(t, Monolith) or Run(t, Split), optionally
+//     with options such as Zonal (a topology and a capacity).
 //  2. Run serves the plugin with ControllerPublish and staging on, a
 //     MaxVolumes limit, and real bind mounts when the process may
 //     bind-mount (as root). Without that it uses the symlink fallback:
@@ -61,13 +62,35 @@ const NodeID = "sanity-node"
 // publishes this many and expects the next publish to fail.
 const maxVolumes = 4
 
+// Option changes the Config of every plugin Run serves.
+type Option func(*hostpath.Config)
+
+// The topology and capacity Zonal gives the plugins.
+var (
+	ZonalTopology = map[string]string{"topology.hostpath.csikit.io/zone": "zone-a", "topology.hostpath.csikit.io/rack": "r1"}
+	// ZonalCapacity holds every volume the suite has at once (it makes
+	// 10 GiB volumes, at most a handful at a time) with room to spare.
+	ZonalCapacity int64 = 1 << 40
+)
+
+// Zonal serves the plugins with ZonalTopology and ZonalCapacity, as the
+// hostpathplugin flags -topology and -capacity do: the suite then runs
+// its GetCapacity spec, checks NodeGetInfo's accessible topology, and
+// creates the volumes of its node specs with that topology as their
+// requisite one.
+func Zonal(c *hostpath.Config) {
+	c.Topology = ZonalTopology
+	c.Capacity = ZonalCapacity
+}
+
 // stopTimeout bounds how long Run waits for a plugin to stop.
 const stopTimeout = 30 * time.Second
 
-// Run serves the hostpath plugin in layout and runs the whole sanity suite
-// against it. The suite's own report, with its closing "Ran N of M Specs"
-// summary, goes to standard output (shown with go test -v).
-func Run(t *testing.T, layout Layout) {
+// Run serves the hostpath plugin in layout, changed by opts, and runs
+// the whole sanity suite against it. The suite's own report, with its
+// closing "Ran N of M Specs" summary, goes to standard output (shown
+// with go test -v).
+func Run(t *testing.T, layout Layout, opts ...Option) {
 	// A short directory: t.TempDir() can be too long for a socket path.
 	dir, err := os.MkdirTemp("", "hps")
 	if err != nil {
@@ -91,6 +114,9 @@ func Run(t *testing.T, layout Layout) {
 		Mount:             mountMethod(t),
 		// A limit, so that the suite's attach-limit spec runs.
 		MaxVolumes: maxVolumes,
+	}
+	for _, o := range opts {
+		o(&base)
 	}
 	cfg := sanity.NewTestConfig()
 	cfg.TargetPath = filepath.Join(dir, "target")
