@@ -23,6 +23,8 @@ import (
 type InmemTransport struct {
 	mu    sync.RWMutex
 	nodes map[string]*inmemNode
+	// noWireCopy sends every call through JSON (BenchmarkInmemTransport_WireCopy).
+	noWireCopy bool
 }
 
 type inmemNode struct {
@@ -128,7 +130,9 @@ func (t *InmemTransport) Call(ctx context.Context, nodeID, method string, req, r
 		// a fresh stack for every decode) to each call. Its request and
 		// reply cross as wire copies when they can, as JSON otherwise.
 		handled := false
-		handled, r.body, r.err = ih.serveDirect(ctx, method, req, resp)
+		if !t.noWireCopy {
+			handled, r.body, r.err = ih.serveDirect(ctx, method, req, resp)
+		}
 		if !handled {
 			var err error
 			if body, err = encodeRequest(nodeID, method, req); err != nil {
