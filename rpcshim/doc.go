@@ -61,7 +61,9 @@
 //     GRPCNodeServerConfig.ServerOptions.
 //   - A host with its own RPC layer implements Transport: encode req as
 //     JSON, hand it to the node's Handler, send back the reply bytes or
-//     EncodeError(err), and return WireError.Err() on the server.
+//     EncodeError(err), and return WireError.Err() on the server. It
+//     checks its implementation against the whole contract with
+//     rpcshimtest.Run, which both transports here pass.
 //
 // NodeStatuses is the host's answer to "is this node ready, down, gone or
 // unknown"; InmemNodeStatuses is a map-based one.
