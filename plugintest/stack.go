@@ -40,8 +40,7 @@ type stack struct {
 	mnt     *mounter.Mounter
 	plugins recordingPlugins
 
-	ctx      context.Context // the Worker's and the Manager's, until stop
-	cancel   context.CancelFunc
+	cancels  []context.CancelFunc // end the Worker's and the Manager's Run
 	wg       sync.WaitGroup
 	registry bool // the Manager runs
 	stopped  bool
@@ -138,17 +137,25 @@ func (s *stack) report(ctx context.Context, infos []*csi.PluginInfo) error {
 // does too, before the lifecycle's first step: the worker then waits on
 // the store and the lifecycle's steps do not pay for its start.
 func (s *stack) startWorker(parent context.Context) {
-	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(parent))
+	ctx := s.untilStop(parent)
 	s.worker.SetEnabled(true)
-	s.wg.Go(func() { _ = s.worker.Run(s.ctx) })
+	s.wg.Go(func() { _ = s.worker.Run(ctx) })
 }
 
 // startRegistry runs the Manager until stop, which fingerprints the
-// instances registered so far and reports them. startWorker comes
-// first.
-func (s *stack) startRegistry() {
+// instances registered so far and reports them.
+func (s *stack) startRegistry(parent context.Context) {
 	s.registry = true
-	s.wg.Go(func() { _ = s.mgr.Run(s.ctx) })
+	ctx := s.untilStop(parent)
+	s.wg.Go(func() { _ = s.mgr.Run(ctx) })
+}
+
+// untilStop returns a ctx with parent's values that ends at stop, not
+// with parent: the stack's parts outlive the step that starts them.
+func (s *stack) untilStop(parent context.Context) context.Context {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	s.cancels = append(s.cancels, cancel)
+	return ctx
 }
 
 // stop ends the Worker and the Manager and waits for their goroutines.
@@ -162,10 +169,10 @@ func (s *stack) stop() {
 	s.mu.Lock()
 	s.done = true
 	s.mu.Unlock()
-	if s.cancel != nil {
-		s.cancel()
-		s.wg.Wait()
+	for _, cancel := range s.cancels {
+		cancel()
 	}
+	s.wg.Wait()
 	if !s.registry {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
