@@ -36,6 +36,7 @@ type stack struct {
 	router  *rpcshim.Router
 	server  *rpcshim.Server
 	worker  *claimgc.Worker
+	tr      *rpcshim.InmemTransport
 	mgr     *fingerprint.Manager
 	mnt     *mounter.Mounter
 	plugins recordingPlugins
@@ -62,9 +63,9 @@ func newStack(cfg Config, mountRoot, stateDir string, calls *callLog) (*stack, e
 	s.applier = state.NewLocalApplier(store)
 	statuses := &rpcshim.InmemNodeStatuses{}
 	statuses.Set(hostNode, csi.NodeStatusReady)
-	transport := rpcshim.NewInmemTransport()
+	s.tr = rpcshim.NewInmemTransport()
 	if s.router, err = rpcshim.NewRouter(rpcshim.RouterConfig{
-		Store: store, Transport: transport, NodeStatuses: statuses, Logger: log.Named("router"),
+		Store: store, Transport: s.tr, NodeStatuses: statuses, Logger: log.Named("router"),
 	}); err != nil {
 		return nil, err
 	}
@@ -107,7 +108,7 @@ func newStack(cfg Config, mountRoot, stateDir string, calls *callLog) (*stack, e
 	if err != nil {
 		return nil, err
 	}
-	transport.Register(hostNode, endpoint)
+	s.tr.Register(hostNode, endpoint)
 	return s, nil
 }
 
@@ -158,7 +159,8 @@ func (s *stack) untilStop(parent context.Context) context.Context {
 	return ctx
 }
 
-// stop ends the Worker and the Manager and waits for their goroutines.
+// stop ends the Worker and the Manager, waits for their goroutines, and
+// closes the transport, which waits for its own.
 // The Manager closes the plugin clients it made, so a Manager that never
 // started runs once, already stopped, to close those that Register made.
 func (s *stack) stop() {
@@ -173,6 +175,7 @@ func (s *stack) stop() {
 		cancel()
 	}
 	s.wg.Wait()
+	_ = s.tr.Close() // no caller is left; it always returns nil
 	if !s.registry {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()

@@ -51,6 +51,7 @@
 //     NodeEndpoint's own methods run on the caller's goroutine (they end
 //     with ctx by construction); any other handler gets a goroutine per
 //     call, so the caller returns at ctx's end even if it ignores ctx.
+//     Close at shutdown waits for those goroutines.
 //   - GRPCTransport and GRPCNodeServer carry calls over gRPC as one unary
 //     method, NodeServiceName + "/Call", whose messages are JSON
 //     envelopes ({"method", "body"} and {"body", "error"}); no generated

@@ -44,8 +44,9 @@ var transports = []struct {
 	{"grpc", newGRPCHarness},
 }
 
-func newInmemHarness(testing.TB) *rpcshimtest.Harness {
+func newInmemHarness(t testing.TB) *rpcshimtest.Harness {
 	tr := rpcshim.NewInmemTransport()
+	t.Cleanup(func() { must(t, tr.Close()) })
 	return &rpcshimtest.Harness{
 		Transport: tr,
 		Serve:     func(_ testing.TB, nodeID string, h rpcshim.Handler) { tr.Register(nodeID, h) },
