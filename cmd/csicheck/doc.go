@@ -7,21 +7,22 @@
 //
 //  1. Start the plugin on a unix socket on this host: one socket for a
 //     monolith or node-only plugin, two for a split one.
-//  2. Run csicheck where the plugin's mounts are visible, with the rights
-//     the plugin's node service needs (often root): it stages and
-//     publishes under a temporary mount root (or --mount-root) and reads
-//     and writes the published volume.
-//
-//	csicheck --endpoint unix:///run/csi/csi.sock
-//	csicheck --endpoint /run/csi/csi.sock --volume-id disk-42     # node-only plugin
-//	csicheck --controller-endpoint /run/ctrl.sock --node-endpoint /run/node.sock
-//
+//  2. Run csicheck (see the examples below) where the plugin's mounts are visible, with
+//     the rights the plugin's node service needs (often root): it stages
+//     and publishes under a temporary mount root (or --mount-root) and
+//     reads and writes the published volume.
 //  3. For a plugin that cannot create volumes, pre-provision one and
 //     give it with --volume-id (and --volume-context); for one that
 //     needs secrets, write them to a JSON file and pass --secrets-file.
 //  4. Read the table (or --json): one row per step, pass, FAIL with the
 //     rule the plugin broke, or skip with the reason. The exit status
 //     says whether every check passed.
+//
+// For example:
+//
+//	csicheck --endpoint unix:///run/csi/csi.sock
+//	csicheck --endpoint /run/csi/csi.sock --volume-id disk-42     # node-only plugin
+//	csicheck --controller-endpoint /run/ctrl.sock --node-endpoint /run/node.sock
 //
 // Flags:
 //
