@@ -64,6 +64,10 @@ func (s *AttachmentState) UnmarshalText(b []byte) error {
 // live or past, shares it; it is the one place a publish context is
 // kept. Whether a volume is attached is read from State, never inferred
 // from the publish context, which a plugin may leave empty.
+//
+// An Attachment in Volume.Attachments, and its PublishContext map, may be
+// shared by several versions of the volume (see Volume): replace it with
+// a changed Copy, never modify it in place.
 type Attachment struct {
 	NodeID string
 	// ExternalNodeID is the CSI node ID ControllerPublishVolume was (or

@@ -3,6 +3,7 @@ package csi_test
 import (
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/csikit/csikit/csi"
 )
@@ -46,4 +47,24 @@ func ExampleClassify() {
 	// Output:
 	// retryable Unavailable
 	// retryable
+}
+
+// A store keeps older versions of a volume for the readers that hold
+// them, so a new version replaces the claim it changes instead of
+// modifying it: the older version still sees the claim as it was.
+func ExampleVolume_replaceClaim() {
+	older := &csi.Volume{ID: "db-data", PastClaims: map[string]*csi.Claim{
+		"alloc-1": {AllocationID: "alloc-1", NodeID: "node-1", State: csi.ClaimUnpublishing},
+	}}
+
+	next := *older                                 // shares the claims...
+	next.PastClaims = maps.Clone(older.PastClaims) // ...and now a map of its own
+	c := next.PastClaims["alloc-1"].Copy()
+	c.LastError = "node node-1 unreachable"
+	next.PastClaims["alloc-1"] = c
+
+	fmt.Printf("older: %q\nnext:  %q\n", older.PastClaims["alloc-1"].LastError, next.PastClaims["alloc-1"].LastError)
+	// Output:
+	// older: ""
+	// next:  "node node-1 unreachable"
 }

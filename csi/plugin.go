@@ -141,6 +141,12 @@ func (p *PluginInfo) SameAs(o *PluginInfo) bool {
 
 // Plugin is the cluster-wide view of one plugin ID: its instances on every
 // node and the allocations that run them.
+//
+// Like a Volume's claims, the instances in Controllers and Nodes are held
+// by pointer and may be shared with other copies of the plugin (a cached
+// view, an older version in a store): replace an entry with a changed
+// PluginInfo copy, never modify it. What a state.Reader returns is the
+// caller's own.
 type Plugin struct {
 	ID                 string
 	Provider           string `json:",omitempty"`

@@ -84,6 +84,16 @@ func (r *TopologyRequest) Copy() *TopologyRequest {
 // hold claims of running allocations (state ClaimTaken); PastClaims hold
 // claims being released (any later state). An allocation appears in at
 // most one of the three maps.
+//
+// Ownership: a Volume holds its claims and attachments by pointer, so a
+// shallow copy (*v, or a cloned claim map) shares them with the
+// original. Copy makes a deep copy that shares nothing, and what a
+// state.Reader returns is one, owned by the caller. Code that keeps
+// versions of a volume side by side, as a store does for the readers of
+// older states, must treat the claims and attachments as shared:
+// replace, never modify. To change one, Copy it, change the copy and
+// put it in a map cloned for the new version; never write through a
+// pointer taken from a version others may hold.
 type Volume struct {
 	ID        string
 	Namespace string
@@ -123,13 +133,17 @@ type Volume struct {
 	RequestedCapacityMin int64 `json:",omitempty"`
 	RequestedCapacityMax int64 `json:",omitempty"`
 
+	// The claims, by allocation ID. The maps and the claims they point
+	// to may be shared with other versions of the volume: replace an
+	// entry, never modify it (see Volume).
 	ReadClaims  map[string]*Claim `json:",omitempty"`
 	WriteClaims map[string]*Claim `json:",omitempty"`
 	PastClaims  map[string]*Claim `json:",omitempty"`
 	// Attachments are the volume's attachments to nodes, keyed by node
 	// ID: one per node with a claim there (live, or past and not yet
 	// detached), written with the first claim on the node and removed
-	// once the volume is detached from it. See Attachment.
+	// once the volume is detached from it. See Attachment. Like the
+	// claim maps, replace an entry, never modify it.
 	Attachments map[string]*Attachment `json:",omitempty"`
 
 	// Denormalized from the plugin at read time; the store fills them.
@@ -210,6 +224,11 @@ func (v *Volume) LiveClaimOnNode(node, exceptAlloc string) bool {
 }
 
 // Claim is an allocation's hold on a volume.
+//
+// A Claim in a Volume's claim maps may be shared by several versions of
+// the volume (see Volume): to change it, change a Copy and store the
+// copy in its place. Only a Claim the caller made or copied is its own
+// to modify.
 type Claim struct {
 	AllocationID string
 	NodeID       string

@@ -21,18 +21,18 @@ import (
 // full lifecycle there is not) and reports a step only when there is.
 type cleanups struct {
 	mu   sync.Mutex
-	list []func()
+	list []func(ctx context.Context)
 }
 
-func (c *cleanups) push(fn func()) {
+func (c *cleanups) push(fn func(ctx context.Context)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.list = append(c.list, fn)
 }
 
-// run pops and runs every undo, last pushed first. It may be called any
-// number of times.
-func (c *cleanups) run() {
+// run pops and runs every undo, last pushed first, with the run's ctx.
+// It may be called any number of times.
+func (c *cleanups) run(ctx context.Context) {
 	for {
 		c.mu.Lock()
 		n := len(c.list)
@@ -43,21 +43,21 @@ func (c *cleanups) run() {
 		fn := c.list[n-1]
 		c.list = c.list[:n-1]
 		c.mu.Unlock()
-		fn()
+		fn(ctx)
 	}
 }
 
 // cleanupCtx bounds one undo by Config.Timeout. It does not end with the
 // caller's ctx: cleanups run even after the steps were cancelled.
-func (l *run) cleanupCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(l.ctx), l.cfg.Timeout)
+func (l *run) cleanupCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(context.WithoutCancel(ctx), l.cfg.Timeout, errStepTimeout)
 }
 
 // undoMount unmounts a's volume if the mounter may still have it
 // published for a (a failed or interrupted mount counts).
-func (l *run) undoMount(a *alloc) func() {
-	return func() {
-		ctx, cancel := l.cleanupCtx()
+func (l *run) undoMount(a *alloc) func(context.Context) {
+	return func(ctx context.Context) {
+		ctx, cancel := l.cleanupCtx(ctx)
 		defer cancel()
 		has, err := l.st.mnt.HasMount(ctx, namespace, l.volID, a.id)
 		if err == nil && !has {
@@ -69,7 +69,7 @@ func (l *run) undoMount(a *alloc) func() {
 			err = l.st.mnt.UnmountVolume(ctx, mounter.NewUnmountRequest(namespace, l.volID, a.claim))
 		}
 		if err != nil {
-			f := l.failure(step, err, "the spec requires OK from NodeUnpublishVolume and NodeUnstageVolume on a published volume")
+			f := l.failure(ctx, step, err, "the spec requires OK from NodeUnpublishVolume and NodeUnstageVolume on a published volume")
 			l.rep.Fail(f)
 			return
 		}
@@ -80,8 +80,8 @@ func (l *run) undoMount(a *alloc) func() {
 // undoClaims releases the run's claims through the claim release
 // worker; when that cannot finish, it detaches the volume directly and
 // drops the claims from the store.
-func (l *run) undoClaims() {
-	ctx, cancel := l.cleanupCtx()
+func (l *run) undoClaims(ctx context.Context) {
+	ctx, cancel := l.cleanupCtx(ctx)
 	defer cancel()
 	v, err := l.st.store.Volume(namespace, l.volID)
 	if err != nil || !v.InUse() {
@@ -96,7 +96,7 @@ func (l *run) undoClaims() {
 	if err := l.waitFreed(ctx); err == nil {
 		return
 	} else {
-		f := l.releaseFailure(step, from, err)
+		f := l.releaseFailure(ctx, step, from, err)
 		l.rep.Fail(f)
 	}
 	// The worker could not release the claims: detach the volume
@@ -106,7 +106,7 @@ func (l *run) undoClaims() {
 			ExternalID: l.externalID, ExternalNodeID: l.csiNode, Secrets: l.cfg.Secrets,
 		})
 		if !csi.TeardownDone(err) {
-			l.rep.Fail(l.failure(step, err, "the spec requires OK from ControllerUnpublishVolume"))
+			l.rep.Fail(l.failure(ctx, step, err, "the spec requires OK from ControllerUnpublishVolume"))
 		}
 	}
 	if _, err := l.st.applier.Apply(ctx, state.DeregisterVolume{Namespace: namespace, VolumeID: l.volID, Force: true}); err != nil &&
@@ -119,8 +119,8 @@ func (l *run) undoClaims() {
 
 // undoVolume deletes the volume the run created, or deregisters the one
 // it registered.
-func (l *run) undoVolume() {
-	ctx, cancel := l.cleanupCtx()
+func (l *run) undoVolume(ctx context.Context) {
+	ctx, cancel := l.cleanupCtx(ctx)
 	defer cancel()
 	if l.created {
 		const step = "cleanup: delete volume"
@@ -135,7 +135,7 @@ func (l *run) undoVolume() {
 			}
 		}
 		if err != nil {
-			l.rep.Fail(l.failure(step, err, fmt.Sprintf("the spec requires OK from DeleteVolume of volume %q once nothing uses it", l.externalID)))
+			l.rep.Fail(l.failure(ctx, step, err, fmt.Sprintf("the spec requires OK from DeleteVolume of volume %q once nothing uses it", l.externalID)))
 			return
 		}
 		l.created, l.registered = false, false
@@ -153,15 +153,15 @@ func (l *run) undoVolume() {
 }
 
 // undoNodePublish unpublishes a target a probe published by mistake.
-func (l *run) undoNodePublish(r *plugin.NodePublishRequest) func() {
-	return func() {
-		ctx, cancel := l.cleanupCtx()
+func (l *run) undoNodePublish(r *plugin.NodePublishRequest) func(context.Context) {
+	return func(ctx context.Context) {
+		ctx, cancel := l.cleanupCtx(ctx)
 		defer cancel()
 		step := "cleanup: unpublish " + r.TargetPath
 		l.rep.Step(step)
 		err := l.node.NodeUnpublishVolume(ctx, &plugin.NodeUnpublishRequest{ExternalID: r.ExternalID, TargetPath: r.TargetPath})
 		if !csi.TeardownDone(err) {
-			l.rep.Fail(l.failure(step, err, "the spec requires OK from NodeUnpublishVolume"))
+			l.rep.Fail(l.failure(ctx, step, err, "the spec requires OK from NodeUnpublishVolume"))
 		}
 		if _, err := os.Lstat(r.TargetPath); err == nil {
 			_ = os.Remove(r.TargetPath)
@@ -170,9 +170,9 @@ func (l *run) undoNodePublish(r *plugin.NodePublishRequest) func() {
 }
 
 // undoControllerPublish detaches a volume a probe attached by mistake.
-func (l *run) undoControllerPublish(r *plugin.ControllerPublishRequest) func() {
-	return func() {
-		ctx, cancel := l.cleanupCtx()
+func (l *run) undoControllerPublish(r *plugin.ControllerPublishRequest) func(context.Context) {
+	return func(ctx context.Context) {
+		ctx, cancel := l.cleanupCtx(ctx)
 		defer cancel()
 		step := fmt.Sprintf("cleanup: controller unpublish %q", r.ExternalID)
 		l.rep.Step(step)
@@ -180,7 +180,7 @@ func (l *run) undoControllerPublish(r *plugin.ControllerPublishRequest) func() {
 			ExternalID: r.ExternalID, ExternalNodeID: r.ExternalNodeID, Secrets: r.Secrets,
 		})
 		if !csi.TeardownDone(err) {
-			l.rep.Fail(l.failure(step, err, "the spec requires OK from ControllerUnpublishVolume"))
+			l.rep.Fail(l.failure(ctx, step, err, "the spec requires OK from ControllerUnpublishVolume"))
 		}
 	}
 }
@@ -188,15 +188,15 @@ func (l *run) undoControllerPublish(r *plugin.ControllerPublishRequest) func() {
 // undoCreate deletes a volume the plugin created when it should not
 // have (a repeated CreateVolume that made a second volume, a request
 // without a name).
-func (l *run) undoCreate(externalID string) func() {
-	return func() {
-		ctx, cancel := l.cleanupCtx()
+func (l *run) undoCreate(externalID string) func(context.Context) {
+	return func(ctx context.Context) {
+		ctx, cancel := l.cleanupCtx(ctx)
 		defer cancel()
 		step := fmt.Sprintf("cleanup: delete volume %q", externalID)
 		l.rep.Step(step)
 		err := l.ctrl.DeleteVolume(ctx, &plugin.DeleteVolumeRequest{ExternalID: externalID, Secrets: l.cfg.Secrets})
 		if !csi.TeardownDone(err) {
-			l.rep.Fail(l.failure(step, err, "the spec requires OK from DeleteVolume"))
+			l.rep.Fail(l.failure(ctx, step, err, "the spec requires OK from DeleteVolume"))
 		}
 	}
 }

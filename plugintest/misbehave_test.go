@@ -408,3 +408,35 @@ func TestCheck_LeftBehind(t *testing.T) {
 		})
 	}
 }
+
+// A step that reaches Config.Timeout fails, and the steps after it are
+// skipped for that failure: the run was not interrupted, its caller's
+// ctx is still live.
+func TestCheck_StepTimeout(t *testing.T) {
+	p := full(t)
+	p.SetHook(csitest.MethodCreateVolume, func(ctx context.Context, _ string, _ any) error {
+		<-ctx.Done() // the step's deadline, sent by gRPC
+		return ctx.Err()
+	})
+	cfg := fakeConfig(p)
+	cfg.Timeout = 200 * time.Millisecond // a bound on the wait, not a measurement
+
+	r := check(t, cfg)
+
+	if fs := r.Failures(); len(fs) == 0 || fs[0].Step != "create volume" {
+		t.Fatalf("want the first failure in step create volume, got:\n\t%s", strings.Join(failuresOf(r), "\n\t"))
+	}
+	skipped := 0
+	for _, s := range r.Steps() {
+		if s.Status != plugintest.StatusSkip {
+			continue
+		}
+		skipped++
+		if s.Reason != `step "create volume" failed` {
+			t.Errorf("step %q skipped because %q, want the create volume failure", s.Name, s.Reason)
+		}
+	}
+	if skipped == 0 {
+		t.Errorf("no step skipped after the timeout: %+v", r.Steps())
+	}
+}

@@ -112,7 +112,6 @@ type run struct {
 	cfg      Config
 	rep      Reporter
 	log      hclog.Logger
-	ctx      context.Context // the caller's; steps derive from it
 	st       *stack
 	calls    *callLog
 	cleanups cleanups
@@ -172,19 +171,21 @@ func (a *alloc) allocation(terminal bool) csi.Allocation {
 }
 
 // lifecycle builds the stack and runs every step, then the cleanups.
-// register, when set, also receives the cleanups (t.Cleanup).
+// register, when set, also receives the cleanups (t.Cleanup). ctx is
+// the caller's: the steps end with it, the cleanups do not (see
+// cleanupCtx).
 func lifecycle(ctx context.Context, cfg Config, r Reporter, register func(func())) (result, error) {
-	l, err := newRun(ctx, cfg, r)
+	l, err := newRun(cfg, r)
 	if err != nil {
 		return result{}, err
 	}
 	if register != nil {
-		register(l.cleanups.run)
+		register(func() { l.cleanups.run(ctx) })
 	}
-	defer l.close()
+	defer l.close(ctx)
 	l.st.startWorker(ctx)
-	l.steps()
-	l.cleanups.run()
+	l.steps(ctx)
+	l.cleanups.run(ctx)
 	if l.probeDir != "" {
 		_ = os.Remove(l.probeDir) // only when empty: a probe's mount stays visible
 	}
@@ -193,7 +194,7 @@ func lifecycle(ctx context.Context, cfg Config, r Reporter, register func(func()
 
 // newRun makes the run's directories and builds its stack; the caller
 // starts the stack's worker and closes the run.
-func newRun(ctx context.Context, cfg Config, r Reporter) (*run, error) {
+func newRun(cfg Config, r Reporter) (*run, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -203,7 +204,6 @@ func newRun(ctx context.Context, cfg Config, r Reporter) (*run, error) {
 		cfg:   c,
 		rep:   r,
 		log:   c.Logger.Named("plugintest"),
-		ctx:   ctx,
 		calls: &callLog{},
 		volID: "vol-" + suffix,
 		name:  "plugintest-" + suffix,
@@ -221,33 +221,37 @@ func newRun(ctx context.Context, cfg Config, r Reporter) (*run, error) {
 
 // steps runs the lifecycle in order. Each step checks that the ones it
 // depends on succeeded.
-func (l *run) steps() {
-	l.fingerprint()
-	l.registerPlugin()
-	l.provision()
-	l.claimAll()
-	l.mountAll()
-	l.checkData()
-	l.probeUnstage()
-	l.unmountAll()
-	l.release()
-	l.deleteVolume()
-	l.checkOrder()
-	l.checkLeftovers()
+//
+// Every step and check takes its caller's ctx: the run's, or one
+// derived from it by stepCtx. begin, fail and failure read from it
+// whether the run was interrupted (see interruption).
+func (l *run) steps(ctx context.Context) {
+	l.fingerprint(ctx)
+	l.registerPlugin(ctx)
+	l.provision(ctx)
+	l.claimAll(ctx)
+	l.mountAll(ctx)
+	l.checkData(ctx)
+	l.probeUnstage(ctx)
+	l.unmountAll(ctx)
+	l.release(ctx)
+	l.deleteVolume(ctx)
+	l.checkOrder(ctx)
+	l.checkLeftovers(ctx)
 }
 
 // close runs what is left of the cleanups and stops the stack, whose
 // registry closes the plugin clients.
-func (l *run) close() {
-	l.cleanups.run()
+func (l *run) close(ctx context.Context) {
+	l.cleanups.run(ctx)
 	l.st.stop()
 	l.raw.close()
 }
 
 // begin starts a step. It returns false, and reports the step skipped,
 // when an earlier failure stopped the lifecycle.
-func (l *run) begin(step string) bool {
-	if err := l.ctx.Err(); err != nil && l.stopped == "" {
+func (l *run) begin(ctx context.Context, step string) bool {
+	if err := interruption(ctx); err != nil && l.stopped == "" {
 		l.stopped = fmt.Sprintf("the run was interrupted (%v)", err)
 	}
 	if l.stopped != "" {
@@ -259,16 +263,31 @@ func (l *run) begin(step string) bool {
 	return true
 }
 
+// errStepTimeout is the cause of a step's or a cleanup's ctx that
+// reached Config.Timeout.
+var errStepTimeout = errors.New("plugintest: the step reached Config.Timeout")
+
 // stepCtx bounds one step by Config.Timeout.
-func (l *run) stepCtx() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(l.ctx, l.cfg.Timeout)
+func (l *run) stepCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeoutCause(ctx, l.cfg.Timeout, errStepTimeout)
+}
+
+// interruption returns why the caller's ctx ended, or nil while it has
+// not. ctx is the run's, or one derived from it by stepCtx or
+// cleanupCtx: their own timeout is a step's failure, not an
+// interruption.
+func interruption(ctx context.Context) error {
+	if err := ctx.Err(); err != nil && !errors.Is(context.Cause(ctx), errStepTimeout) {
+		return err
+	}
+	return nil
 }
 
 // fail reports f; a fatal failure stops the lifecycle.
-func (l *run) fail(f Failure) {
+func (l *run) fail(ctx context.Context, f Failure) {
 	if f.Fatal && l.stopped == "" {
 		l.stopped = fmt.Sprintf("step %q failed", f.Step)
-		if err := l.ctx.Err(); err != nil {
+		if err := interruption(ctx); err != nil {
 			l.stopped = fmt.Sprintf("the run was interrupted (%v)", err)
 		}
 	}
@@ -277,7 +296,7 @@ func (l *run) fail(f Failure) {
 
 // failure describes err, the error a step met, against what was
 // expected of the call that failed.
-func (l *run) failure(step string, err error, expect string) Failure {
+func (l *run) failure(ctx context.Context, step string, err error, expect string) Failure {
 	f := Failure{Step: step, Expect: expect}
 	var rerr *csi.RPCError
 	var resp *plugin.ResponseError
@@ -288,7 +307,7 @@ func (l *run) failure(step string, err error, expect string) Failure {
 			f.Detail = "plugin message: " + strconv.Quote(rerr.Message)
 		}
 		if rerr.Code == csi.CodeDeadlineExceeded || rerr.Code == csi.CodeCanceled {
-			if l.ctx.Err() != nil {
+			if interruption(ctx) != nil {
 				f.Expect += "; the run was interrupted"
 			} else {
 				f.Expect += fmt.Sprintf("; the step had %s (Config.Timeout)", l.cfg.Timeout)

@@ -37,22 +37,23 @@ func TestRelease_NodeStepOnlyWhereStillMounted(t *testing.T) {
 			})
 			dir := t.TempDir()
 			rec := &Recorder{}
-			l, err := newRun(t.Context(), Config{
+			ctx := t.Context()
+			l, err := newRun(Config{
 				Endpoint: p.Endpoint(), DataCheck: DataOff, SkipIdempotency: true, SkipNegative: true,
 				MountRoot: filepath.Join(dir, "mnt"), StateDir: filepath.Join(dir, "state"),
 			}, rec)
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer l.close()
+			defer l.close(ctx)
 			l.st.startWorker(t.Context())
-			l.fingerprint()
-			l.registerPlugin()
-			l.provision()
-			l.claimAll()
-			l.mountAll()
+			l.fingerprint(ctx)
+			l.registerPlugin(ctx)
+			l.provision(ctx)
+			l.claimAll(ctx)
+			l.mountAll(ctx)
 			for _, n := range tc.unmount {
-				if !l.unmount(l.allocs[n-1]) {
+				if !l.unmount(ctx, l.allocs[n-1]) {
 					t.Fatalf("unmount of allocation %d failed: %v", n, rec.Failures())
 				}
 			}
@@ -63,7 +64,7 @@ func TestRelease_NodeStepOnlyWhereStillMounted(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			l.release()
+			l.release(ctx)
 			if rec.Failed() {
 				t.Fatalf("the lifecycle failed: %v", rec.Failures())
 			}
@@ -94,7 +95,7 @@ func TestRelease_NodeStepOnlyWhereStillMounted(t *testing.T) {
 					t.Errorf("allocation %d: HasMount = %v, %v after the release; want false", a.n, has, err)
 				}
 			}
-			l.deleteVolume()
+			l.deleteVolume(ctx)
 			p.RequireNoViolations(t)
 		})
 	}

@@ -36,12 +36,12 @@ type stack struct {
 	router  *rpcshim.Router
 	server  *rpcshim.Server
 	worker  *claimgc.Worker
+	tr      *rpcshim.InmemTransport
 	mgr     *fingerprint.Manager
 	mnt     *mounter.Mounter
 	plugins recordingPlugins
 
-	ctx      context.Context // the Worker's and the Manager's, until stop
-	cancel   context.CancelFunc
+	cancels  []context.CancelFunc // end the Worker's and the Manager's Run
 	wg       sync.WaitGroup
 	registry bool // the Manager runs
 	stopped  bool
@@ -63,9 +63,9 @@ func newStack(cfg Config, mountRoot, stateDir string, calls *callLog) (*stack, e
 	s.applier = state.NewLocalApplier(store)
 	statuses := &rpcshim.InmemNodeStatuses{}
 	statuses.Set(hostNode, csi.NodeStatusReady)
-	transport := rpcshim.NewInmemTransport()
+	s.tr = rpcshim.NewInmemTransport()
 	if s.router, err = rpcshim.NewRouter(rpcshim.RouterConfig{
-		Store: store, Transport: transport, NodeStatuses: statuses, Logger: log.Named("router"),
+		Store: store, Transport: s.tr, NodeStatuses: statuses, Logger: log.Named("router"),
 	}); err != nil {
 		return nil, err
 	}
@@ -108,7 +108,7 @@ func newStack(cfg Config, mountRoot, stateDir string, calls *callLog) (*stack, e
 	if err != nil {
 		return nil, err
 	}
-	transport.Register(hostNode, endpoint)
+	s.tr.Register(hostNode, endpoint)
 	return s, nil
 }
 
@@ -138,20 +138,29 @@ func (s *stack) report(ctx context.Context, infos []*csi.PluginInfo) error {
 // does too, before the lifecycle's first step: the worker then waits on
 // the store and the lifecycle's steps do not pay for its start.
 func (s *stack) startWorker(parent context.Context) {
-	s.ctx, s.cancel = context.WithCancel(context.WithoutCancel(parent))
+	ctx := s.untilStop(parent)
 	s.worker.SetEnabled(true)
-	s.wg.Go(func() { _ = s.worker.Run(s.ctx) })
+	s.wg.Go(func() { _ = s.worker.Run(ctx) })
 }
 
 // startRegistry runs the Manager until stop, which fingerprints the
-// instances registered so far and reports them. startWorker comes
-// first.
-func (s *stack) startRegistry() {
+// instances registered so far and reports them.
+func (s *stack) startRegistry(parent context.Context) {
 	s.registry = true
-	s.wg.Go(func() { _ = s.mgr.Run(s.ctx) })
+	ctx := s.untilStop(parent)
+	s.wg.Go(func() { _ = s.mgr.Run(ctx) })
 }
 
-// stop ends the Worker and the Manager and waits for their goroutines.
+// untilStop returns a ctx with parent's values that ends at stop, not
+// with parent: the stack's parts outlive the step that starts them.
+func (s *stack) untilStop(parent context.Context) context.Context {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(parent))
+	s.cancels = append(s.cancels, cancel)
+	return ctx
+}
+
+// stop ends the Worker and the Manager, waits for their goroutines, and
+// closes the transport, which waits for its own.
 // The Manager closes the plugin clients it made, so a Manager that never
 // started runs once, already stopped, to close those that Register made.
 func (s *stack) stop() {
@@ -162,10 +171,11 @@ func (s *stack) stop() {
 	s.mu.Lock()
 	s.done = true
 	s.mu.Unlock()
-	if s.cancel != nil {
-		s.cancel()
-		s.wg.Wait()
+	for _, cancel := range s.cancels {
+		cancel()
 	}
+	s.wg.Wait()
+	_ = s.tr.Close() // no caller is left; it always returns nil
 	if !s.registry {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()

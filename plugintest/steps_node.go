@@ -19,23 +19,23 @@ import (
 // mountAll mounts the volume for every claimed allocation through the
 // node's mounter: the first mount stages (when the plugin stages) and
 // publishes, the second publishes from the same stage.
-func (l *run) mountAll() {
+func (l *run) mountAll(ctx context.Context) {
 	for _, a := range l.allocs {
-		l.mount(a)
+		l.mount(ctx, a)
 	}
 }
 
 // mount mounts the volume for a; false when it failed.
-func (l *run) mount(a *alloc) bool {
+func (l *run) mount(ctx context.Context, a *alloc) bool {
 	step := fmt.Sprintf("mount (allocation %d)", a.n)
-	if !l.begin(step) {
+	if !l.begin(ctx, step) {
 		return false
 	}
-	ctx, cancel := l.stepCtx()
+	ctx, cancel := l.stepCtx(ctx)
 	defer cancel()
 	req, err := mounter.NewMountRequest(a.vol, a.claim)
 	if err != nil {
-		l.fail(Failure{Step: step, Expect: "a valid mount request from the claim", Detail: err.Error(), Fatal: true})
+		l.fail(ctx, Failure{Step: step, Expect: "a valid mount request from the claim", Detail: err.Error(), Fatal: true})
 		return false
 	}
 	// A failed or interrupted mount may still have published: the undo
@@ -53,14 +53,14 @@ func (l *run) mount(a *alloc) bool {
 				l.cfg.Capability.AccessMode, rerr.Message))
 			return true
 		}
-		f := l.failure(step, err, l.expectOK(callOf(err), csi.CodeOf(err)))
+		f := l.failure(ctx, step, err, l.expectOK(callOf(err), csi.CodeOf(err)))
 		f.Fatal = true
-		l.fail(f)
+		l.fail(ctx, f)
 		return false
 	}
 	a.path, a.mounted = info.Path, true
 	if _, err := os.Lstat(info.Path); err != nil {
-		l.fail(Failure{Step: step, Call: methodNodePublish, Code: csi.CodeOK, Got: "but target_path does not exist", Expect: expectTargetMade, Detail: err.Error()})
+		l.fail(ctx, Failure{Step: step, Call: methodNodePublish, Code: csi.CodeOK, Got: "but target_path does not exist", Expect: expectTargetMade, Detail: err.Error()})
 	}
 	if a.n == 1 {
 		l.nodeChecks(ctx, from)
@@ -94,14 +94,14 @@ func (l *run) nodeChecks(ctx context.Context, from int) {
 	stage, staged := l.calls.last(from, methodNodeStage, nil)
 	pub, published := l.calls.last(from, methodNodePublish, nil)
 	if !l.cfg.SkipIdempotency {
-		if step := "stage (idempotent repeat)"; staged && l.begin(step) {
+		if step := "stage (idempotent repeat)"; staged && l.begin(ctx, step) {
 			if err := l.node.NodeStageVolume(ctx, stage.Req.(*plugin.NodeStageRequest)); err != nil {
-				l.fail(l.failure(step, err, expectStageRepeat))
+				l.fail(ctx, l.failure(ctx, step, err, expectStageRepeat))
 			}
 		}
-		if step := "publish (idempotent repeat)"; published && l.begin(step) {
+		if step := "publish (idempotent repeat)"; published && l.begin(ctx, step) {
 			if err := l.node.NodePublishVolume(ctx, pub.Req.(*plugin.NodePublishRequest)); err != nil {
-				l.fail(l.failure(step, err, expectPubRepeat))
+				l.fail(ctx, l.failure(ctx, step, err, expectPubRepeat))
 			}
 		}
 	}
@@ -109,11 +109,11 @@ func (l *run) nodeChecks(ctx context.Context, from int) {
 		return
 	}
 	req := pub.Req.(*plugin.NodePublishRequest)
-	if step := "publish of an unknown volume"; l.begin(step) {
+	if step := "publish of an unknown volume"; l.begin(ctx, step) {
 		l.publishUnknown(ctx, step, req)
 	}
-	if step := "publish without a target path"; l.begin(step) {
-		if nc, ok := l.rawNode(step); ok {
+	if step := "publish without a target path"; l.begin(ctx, step) {
+		if nc, ok := l.rawNode(ctx, step); ok {
 			_, err := nc.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{
 				VolumeId:          req.ExternalID,
 				PublishContext:    req.PublishContext,
@@ -122,19 +122,19 @@ func (l *run) nodeChecks(ctx context.Context, from int) {
 				Readonly:          req.ReadOnly,
 				VolumeContext:     req.VolumeContext,
 			})
-			l.expectCode(step, methodNodePublish, err, csi.CodeInvalidArgument, expectMissingField+" (NodePublishVolumeRequest.target_path)")
+			l.expectCode(ctx, step, methodNodePublish, err, csi.CodeInvalidArgument, expectMissingField+" (NodePublishVolumeRequest.target_path)")
 		}
 	}
-	if step := "stage without a staging path"; staged && l.begin(step) {
+	if step := "stage without a staging path"; staged && l.begin(ctx, step) {
 		sr := stage.Req.(*plugin.NodeStageRequest)
-		if nc, ok := l.rawNode(step); ok {
+		if nc, ok := l.rawNode(ctx, step); ok {
 			_, err := nc.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{
 				VolumeId:         sr.ExternalID,
 				PublishContext:   sr.PublishContext,
 				VolumeCapability: plugin.CapabilityToPB(sr.Capability, sr.MountOptions),
 				VolumeContext:    sr.VolumeContext,
 			})
-			l.expectCode(step, methodNodeStage, err, csi.CodeInvalidArgument, expectMissingField+" (NodeStageVolumeRequest.staging_target_path)")
+			l.expectCode(ctx, step, methodNodeStage, err, csi.CodeInvalidArgument, expectMissingField+" (NodeStageVolumeRequest.staging_target_path)")
 		}
 	}
 }
@@ -145,7 +145,7 @@ func (l *run) nodeChecks(ctx context.Context, from int) {
 func (l *run) publishUnknown(ctx context.Context, step string, req *plugin.NodePublishRequest) {
 	dir, err := l.probeParent()
 	if err != nil {
-		l.fail(Failure{Step: step, Expect: "a directory for the probe's target under the mount root", Detail: err.Error()})
+		l.fail(ctx, Failure{Step: step, Expect: "a directory for the probe's target under the mount root", Detail: err.Error()})
 		return
 	}
 	r := *req
@@ -155,7 +155,7 @@ func (l *run) publishUnknown(ctx context.Context, step string, req *plugin.NodeP
 	if err == nil {
 		l.cleanups.push(l.undoNodePublish(&r))
 	}
-	l.expectCode(step, methodNodePublish, err, csi.CodeNotFound, fmt.Sprintf("%s (volume_id %q)", expectUnknownVol, r.ExternalID))
+	l.expectCode(ctx, step, methodNodePublish, err, csi.CodeNotFound, fmt.Sprintf("%s (volume_id %q)", expectUnknownVol, r.ExternalID))
 }
 
 // probeParent makes the parent directory of the probes' targets.
@@ -166,10 +166,10 @@ func (l *run) probeParent() (string, error) {
 	return l.probeDir, os.MkdirAll(l.probeDir, 0o750)
 }
 
-func (l *run) rawNode(step string) (csipb.NodeClient, bool) {
+func (l *run) rawNode(ctx context.Context, step string) (csipb.NodeClient, bool) {
 	nc, err := l.raw.node(l.nodeSocket)
 	if err != nil {
-		l.fail(Failure{Step: step, Expect: "a gRPC client of the node plugin", Detail: err.Error()})
+		l.fail(ctx, Failure{Step: step, Expect: "a gRPC client of the node plugin", Detail: err.Error()})
 		return nil, false
 	}
 	return nc, true
@@ -178,7 +178,7 @@ func (l *run) rawNode(step string) (csipb.NodeClient, bool) {
 // checkData writes a file through the writer's target and reads it back
 // through the targets Config.DataCheck names. A volume claimed in a
 // read-only mode is only listed.
-func (l *run) checkData() {
+func (l *run) checkData(ctx context.Context) {
 	const step = "data"
 	if len(l.allocs) == 0 || !l.allocs[0].mounted {
 		if l.stopped != "" {
@@ -186,7 +186,7 @@ func (l *run) checkData() {
 		}
 		return
 	}
-	if !l.begin(step) {
+	if !l.begin(ctx, step) {
 		return
 	}
 	switch {
@@ -200,7 +200,7 @@ func (l *run) checkData() {
 	w := l.allocs[0]
 	if w.mode != csi.ClaimWrite {
 		if _, err := os.ReadDir(w.path); err != nil {
-			l.fail(Failure{Step: step, Got: "listing the published volume failed", Expect: "a published file-system volume must be a readable directory at target_path", Detail: err.Error()})
+			l.fail(ctx, Failure{Step: step, Got: "listing the published volume failed", Expect: "a published file-system volume must be a readable directory at target_path", Detail: err.Error()})
 		}
 		return
 	}
@@ -208,7 +208,7 @@ func (l *run) checkData() {
 	data := []byte("written by csikit plugintest through " + w.id + "\n")
 	file := filepath.Join(w.path, name)
 	if err := os.WriteFile(file, data, 0o644); err != nil {
-		l.fail(Failure{Step: step, Got: "writing a file through allocation 1's target failed",
+		l.fail(ctx, Failure{Step: step, Got: "writing a file through allocation 1's target failed",
 			Expect: "a file-system volume published read/write must be writable at target_path", Detail: err.Error()})
 		return
 	}
@@ -225,13 +225,13 @@ func (l *run) checkData() {
 		got, err := os.ReadFile(filepath.Join(a.path, name))
 		switch {
 		case errors.Is(err, fs.ErrNotExist) && a != w:
-			l.fail(Failure{Step: step, Got: fmt.Sprintf("the file written through allocation 1's target is missing at allocation %d's", a.n),
+			l.fail(ctx, Failure{Step: step, Got: fmt.Sprintf("the file written through allocation 1's target is missing at allocation %d's", a.n),
 				Expect: "one volume published at two targets must show the same files (set Config.DataCheck to DataWriterOnly for a plugin without real storage)"})
 		case err != nil:
-			l.fail(Failure{Step: step, Got: fmt.Sprintf("reading the file back through allocation %d's target failed", a.n),
+			l.fail(ctx, Failure{Step: step, Got: fmt.Sprintf("reading the file back through allocation %d's target failed", a.n),
 				Expect: "a published file-system volume must be readable at target_path", Detail: err.Error()})
 		case !bytes.Equal(got, data):
-			l.fail(Failure{Step: step, Got: fmt.Sprintf("the file read through allocation %d's target differs from what was written", a.n),
+			l.fail(ctx, Failure{Step: step, Got: fmt.Sprintf("the file read through allocation %d's target differs from what was written", a.n),
 				Expect: "a published file-system volume must keep what is written to it"})
 		}
 	}
@@ -241,12 +241,12 @@ func (l *run) checkData() {
 // the volume is still published and requires FailedPrecondition. A
 // plugin that unstages anyway gets its stage back with the same
 // NodeStageVolume, so the lifecycle goes on.
-func (l *run) probeUnstage() {
+func (l *run) probeUnstage(ctx context.Context) {
 	const step = "unstage while published (probe)"
 	if !l.cfg.StrictUnstage || !l.stages() {
 		return
 	}
-	if !l.begin(step) {
+	if !l.begin(ctx, step) {
 		return
 	}
 	stage, ok := l.calls.last(0, methodNodeStage, nil)
@@ -254,7 +254,7 @@ func (l *run) probeUnstage() {
 		l.rep.Skip(step, "the volume was not staged and published")
 		return
 	}
-	ctx, cancel := l.stepCtx()
+	ctx, cancel := l.stepCtx(ctx)
 	defer cancel()
 	sr := stage.Req.(*plugin.NodeStageRequest)
 	targets := 0
@@ -269,44 +269,44 @@ func (l *run) probeUnstage() {
 	}
 	expect := fmt.Sprintf("with Config.StrictUnstage the harness requires FailedPrecondition while the volume is still published at %d target(s): an unstage that succeeds pulls the staged volume out from under live publications", targets)
 	if err != nil {
-		l.fail(l.failure(step, err, expect))
+		l.fail(ctx, l.failure(ctx, step, err, expect))
 		return
 	}
-	l.fail(Failure{Step: step, Call: methodNodeUnstage, Code: csi.CodeOK, Expect: expect})
+	l.fail(ctx, Failure{Step: step, Call: methodNodeUnstage, Code: csi.CodeOK, Expect: expect})
 	if err := l.node.NodeStageVolume(ctx, sr); err != nil {
-		f := l.failure(step, err, "the spec requires OK from NodeStageVolume of an unstaged volume (the harness stages it again after the probe)")
+		f := l.failure(ctx, step, err, "the spec requires OK from NodeStageVolume of an unstaged volume (the harness stages it again after the probe)")
 		f.Fatal = true
-		l.fail(f)
+		l.fail(ctx, f)
 	}
 }
 
 // unmountAll unmounts in the reverse order of the mounts: the last
 // allocation's unmount also unstages.
-func (l *run) unmountAll() {
+func (l *run) unmountAll(ctx context.Context) {
 	for i := len(l.allocs) - 1; i >= 0; i-- {
 		if a := l.allocs[i]; !a.refused {
-			l.unmount(a)
+			l.unmount(ctx, a)
 		}
 	}
 }
 
-func (l *run) unmount(a *alloc) bool {
+func (l *run) unmount(ctx context.Context, a *alloc) bool {
 	step := fmt.Sprintf("unmount (allocation %d)", a.n)
-	if !l.begin(step) {
+	if !l.begin(ctx, step) {
 		return false
 	}
-	ctx, cancel := l.stepCtx()
+	ctx, cancel := l.stepCtx(ctx)
 	defer cancel()
 	from := l.calls.len()
 	if err := l.st.mnt.UnmountVolume(ctx, mounter.NewUnmountRequest(namespace, l.volID, a.claim)); err != nil {
-		f := l.failure(step, err, l.expectOK(callOf(err), csi.CodeOf(err)))
+		f := l.failure(ctx, step, err, l.expectOK(callOf(err), csi.CodeOf(err)))
 		f.Fatal = true
-		l.fail(f)
+		l.fail(ctx, f)
 		return false
 	}
 	a.mounted = false
 	if _, err := os.Lstat(a.path); err == nil {
-		l.fail(Failure{Step: step, Call: methodNodeUnpublish, Code: csi.CodeOK, Got: "but left " + a.path + " in place", Expect: expectTargetGone})
+		l.fail(ctx, Failure{Step: step, Call: methodNodeUnpublish, Code: csi.CodeOK, Got: "but left " + a.path + " in place", Expect: expectTargetGone})
 	}
 	if l.cfg.SkipIdempotency {
 		return true
@@ -316,18 +316,18 @@ func (l *run) unmount(a *alloc) bool {
 		label = fmt.Sprintf(", allocation %d", a.n)
 	}
 	if c, ok := l.calls.last(from, methodNodeUnpublish, nil); ok {
-		if step := "unpublish (idempotent repeat" + label + ")"; l.begin(step) {
+		if step := "unpublish (idempotent repeat" + label + ")"; l.begin(ctx, step) {
 			err := l.node.NodeUnpublishVolume(ctx, c.Req.(*plugin.NodeUnpublishRequest))
 			if !csi.TeardownDone(err) {
-				l.fail(l.failure(step, err, expectTeardown))
+				l.fail(ctx, l.failure(ctx, step, err, expectTeardown))
 			}
 		}
 	}
 	if c, ok := l.calls.last(from, methodNodeUnstage, nil); ok {
-		if step := "unstage (idempotent repeat)"; l.begin(step) {
+		if step := "unstage (idempotent repeat)"; l.begin(ctx, step) {
 			err := l.node.NodeUnstageVolume(ctx, c.Req.(*plugin.NodeUnstageRequest))
 			if !csi.TeardownDone(err) {
-				l.fail(l.failure(step, err, expectTeardown))
+				l.fail(ctx, l.failure(ctx, step, err, expectTeardown))
 			}
 		}
 	}

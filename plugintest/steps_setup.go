@@ -23,69 +23,17 @@ import (
 // decides the plugin's shape (monolith, node-only, or split) and
 // registers its instances with the node's registry, whose clients the
 // harness then shares: one connection per socket, as a raw client has.
-func (l *run) fingerprint() {
+func (l *run) fingerprint(ctx context.Context) {
 	const step = "fingerprint"
-	if !l.begin(step) {
+	if !l.begin(ctx, step) {
 		return
 	}
-	ctx, cancel := l.stepCtx()
+	ctx, cancel := l.stepCtx(ctx)
 	defer cancel()
 	if l.cfg.Endpoint != "" {
-		l.ctrlSocket, l.nodeSocket = l.cfg.Endpoint, l.cfg.Endpoint
-		in := instance{allocID: "plugin", typ: csi.PluginTypeMonolith, socket: l.cfg.Endpoint}
-		c, ok := l.registerInstance(step, in)
-		if !ok {
-			return
-		}
-		caps, err := c.GetPluginCapabilities(ctx)
-		if err != nil {
-			f := l.failure(step, err, "the spec requires every plugin to answer GetPluginCapabilities")
-			f.Fatal = true
-			l.fail(f)
-			return
-		}
-		if !caps.ControllerService {
-			// A node-only plugin: registering it again with another type
-			// replaces the instance.
-			in.typ = csi.PluginTypeNode
-			if c, ok = l.registerInstance(step, in); !ok {
-				return
-			}
-		}
-		info, ok := l.fingerprintOne(ctx, step, c, in)
-		if !ok {
-			return
-		}
-		l.instances = []instance{in}
-		l.learn(step, info)
+		l.fingerprintSocket(ctx, step)
 	} else {
-		l.ctrlSocket, l.nodeSocket = l.cfg.ControllerEndpoint, l.cfg.NodeEndpoint
-		ctrl := instance{allocID: "plugin-controller", typ: csi.PluginTypeController, socket: l.cfg.ControllerEndpoint}
-		node := instance{allocID: "plugin-node", typ: csi.PluginTypeNode, socket: l.cfg.NodeEndpoint}
-		cc, ok := l.registerInstance(step, ctrl)
-		if !ok {
-			return
-		}
-		nc, ok := l.registerInstance(step, node)
-		if !ok {
-			return
-		}
-		ci, ok := l.fingerprintOne(ctx, step, cc, ctrl)
-		if !ok {
-			return
-		}
-		if !ci.RequiresController {
-			l.fail(Failure{Step: step, Call: methodGetPluginCaps, Code: csi.CodeOK, Got: "without CONTROLLER_SERVICE",
-				Expect: "the plugin at Config.ControllerEndpoint must advertise CONTROLLER_SERVICE; for a node-only plugin set Config.Endpoint", Fatal: true})
-			return
-		}
-		ni, ok := l.fingerprintOne(ctx, step, nc, node)
-		if !ok {
-			return
-		}
-		l.instances = []instance{ctrl, node}
-		l.learn(step, ci)
-		l.learn(step, ni)
+		l.fingerprintSplit(ctx, step)
 	}
 	if l.stopped != "" {
 		return
@@ -93,17 +41,88 @@ func (l *run) fingerprint() {
 	if l.hasController {
 		c, _, err := l.st.mgr.ControllerPlugin(pluginID)
 		if err != nil {
-			l.fail(Failure{Step: step, Expect: "the node's registry to hand out the controller it registered", Detail: err.Error(), Fatal: true})
+			l.fail(ctx, Failure{Step: step, Expect: "the node's registry to hand out the controller it registered", Detail: err.Error(), Fatal: true})
 			return
 		}
 		l.ctrl = c
 	}
+	l.checkVolumeSource(ctx, step)
+}
+
+// fingerprintSocket fingerprints the plugin at Config.Endpoint, a
+// monolith or a node-only plugin: the one GetPluginCapabilities tells.
+func (l *run) fingerprintSocket(ctx context.Context, step string) {
+	l.ctrlSocket, l.nodeSocket = l.cfg.Endpoint, l.cfg.Endpoint
+	in := instance{allocID: "plugin", typ: csi.PluginTypeMonolith, socket: l.cfg.Endpoint}
+	c, ok := l.registerInstance(ctx, step, in)
+	if !ok {
+		return
+	}
+	caps, err := c.GetPluginCapabilities(ctx)
+	if err != nil {
+		f := l.failure(ctx, step, err, "the spec requires every plugin to answer GetPluginCapabilities")
+		f.Fatal = true
+		l.fail(ctx, f)
+		return
+	}
+	if !caps.ControllerService {
+		// A node-only plugin: registering it again with another type
+		// replaces the instance.
+		in.typ = csi.PluginTypeNode
+		if c, ok = l.registerInstance(ctx, step, in); !ok {
+			return
+		}
+	}
+	info, ok := l.fingerprintOne(ctx, step, c, in)
+	if !ok {
+		return
+	}
+	l.instances = []instance{in}
+	l.learn(ctx, step, info)
+}
+
+// fingerprintSplit fingerprints a split plugin: its controller at
+// Config.ControllerEndpoint, which must advertise CONTROLLER_SERVICE,
+// and its node at Config.NodeEndpoint.
+func (l *run) fingerprintSplit(ctx context.Context, step string) {
+	l.ctrlSocket, l.nodeSocket = l.cfg.ControllerEndpoint, l.cfg.NodeEndpoint
+	ctrl := instance{allocID: "plugin-controller", typ: csi.PluginTypeController, socket: l.cfg.ControllerEndpoint}
+	node := instance{allocID: "plugin-node", typ: csi.PluginTypeNode, socket: l.cfg.NodeEndpoint}
+	cc, ok := l.registerInstance(ctx, step, ctrl)
+	if !ok {
+		return
+	}
+	nc, ok := l.registerInstance(ctx, step, node)
+	if !ok {
+		return
+	}
+	ci, ok := l.fingerprintOne(ctx, step, cc, ctrl)
+	if !ok {
+		return
+	}
+	if !ci.RequiresController {
+		l.fail(ctx, Failure{Step: step, Call: methodGetPluginCaps, Code: csi.CodeOK, Got: "without CONTROLLER_SERVICE",
+			Expect: "the plugin at Config.ControllerEndpoint must advertise CONTROLLER_SERVICE; for a node-only plugin set Config.Endpoint", Fatal: true})
+		return
+	}
+	ni, ok := l.fingerprintOne(ctx, step, nc, node)
+	if !ok {
+		return
+	}
+	l.instances = []instance{ctrl, node}
+	l.learn(ctx, step, ci)
+	l.learn(ctx, step, ni)
+}
+
+// checkVolumeSource checks that the run has a volume to use: one the
+// controller can create, or Config.VolumeID.
+func (l *run) checkVolumeSource(ctx context.Context, step string) {
 	switch {
 	case l.cfg.VolumeID == "" && !l.hasController:
-		l.fail(Failure{Step: step, Got: "the plugin serves no controller",
+		l.fail(ctx, Failure{Step: step, Got: "the plugin serves no controller",
 			Expect: "a node-only plugin cannot create volumes, so the harness needs a pre-provisioned one: set Config.VolumeID", Fatal: true})
 	case l.cfg.VolumeID == "" && !l.ctrlCaps.CreateDeleteVolume:
-		l.fail(Failure{Step: step, Got: "the controller does not advertise CREATE_DELETE_VOLUME",
+		l.fail(ctx, Failure{Step: step, Got: "the controller does not advertise CREATE_DELETE_VOLUME",
 			Expect: "the harness needs a pre-provisioned volume: set Config.VolumeID", Fatal: true})
 	}
 }
@@ -111,9 +130,9 @@ func (l *run) fingerprint() {
 // registerInstance registers in with the node's registry and returns
 // the registry's client of its socket. The node role's client is kept
 // for the harness's own node calls.
-func (l *run) registerInstance(step string, in instance) (fingerprint.Client, bool) {
+func (l *run) registerInstance(ctx context.Context, step string, in instance) (fingerprint.Client, bool) {
 	bad := func(err error) (fingerprint.Client, bool) {
-		l.fail(Failure{Step: step, Expect: "the node's registry to take the plugin at " + in.socket, Detail: err.Error(), Fatal: true})
+		l.fail(ctx, Failure{Step: step, Expect: "the node's registry to take the plugin at " + in.socket, Detail: err.Error(), Fatal: true})
 		return nil, false
 	}
 	if err := l.st.mgr.Register(fingerprint.Instance{PluginID: pluginID, AllocationID: in.allocID, Type: in.typ, Socket: in.socket}); err != nil {
@@ -145,7 +164,7 @@ func (l *run) fingerprintOne(ctx context.Context, step string, c fingerprint.Cli
 		PluginID: pluginID, AllocationID: in.allocID, Type: in.typ, Client: c,
 	})
 	if err != nil {
-		l.fail(Failure{Step: step, Expect: "a fingerprinter for the plugin", Detail: err.Error(), Fatal: true})
+		l.fail(ctx, Failure{Step: step, Expect: "a fingerprinter for the plugin", Detail: err.Error(), Fatal: true})
 		return nil, false
 	}
 	delay := 20 * time.Millisecond
@@ -164,22 +183,22 @@ func (l *run) fingerprintOne(ctx context.Context, step string, c fingerprint.Cli
 			f = Failure{Step: step, Call: methodProbe, Code: csi.CodeOK, Got: "with ready=false",
 				Expect: fmt.Sprintf("the plugin at %s must report ready within the step's %s (Config.Timeout)", in.socket, l.cfg.Timeout)}
 		} else {
-			f = l.failure(step, err, fmt.Sprintf("the spec requires OK from the identity, capability and node-info calls of a running %s plugin (at %s)", in.typ, in.socket))
+			f = l.failure(ctx, step, err, fmt.Sprintf("the spec requires OK from the identity, capability and node-info calls of a running %s plugin (at %s)", in.typ, in.socket))
 		}
 		f.Fatal = true
-		l.fail(f)
+		l.fail(ctx, f)
 		return nil, false
 	}
 }
 
 // learn records what a fingerprint says and checks the fields the spec
 // requires.
-func (l *run) learn(step string, info *csi.PluginInfo) {
+func (l *run) learn(ctx context.Context, step string, info *csi.PluginInfo) {
 	if info.Provider == "" {
-		l.fail(Failure{Step: step, Call: methodGetPluginInfo, Code: csi.CodeOK, Got: "with an empty name", Expect: "the spec requires the plugin's name"})
+		l.fail(ctx, Failure{Step: step, Call: methodGetPluginInfo, Code: csi.CodeOK, Got: "with an empty name", Expect: "the spec requires the plugin's name"})
 	}
 	if info.ProviderVersion == "" {
-		l.fail(Failure{Step: step, Call: methodGetPluginInfo, Code: csi.CodeOK, Got: "with an empty vendor_version", Expect: "the spec requires the plugin's vendor_version"})
+		l.fail(ctx, Failure{Step: step, Call: methodGetPluginInfo, Code: csi.CodeOK, Got: "with an empty vendor_version", Expect: "the spec requires the plugin's vendor_version"})
 	}
 	if info.ControllerInfo != nil {
 		l.hasController = true
@@ -189,7 +208,7 @@ func (l *run) learn(step string, info *csi.PluginInfo) {
 		l.nodeCaps = info.NodeInfo.Capabilities
 		l.csiNode = info.NodeInfo.ID
 		if info.NodeInfo.ID == "" {
-			l.fail(Failure{Step: step, Call: methodNodeGetInfo, Code: csi.CodeOK, Got: "with an empty node_id",
+			l.fail(ctx, Failure{Step: step, Call: methodNodeGetInfo, Code: csi.CodeOK, Got: "with an empty node_id",
 				Expect: "the spec requires node_id, which ControllerPublishVolume takes", Fatal: true})
 		}
 	}
@@ -202,20 +221,20 @@ func (l *run) learn(step string, info *csi.PluginInfo) {
 // the registry's goroutines then start on the harness's own processor
 // as it blocks, where a write meanwhile would have the scheduler wake
 // another processor for them, which costs more than the write.
-func (l *run) registerPlugin() {
+func (l *run) registerPlugin(ctx context.Context) {
 	const step = "register plugin on the node"
-	if !l.begin(step) {
+	if !l.begin(ctx, step) {
 		return
 	}
-	ctx, cancel := l.stepCtx()
+	ctx, cancel := l.stepCtx(ctx)
 	defer cancel()
 	wantController := false
 	for _, in := range l.instances {
 		wantController = wantController || in.typ.HasController()
 	}
-	l.st.startRegistry()
+	l.st.startRegistry(ctx)
 	if err := l.st.waitHealthy(ctx, wantController, true); err != nil {
-		l.fail(Failure{Step: step, Expect: "the node's registry must find the plugin healthy, as the harness did in step \"fingerprint\"",
+		l.fail(ctx, Failure{Step: step, Expect: "the node's registry must find the plugin healthy, as the harness did in step \"fingerprint\"",
 			Detail: err.Error(), Fatal: true})
 		return
 	}
@@ -234,14 +253,14 @@ func (l *run) registerPlugin() {
 		allocs = append(allocs, a.allocation(false))
 	}
 	if _, err := l.st.applier.Apply(ctx, state.UpsertAllocations{Allocations: allocs}); err != nil {
-		l.fail(Failure{Step: step, Expect: "the store to take the run's allocations", Detail: err.Error(), Fatal: true})
+		l.fail(ctx, Failure{Step: step, Expect: "the store to take the run's allocations", Detail: err.Error(), Fatal: true})
 	}
 }
 
 // provision creates the volume through the csikit server (CreateVolume
 // through the router), or registers the pre-provisioned one
 // (ValidateVolumeCapabilities when the plugin has a controller).
-func (l *run) provision() {
+func (l *run) provision(ctx context.Context) {
 	v := csi.Volume{
 		ID:                   l.volID,
 		Namespace:            namespace,
@@ -254,55 +273,55 @@ func (l *run) provision() {
 		RequestedCapacityMin: l.cfg.CapacityBytes,
 	}
 	if l.cfg.VolumeID != "" {
-		l.register(v)
+		l.register(ctx, v)
 		return
 	}
 	const step = "create volume"
-	if !l.begin(step) {
+	if !l.begin(ctx, step) {
 		return
 	}
-	ctx, cancel := l.stepCtx()
+	ctx, cancel := l.stepCtx(ctx)
 	defer cancel()
 	resp, err := l.st.server.CreateVolume(ctx, &rpcshim.VolumeCreateRequest{Volume: v})
 	if err != nil {
-		f := l.failure(step, err, l.expectOK(methodCreateVolume, csi.CodeOf(err)))
+		f := l.failure(ctx, step, err, l.expectOK(methodCreateVolume, csi.CodeOf(err)))
 		f.Fatal = true
-		l.fail(f)
+		l.fail(ctx, f)
 		return
 	}
 	l.externalID = resp.Volume.ExternalID
 	l.created, l.registered = true, true
 	l.cleanups.push(l.undoVolume)
 
-	if !l.cfg.SkipIdempotency && l.begin(step+" (idempotent repeat)") {
+	if !l.cfg.SkipIdempotency && l.begin(ctx, step+" (idempotent repeat)") {
 		l.repeatCreate(ctx, step+" (idempotent repeat)")
 	}
-	if !l.cfg.SkipNegative && l.begin("create volume without a name") {
+	if !l.cfg.SkipNegative && l.begin(ctx, "create volume without a name") {
 		l.createWithoutName(ctx, "create volume without a name")
 	}
 }
 
 // register registers the pre-provisioned volume.
-func (l *run) register(v csi.Volume) {
+func (l *run) register(ctx context.Context, v csi.Volume) {
 	const step = "register volume"
-	if !l.begin(step) {
+	if !l.begin(ctx, step) {
 		return
 	}
-	ctx, cancel := l.stepCtx()
+	ctx, cancel := l.stepCtx(ctx)
 	defer cancel()
 	v.ExternalID = l.cfg.VolumeID
 	v.Context = maps.Clone(l.cfg.VolumeContext)
 	_, err := l.st.server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: v})
 	switch {
 	case errors.Is(err, csi.ErrAccessModeNotAllowed):
-		l.fail(Failure{Step: step, Call: methodValidate, Code: csi.CodeOK, Got: "without confirming " + l.cfg.Capability.String(),
+		l.fail(ctx, Failure{Step: step, Call: methodValidate, Code: csi.CodeOK, Got: "without confirming " + l.cfg.Capability.String(),
 			Expect: "the pre-provisioned volume must support the capability the harness uses; set Config.Capability to one it supports",
 			Detail: err.Error(), Fatal: true})
 		return
 	case err != nil:
-		f := l.failure(step, err, l.expectOK(methodValidate, csi.CodeOf(err)))
+		f := l.failure(ctx, step, err, l.expectOK(methodValidate, csi.CodeOf(err)))
 		f.Fatal = true
-		l.fail(f)
+		l.fail(ctx, f)
 		return
 	}
 	l.externalID = l.cfg.VolumeID
@@ -320,10 +339,10 @@ func (l *run) repeatCreate(ctx context.Context, step string) {
 	v, err := l.ctrl.CreateVolume(ctx, c.Req.(*plugin.CreateVolumeRequest))
 	switch {
 	case err != nil:
-		l.fail(l.failure(step, err, expectCreateRepeat))
+		l.fail(ctx, l.failure(ctx, step, err, expectCreateRepeat))
 	case v.ExternalID != l.externalID:
 		l.cleanups.push(l.undoCreate(v.ExternalID))
-		l.fail(Failure{Step: step, Call: methodCreateVolume, Code: csi.CodeOK,
+		l.fail(ctx, Failure{Step: step, Call: methodCreateVolume, Code: csi.CodeOK,
 			Got: fmt.Sprintf("with volume_id %q, not %q", v.ExternalID, l.externalID), Expect: expectCreateRepeat})
 	}
 }
@@ -332,7 +351,7 @@ func (l *run) repeatCreate(ctx context.Context, step string) {
 func (l *run) createWithoutName(ctx context.Context, step string) {
 	cc, err := l.raw.controller(l.ctrlSocket)
 	if err != nil {
-		l.fail(Failure{Step: step, Expect: "a gRPC client of the controller", Detail: err.Error()})
+		l.fail(ctx, Failure{Step: step, Expect: "a gRPC client of the controller", Detail: err.Error()})
 		return
 	}
 	resp, err := cc.CreateVolume(ctx, &csipb.CreateVolumeRequest{
@@ -342,19 +361,19 @@ func (l *run) createWithoutName(ctx context.Context, step string) {
 	if err == nil && resp.GetVolume().GetVolumeId() != "" {
 		l.cleanups.push(l.undoCreate(resp.GetVolume().GetVolumeId()))
 	}
-	l.expectCode(step, methodCreateVolume, err, csi.CodeInvalidArgument, expectMissingField+" (CreateVolumeRequest.name)")
+	l.expectCode(ctx, step, methodCreateVolume, err, csi.CodeInvalidArgument, expectMissingField+" (CreateVolumeRequest.name)")
 }
 
 // claimAll claims the volume for each allocation: the first claim
 // ControllerPublishes (when the plugin needs it), the second shares its
 // attachment.
-func (l *run) claimAll() {
+func (l *run) claimAll(ctx context.Context) {
 	for _, a := range l.allocs {
 		step := fmt.Sprintf("claim (allocation %d)", a.n)
-		if !l.begin(step) {
+		if !l.begin(ctx, step) {
 			continue
 		}
-		ctx, cancel := l.stepCtx()
+		ctx, cancel := l.stepCtx(ctx)
 		from := l.calls.len()
 		resp, err := l.st.server.Claim(ctx, &rpcshim.VolumeClaimRequest{Namespace: namespace, VolumeID: l.volID, Claim: csi.Claim{
 			AllocationID:   a.id,
@@ -364,9 +383,9 @@ func (l *run) claimAll() {
 			AttachmentMode: l.cfg.Capability.AttachmentMode,
 		}})
 		if err != nil {
-			f := l.failure(step, err, l.expectOK(methodControllerPublish, csi.CodeOf(err)))
+			f := l.failure(ctx, step, err, l.expectOK(methodControllerPublish, csi.CodeOf(err)))
 			f.Fatal = true
-			l.fail(f)
+			l.fail(ctx, f)
 			cancel()
 			continue
 		}
@@ -389,32 +408,32 @@ func (l *run) controllerPublishChecks(ctx context.Context, from int) {
 		return
 	}
 	req := c.Req.(*plugin.ControllerPublishRequest)
-	if step := "controller publish (idempotent repeat)"; !l.cfg.SkipIdempotency && l.begin(step) {
+	if step := "controller publish (idempotent repeat)"; !l.cfg.SkipIdempotency && l.begin(ctx, step) {
 		pc, err := l.ctrl.ControllerPublishVolume(ctx, req)
 		switch want, _ := c.Result.(map[string]string); {
 		case err != nil:
-			l.fail(l.failure(step, err, expectPublishCtx))
+			l.fail(ctx, l.failure(ctx, step, err, expectPublishCtx))
 		case !maps.Equal(pc, want):
-			l.fail(Failure{Step: step, Call: methodControllerPublish, Code: csi.CodeOK,
+			l.fail(ctx, Failure{Step: step, Call: methodControllerPublish, Code: csi.CodeOK,
 				Got: fmt.Sprintf("with publish_context %v, not %v", pc, want), Expect: expectPublishCtx})
 		}
 	}
 	if l.cfg.SkipNegative {
 		return
 	}
-	if step := "controller publish of an unknown volume"; l.begin(step) {
+	if step := "controller publish of an unknown volume"; l.begin(ctx, step) {
 		r := *req
 		r.ExternalID = unknownID(l.externalID)
 		_, err := l.ctrl.ControllerPublishVolume(ctx, &r)
 		if err == nil {
 			l.cleanups.push(l.undoControllerPublish(&r))
 		}
-		l.expectCode(step, methodControllerPublish, err, csi.CodeNotFound, fmt.Sprintf("%s (volume_id %q)", expectUnknownVol, r.ExternalID))
+		l.expectCode(ctx, step, methodControllerPublish, err, csi.CodeNotFound, fmt.Sprintf("%s (volume_id %q)", expectUnknownVol, r.ExternalID))
 	}
-	if step := "controller publish without a node ID"; l.begin(step) {
+	if step := "controller publish without a node ID"; l.begin(ctx, step) {
 		cc, err := l.raw.controller(l.ctrlSocket)
 		if err != nil {
-			l.fail(Failure{Step: step, Expect: "a gRPC client of the controller", Detail: err.Error()})
+			l.fail(ctx, Failure{Step: step, Expect: "a gRPC client of the controller", Detail: err.Error()})
 			return
 		}
 		_, err = cc.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{
@@ -423,13 +442,13 @@ func (l *run) controllerPublishChecks(ctx context.Context, from int) {
 			Readonly:         req.ReadOnly,
 			VolumeContext:    req.VolumeContext,
 		})
-		l.expectCode(step, methodControllerPublish, err, csi.CodeInvalidArgument, expectMissingField+" (ControllerPublishVolumeRequest.node_id)")
+		l.expectCode(ctx, step, methodControllerPublish, err, csi.CodeInvalidArgument, expectMissingField+" (ControllerPublishVolumeRequest.node_id)")
 	}
 }
 
 // expectCode checks that a call answered want. err is a gRPC status
 // error (raw clients) or a *csi.RPCError (csi/plugin clients).
-func (l *run) expectCode(step, method string, err error, want csi.Code, expect string) {
+func (l *run) expectCode(ctx context.Context, step, method string, err error, want csi.Code, expect string) {
 	got := csi.CodeOf(err)
 	msg := ""
 	var rerr *csi.RPCError
@@ -448,7 +467,7 @@ func (l *run) expectCode(step, method string, err error, want csi.Code, expect s
 	if msg != "" {
 		f.Detail = fmt.Sprintf("plugin message: %q", msg)
 	}
-	l.fail(f)
+	l.fail(ctx, f)
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.

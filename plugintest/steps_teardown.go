@@ -22,33 +22,33 @@ import (
 // ControllerUnpublish (when the plugin needs it), then free. The node
 // step is already done for the allocations the unmounts tore down (see
 // stopAllocs); the worker runs it for any other.
-func (l *run) release() {
+func (l *run) release(ctx context.Context) {
 	const step = "release"
-	if !l.hasUnreleased() || !l.begin(step) {
+	if !l.hasUnreleased() || !l.begin(ctx, step) {
 		return
 	}
-	ctx, cancel := l.stepCtx()
+	ctx, cancel := l.stepCtx(ctx)
 	defer cancel()
 	from := l.calls.len()
 	if err := l.stopAllocs(ctx); err != nil {
-		l.fail(Failure{Step: step, Expect: "the store to take the stopped allocations", Detail: err.Error(), Fatal: true})
+		l.fail(ctx, Failure{Step: step, Expect: "the store to take the stopped allocations", Detail: err.Error(), Fatal: true})
 		return
 	}
 	if err := l.waitFreed(ctx); err != nil {
-		f := l.releaseFailure(step, from, err)
+		f := l.releaseFailure(ctx, step, from, err)
 		f.Fatal = true
-		l.fail(f)
+		l.fail(ctx, f)
 		return
 	}
 	c, ok := l.calls.last(from, methodControllerUnpublish, nil)
 	if l.publishes() && !ok {
-		l.fail(Failure{Step: step, Expect: "the claim release worker to call ControllerUnpublishVolume; it freed the claims without it"})
+		l.fail(ctx, Failure{Step: step, Expect: "the claim release worker to call ControllerUnpublishVolume; it freed the claims without it"})
 		return
 	}
-	if step := "controller unpublish (idempotent repeat)"; ok && !l.cfg.SkipIdempotency && l.begin(step) {
+	if step := "controller unpublish (idempotent repeat)"; ok && !l.cfg.SkipIdempotency && l.begin(ctx, step) {
 		err := l.ctrl.ControllerUnpublishVolume(ctx, c.Req.(*plugin.ControllerUnpublishRequest))
 		if !csi.TeardownDone(err) {
-			l.fail(l.failure(step, err, expectTeardown+"; ControllerUnpublishVolume of a volume not attached to the node must reply OK"))
+			l.fail(ctx, l.failure(ctx, step, err, expectTeardown+"; ControllerUnpublishVolume of a volume not attached to the node must reply OK"))
 		}
 	}
 }
@@ -149,9 +149,9 @@ func (l *run) waitFreed(ctx context.Context) error {
 
 // releaseFailure names the plugin call that made a release fail, when
 // the worker's calls show one.
-func (l *run) releaseFailure(step string, from int, err error) Failure {
+func (l *run) releaseFailure(ctx context.Context, step string, from int, err error) Failure {
 	if c, ok := l.calls.lastFailed(from); ok {
-		f := l.failure(step, c.Err, l.expectOK(c.Method, csi.CodeOf(c.Err)))
+		f := l.failure(ctx, step, c.Err, l.expectOK(c.Method, csi.CodeOf(c.Err)))
 		f.Detail = strings.TrimPrefix(f.Detail+"; ", "; ") + "claim release worker: " + err.Error()
 		return f
 	}
@@ -160,13 +160,13 @@ func (l *run) releaseFailure(step string, from int, err error) Failure {
 
 // deleteVolume deletes the created volume through the csikit server, or
 // deregisters the pre-provisioned one.
-func (l *run) deleteVolume() {
+func (l *run) deleteVolume(ctx context.Context) {
 	if !l.created {
-		if l.registered && l.begin("deregister volume") {
-			ctx, cancel := l.stepCtx()
+		if l.registered && l.begin(ctx, "deregister volume") {
+			ctx, cancel := l.stepCtx(ctx)
 			defer cancel()
 			if _, err := l.st.server.DeregisterVolume(ctx, &rpcshim.VolumeDeregisterRequest{Namespace: namespace, VolumeID: l.volID}); err != nil {
-				l.fail(Failure{Step: "deregister volume", Expect: "the store to drop the released volume", Detail: err.Error(), Fatal: true})
+				l.fail(ctx, Failure{Step: "deregister volume", Expect: "the store to drop the released volume", Detail: err.Error(), Fatal: true})
 				return
 			}
 			l.registered = false
@@ -174,24 +174,24 @@ func (l *run) deleteVolume() {
 		return
 	}
 	const step = "delete volume"
-	if !l.begin(step) {
+	if !l.begin(ctx, step) {
 		return
 	}
-	ctx, cancel := l.stepCtx()
+	ctx, cancel := l.stepCtx(ctx)
 	defer cancel()
 	from := l.calls.len()
 	if _, err := l.st.server.DeleteVolume(ctx, &rpcshim.VolumeDeleteRequest{Namespace: namespace, VolumeID: l.volID}); err != nil {
-		f := l.failure(step, err, l.expectOK(methodDeleteVolume, csi.CodeOf(err)))
+		f := l.failure(ctx, step, err, l.expectOK(methodDeleteVolume, csi.CodeOf(err)))
 		f.Fatal = true
-		l.fail(f)
+		l.fail(ctx, f)
 		return
 	}
 	l.created, l.registered = false, false
 	c, ok := l.calls.last(from, methodDeleteVolume, nil)
-	if step := "delete volume (idempotent repeat)"; ok && !l.cfg.SkipIdempotency && l.begin(step) {
+	if step := "delete volume (idempotent repeat)"; ok && !l.cfg.SkipIdempotency && l.begin(ctx, step) {
 		err := l.ctrl.DeleteVolume(ctx, c.Req.(*plugin.DeleteVolumeRequest))
 		if !csi.TeardownDone(err) {
-			l.fail(l.failure(step, err, expectTeardown+"; DeleteVolume of a volume that does not exist must reply OK"))
+			l.fail(ctx, l.failure(ctx, step, err, expectTeardown+"; DeleteVolume of a volume that does not exist must reply OK"))
 		}
 	}
 }
@@ -199,9 +199,9 @@ func (l *run) deleteVolume() {
 // checkOrder checks that the calls the csikit stack made reached the
 // plugin in the spec's order, each once: a guard on the harness itself,
 // so that every other verdict rests on a correct lifecycle.
-func (l *run) checkOrder() {
+func (l *run) checkOrder(ctx context.Context) {
 	const step = "order of calls"
-	if !l.begin(step) {
+	if !l.begin(ctx, step) {
 		return
 	}
 	var want []string
@@ -242,23 +242,23 @@ func (l *run) checkOrder() {
 		}
 	}
 	if !slices.Equal(got, want) {
-		l.fail(Failure{Step: step, Got: "the csikit stack called " + strings.Join(got, " → "),
+		l.fail(ctx, Failure{Step: step, Got: "the csikit stack called " + strings.Join(got, " → "),
 			Expect: "the spec's order for this plugin is " + strings.Join(want, " → ") + " (a bug in the harness or csikit, not in the plugin)"})
 	}
 }
 
 // checkLeftovers checks that the mount root holds nothing but the
 // mounter's own top directories once the lifecycle is over.
-func (l *run) checkLeftovers() {
+func (l *run) checkLeftovers(ctx context.Context) {
 	const step = "nothing left behind"
-	if !l.begin(step) {
+	if !l.begin(ctx, step) {
 		return
 	}
-	ctx, cancel := l.stepCtx()
+	ctx, cancel := l.stepCtx(ctx)
 	defer cancel()
 	for _, a := range l.allocs {
 		if has, err := l.st.mnt.HasMount(ctx, namespace, l.volID, a.id); err != nil || has {
-			l.fail(Failure{Step: step, Got: fmt.Sprintf("the mounter still has the volume mounted for allocation %d", a.n),
+			l.fail(ctx, Failure{Step: step, Got: fmt.Sprintf("the mounter still has the volume mounted for allocation %d", a.n),
 				Expect: "every publish undone after the unmounts", Detail: fmt.Sprint(err)})
 		}
 	}
@@ -267,7 +267,7 @@ func (l *run) checkLeftovers() {
 		_ = os.Remove(l.probeDir)
 	}
 	if left := l.leftovers(true); len(left) > 0 {
-		l.fail(Failure{Step: step, Got: fmt.Sprintf("%d path(s) remain under the mount root: %s", len(left), strings.Join(left, ", ")),
+		l.fail(ctx, Failure{Step: step, Got: fmt.Sprintf("%d path(s) remain under the mount root: %s", len(left), strings.Join(left, ", ")),
 			Expect: "unpublish and unstage must remove what the plugin made at target_path and staging_target_path"})
 	}
 }

@@ -49,11 +49,9 @@
 //     JSON and error encoding as the network, with SetDown to simulate a
 //     partition. Use it in tests and in single-process hosts. A
 //     NodeEndpoint's own methods run on the caller's goroutine (they end
-//     with ctx by construction), and those of a volume's lifecycle take
-//     wire copies of their request and reply: what the JSON round trip
-//     would give, no memory shared, without the encoding. Any other
-//     handler gets a goroutine per call, so the caller returns at ctx's
-//     end even if it ignores ctx.
+//     with ctx by construction); any other handler gets a goroutine per
+//     call, so the caller returns at ctx's end even if it ignores ctx.
+//     Close at shutdown waits for those goroutines.
 //   - GRPCTransport and GRPCNodeServer carry calls over gRPC as one unary
 //     method, NodeServiceName + "/Call", whose messages are JSON
 //     envelopes ({"method", "body"} and {"body", "error"}); no generated
@@ -64,7 +62,9 @@
 //     GRPCNodeServerConfig.ServerOptions.
 //   - A host with its own RPC layer implements Transport: encode req as
 //     JSON, hand it to the node's Handler, send back the reply bytes or
-//     EncodeError(err), and return WireError.Err() on the server.
+//     EncodeError(err), and return WireError.Err() on the server. It
+//     checks its implementation against the whole contract with
+//     rpcshimtest.Run, which both transports here pass.
 //
 // NodeStatuses is the host's answer to "is this node ready, down, gone or
 // unknown"; InmemNodeStatuses is a map-based one.

@@ -13,16 +13,21 @@ import (
 // InmemTransport is a Transport that calls node Handlers in the same
 // process. Tests use it to wire a server and several nodes without
 // sockets; single-process hosts use it in production. It behaves like the
-// gRPC transport: the request and reply go through JSON (or, for a
-// NodeEndpoint's lifecycle methods, wire copies equal to what JSON would
-// give), and a handler's error goes through EncodeError and
-// WireError.Err, so a caller cannot tell the two apart by their results.
+// gRPC transport: the request and reply go through JSON, and a handler's
+// error goes through EncodeError and WireError.Err, so a caller cannot
+// tell the two apart by their results.
 //
 // All methods are safe for concurrent use. The zero value is not ready;
-// use NewInmemTransport.
+// use NewInmemTransport. Close refuses further calls and waits for the
+// handler goroutines the transport started.
 type InmemTransport struct {
-	mu    sync.RWMutex
-	nodes map[string]*inmemNode
+	mu     sync.RWMutex
+	nodes  map[string]*inmemNode
+	closed bool
+	// handlers counts the handler goroutines still running; Close
+	// waits for them. Add happens under mu's read lock while closed is
+	// false, so none starts once Close has set closed.
+	handlers sync.WaitGroup
 }
 
 type inmemNode struct {
@@ -72,77 +77,39 @@ func (t *InmemTransport) SetDown(nodeID string, down bool) {
 	}
 }
 
-// Call implements Transport. A handler runs in its own goroutine so that
-// Call returns when ctx ends even if the handler ignores ctx, as it would
-// over gRPC; such a handler keeps running until it returns. The methods
-// of a NodeEndpoint are the exception: they make only calls that end
-// with ctx (the plugin client's, the Unmounter's), so they run on the
-// caller's goroutine, which returns at ctx's end all the same, and the
-// lifecycle's calls among them (attach, detach, create, delete, validate,
-// node detach) cross as wire copies of their request and reply rather
-// than as JSON: exactly what a JSON round trip gives, with no memory
-// shared, at a fraction of its cost (see wirecopy.go). A method a node
-// agent added to the endpoint's Mux runs in its own goroutine, through
-// JSON.
+// Call implements Transport. The request and reply cross as JSON, as on
+// the network, so caller and handler share no memory. A handler runs in
+// its own goroutine so that Call returns when ctx ends even if the
+// handler ignores ctx, as it would over gRPC; such a handler keeps
+// running until it returns, and Close waits for it. The methods of a NodeEndpoint are the
+// exception: they make only calls that end with ctx (the plugin
+// client's, the Unmounter's), so they run on the caller's goroutine,
+// which returns at ctx's end all the same. A method a node agent added
+// to the endpoint's Mux runs in its own goroutine.
 func (t *InmemTransport) Call(ctx context.Context, nodeID, method string, req, resp any) error {
 	if err := csi.ValidateNodeID(nodeID); err != nil {
 		return fmt.Errorf("rpcshim: call %s: %w", method, err)
 	}
-	t.mu.RLock()
-	n, ok := t.nodes[nodeID]
-	var h Handler
-	down := false
-	if ok {
-		h, down = n.h, n.down
+	// A request that does not encode is refused before anything else,
+	// as on the wire.
+	body, err := encodeRequest(nodeID, method, req)
+	if err != nil {
+		return err
 	}
-	t.mu.RUnlock()
-	ih, _ := h.(inlineHandler)
-	inline := ih != nil && ih.servesInline(method)
-
-	// A request that does not encode is refused before anything else, as
-	// on the wire; the direct path of an inline method takes only this
-	// package's own message types, which always encode.
-	var body []byte
-	if !inline || !ok || down {
-		var err error
-		if body, err = encodeRequest(nodeID, method, req); err != nil {
-			return err
-		}
-	}
-	switch {
-	case !ok:
-		return fmt.Errorf("%w: node %s has no endpoint on the in-memory transport; call %s was not sent, retry once the node registers",
-			csi.ErrNodeNotReady, nodeID, method)
-	case down:
-		return fmt.Errorf("%w: node %s is set down on the in-memory transport; call %s was not sent, retry once it is back",
-			csi.ErrNodeNotReady, nodeID, method)
+	h, err := t.endpoint(nodeID, method)
+	if err != nil {
+		return err
 	}
 	if err := ctx.Err(); err != nil {
 		return ctxError(nodeID, method, err)
 	}
-
-	var r result
-	if inline {
-		// The handler returns soon after ctx ends by construction, so it
-		// runs here: a goroutine per call would only add a hand-off (and
-		// a fresh stack for every decode) to each call. Its request and
-		// reply cross as wire copies when they can, as JSON otherwise.
-		handled := false
-		handled, r.body, r.err = ih.serveDirect(ctx, method, req, resp)
-		if !handled {
-			var err error
-			if body, err = encodeRequest(nodeID, method, req); err != nil {
-				return err
-			}
-			r.body, r.err = h.ServeCall(ctx, method, body)
-		}
-	} else {
-		r = serveAsync(ctx, h, method, body)
-		if r.aborted {
-			return ctxError(nodeID, method, ctx.Err())
-		}
-	}
-	if r.err != nil {
+	r := t.serve(ctx, h, method, body)
+	switch {
+	case r.closed:
+		return t.closedError(nodeID, method)
+	case r.aborted:
+		return ctxError(nodeID, method, ctx.Err())
+	case r.err != nil:
 		if err := ctxEnded(ctx); err != nil {
 			// Over gRPC the caller sees its own deadline, not what the
 			// handler answered after it: do the same here.
@@ -151,6 +118,66 @@ func (t *InmemTransport) Call(ctx context.Context, nodeID, method string, req, r
 		return EncodeError(r.err).Err()
 	}
 	return decodeReply(nodeID, method, r.body, resp)
+}
+
+// endpoint returns the Handler of nodeID, or the transport's error for a
+// node it cannot reach.
+func (t *InmemTransport) endpoint(nodeID, method string) (Handler, error) {
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	n, ok := t.nodes[nodeID]
+	switch {
+	case t.closed:
+		return nil, t.closedError(nodeID, method)
+	case !ok:
+		return nil, fmt.Errorf("%w: node %s has no endpoint on the in-memory transport; call %s was not sent, retry once the node registers",
+			csi.ErrNodeNotReady, nodeID, method)
+	case n.down:
+		return nil, fmt.Errorf("%w: node %s is set down on the in-memory transport; call %s was not sent, retry once it is back",
+			csi.ErrNodeNotReady, nodeID, method)
+	}
+	return n.h, nil
+}
+
+// closedError is the error of a call made after Close: Retryable, the
+// call was not sent (another transport, or a restarted host, may send
+// it).
+func (t *InmemTransport) closedError(nodeID, method string) error {
+	return fmt.Errorf("%w: the in-memory transport is closed; call %s to node %s was not sent",
+		csi.ErrUnavailable, method, nodeID)
+}
+
+// serve runs the handler: on the caller's goroutine when it returns soon
+// after ctx ends by construction (a goroutine per call would only add a
+// hand-off to each call), in a goroutine of its own otherwise.
+func (t *InmemTransport) serve(ctx context.Context, h Handler, method string, body []byte) result {
+	if ih, ok := h.(inlineHandler); ok && ih.servesInline(method) {
+		b, err := h.ServeCall(ctx, method, body)
+		return result{body: b, err: err}
+	}
+	t.mu.RLock()
+	if t.closed {
+		t.mu.RUnlock()
+		return result{closed: true}
+	}
+	t.handlers.Add(1)
+	t.mu.RUnlock()
+	return serveAsync(ctx, h, method, body, t.handlers.Done)
+}
+
+// Close refuses every later call with an error matching
+// csi.ErrUnavailable (Retryable, not sent) and waits for the handler
+// goroutines the transport started to return, also those whose caller
+// already returned at the end of its ctx: a handler that never returns
+// keeps Close waiting. Calls a NodeEndpoint serves on the caller's
+// goroutine end with their callers' ctx. Close may be called more than
+// once; it always returns nil.
+func (t *InmemTransport) Close() error {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.handlers.Wait()
+	return nil
 }
 
 // encodeRequest encodes a call's request as JSON.
@@ -163,20 +190,23 @@ func encodeRequest(nodeID, method string, req any) ([]byte, error) {
 	return body, nil
 }
 
-// result is a handler's answer; aborted says ctx ended first.
+// result is a handler's answer; aborted says ctx ended first, closed
+// that the transport was closed before the handler started.
 type result struct {
 	body    []byte
 	err     error
 	aborted bool
+	closed  bool
 }
 
 // serveAsync runs the handler in its own goroutine and waits for its
 // answer or for the end of ctx, whichever comes first: a handler that
 // ignores ctx keeps running, but the caller gets its answer at ctx's end,
-// as over the network.
-func serveAsync(ctx context.Context, h Handler, method string, body []byte) result {
+// as over the network. returned is called when the handler returns.
+func serveAsync(ctx context.Context, h Handler, method string, body []byte, returned func()) result {
 	done := make(chan result, 1)
 	go func() {
+		defer returned()
 		b, err := h.ServeCall(ctx, method, body)
 		done <- result{body: b, err: err}
 	}()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/mounter"
@@ -103,6 +104,64 @@ func TestInmemTransport_Call_HandlerIgnoresContext(t *testing.T) {
 	expectClass(t, err, csi.ClassUncertain)
 	close(release)
 	<-finished
+}
+
+// TestInmemTransport_Close_WaitsForHandlers checks that Close returns
+// only once a handler whose caller gave up has returned. synctest.Wait
+// returns when every goroutine of the test is blocked: the handler on
+// release, and Close, if it waits, on the handler.
+func TestInmemTransport_Close_WaitsForHandlers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		release := make(chan struct{})
+		started := make(chan struct{})
+		m := rpcshim.NewMux()
+		rpcshim.Handle(m, "Stuck", func(context.Context, *struct{}) (*struct{}, error) {
+			close(started)
+			<-release
+			return &struct{}{}, nil
+		})
+		tr := rpcshim.NewInmemTransport()
+		tr.Register("n1", m)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { <-started; cancel() }()
+		expectIs(t, tr.Call(ctx, "n1", "Stuck", struct{}{}, nil), context.Canceled)
+
+		closed := make(chan error, 1)
+		go func() { closed <- tr.Close() }()
+		synctest.Wait()
+		select {
+		case err := <-closed:
+			t.Errorf("Close returned (%v) while the handler was still running", err)
+			close(release)
+			return
+		default:
+		}
+		close(release)
+		must(t, <-closed)
+	})
+}
+
+// TestInmemTransport_Close_RefusesCalls checks that a closed transport
+// sends nothing and says so as the contract says for a node it cannot
+// reach.
+func TestInmemTransport_Close_RefusesCalls(t *testing.T) {
+	ran := false
+	m := rpcshim.NewMux()
+	rpcshim.Handle(m, "Echo", func(ctx context.Context, req *echoReq) (*echoResp, error) {
+		ran = true
+		return echo(ctx, req)
+	})
+	tr := rpcshim.NewInmemTransport()
+	tr.Register("n1", m)
+	must(t, tr.Close())
+	must(t, tr.Close()) // a second Close is harmless
+
+	err := tr.Call(context.Background(), "n1", "Echo", &echoReq{}, &echoResp{})
+	expectIs(t, err, csi.ErrUnavailable)
+	expectUnreachable(t, err, "n1")
+	if ran {
+		t.Error("the handler ran after Close")
+	}
 }
 
 // waitingUnmounter is an Unmounter that honours ctx: it tells started

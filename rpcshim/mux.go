@@ -27,9 +27,6 @@ type muxMethod struct {
 	// inline: the function is this package's own and returns soon after
 	// ctx ends (see inlineHandler).
 	inline bool
-	// direct, when set, serves a call from the caller's typed values
-	// through wire copies (see inlineHandler.serveDirect).
-	direct func(ctx context.Context, req, resp any) (handled bool, body []byte, err error)
 }
 
 var (
@@ -61,61 +58,6 @@ func Handle[Req, Resp any](m *Mux, method string, fn func(ctx context.Context, r
 // does not change that (see inlineHandler).
 func handle[Req, Resp any](m *Mux, method string, fn func(ctx context.Context, req *Req) (*Resp, error), inline bool) {
 	register(m, method, fn, muxMethod{inline: inline})
-}
-
-// wireMessage is a message with a wire copy (wirecopy.go); a reply also
-// tells whether it is the zero value, which a decode into it would not
-// merge with.
-type wireMessage[T any] interface {
-	*T
-	wireCopy() (*T, bool)
-}
-
-type wireReplyMessage[T any] interface {
-	wireMessage[T]
-	wireZero() bool
-}
-
-// handleDirect is handle for one of this package's own methods (inline)
-// whose request and reply have wire copies: an in-memory call made with
-// a *Req and a zero *Resp (or nil) skips JSON and hands fn a wire copy
-// of the request, and the caller a wire copy of the reply. Anything else
-// (other types, a value a copy refuses) goes through JSON as usual.
-func handleDirect[Req, Resp any, PReq wireMessage[Req], PResp wireReplyMessage[Resp]](
-	m *Mux, method string, fn func(ctx context.Context, req *Req) (*Resp, error),
-) {
-	direct := func(ctx context.Context, req, resp any) (bool, []byte, error) {
-		in, ok := req.(*Req)
-		if !ok || in == nil {
-			return false, nil, nil
-		}
-		var out *Resp
-		if resp != nil {
-			if out, ok = resp.(*Resp); !ok || out == nil || !PResp(out).wireZero() {
-				return false, nil, nil
-			}
-		}
-		r, ok := PReq(in).wireCopy()
-		if !ok {
-			return false, nil, nil
-		}
-		got, err := fn(ctx, r)
-		if err != nil || out == nil || got == nil {
-			// A nil reply is JSON null, which leaves the caller's reply
-			// as it is.
-			return true, nil, err
-		}
-		if c, ok := PResp(got).wireCopy(); ok {
-			*out = *c
-			return true, nil, nil
-		}
-		body, err := json.Marshal(got)
-		if err != nil {
-			return true, nil, fmt.Errorf("method %s: encode reply %T: %w", method, got, err)
-		}
-		return true, body, nil
-	}
-	register(m, method, fn, muxMethod{inline: true, direct: direct})
 }
 
 // register adds fn for method with the options in mm.
@@ -173,15 +115,4 @@ func (m *Mux) servesInline(method string) bool {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	return m.handlers[method].inline
-}
-
-// serveDirect implements inlineHandler.
-func (m *Mux) serveDirect(ctx context.Context, method string, req, resp any) (handled bool, body []byte, err error) {
-	m.mu.RLock()
-	h := m.handlers[method]
-	m.mu.RUnlock()
-	if h.direct == nil {
-		return false, nil, nil
-	}
-	return h.direct(ctx, req, resp)
 }

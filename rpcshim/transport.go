@@ -77,11 +77,4 @@ type Handler interface {
 // that a caller still gets its answer at ctx's end if they ignore ctx.
 type inlineHandler interface {
 	servesInline(method string) bool
-	// serveDirect serves an inline method from the caller's typed
-	// request and reply through wire copies (see wirecopy.go) instead
-	// of JSON. handled is false, with nothing run, when it cannot (a
-	// method without wire copies, other types, a value JSON would not
-	// carry unchanged): the call then goes through JSON. body, when not
-	// nil, is the reply as JSON, for a reply that had no wire copy.
-	serveDirect(ctx context.Context, method string, req, resp any) (handled bool, body []byte, err error)
 }

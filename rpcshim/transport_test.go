@@ -11,12 +11,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/rpcshim"
+	"github.com/csikit/csikit/rpcshim/rpcshimtest"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -35,31 +35,22 @@ func echo(_ context.Context, req *echoReq) (*echoResp, error) {
 	return &echoResp{Greeting: "hello " + req.Name, Tags: req.Tags}, nil
 }
 
-// harness is one Transport under test with the means to give a node an
-// endpoint and to cut it off.
-type harness struct {
-	tr rpcshim.Transport
-	// serve makes h the endpoint of nodeID.
-	serve func(t testing.TB, nodeID string, h rpcshim.Handler)
-	// down leaves nodeID known to the host but unreachable.
-	down func(t testing.TB, nodeID string)
-}
-
 // transports lists every implementation the shared table runs against.
 var transports = []struct {
 	name string
-	new  func(t testing.TB) *harness
+	new  func(t testing.TB) *rpcshimtest.Harness
 }{
 	{"inmem", newInmemHarness},
 	{"grpc", newGRPCHarness},
 }
 
-func newInmemHarness(testing.TB) *harness {
+func newInmemHarness(t testing.TB) *rpcshimtest.Harness {
 	tr := rpcshim.NewInmemTransport()
-	return &harness{
-		tr:    tr,
-		serve: func(_ testing.TB, nodeID string, h rpcshim.Handler) { tr.Register(nodeID, h) },
-		down:  func(_ testing.TB, nodeID string) { tr.SetDown(nodeID, true) },
+	t.Cleanup(func() { must(t, tr.Close()) })
+	return &rpcshimtest.Harness{
+		Transport: tr,
+		Serve:     func(_ testing.TB, nodeID string, h rpcshim.Handler) { tr.Register(nodeID, h) },
+		Down:      func(_ testing.TB, nodeID string) { tr.SetDown(nodeID, true) },
 	}
 }
 
@@ -140,20 +131,20 @@ func newGRPCTransport(t testing.TB, book *addrBook) *rpcshim.GRPCTransport {
 	return tr
 }
 
-func newGRPCHarness(t testing.TB) *harness {
+func newGRPCHarness(t testing.TB) *rpcshimtest.Harness {
 	book := &addrBook{}
 	var mu sync.Mutex
 	nodes := make(map[string]*grpcNode)
-	return &harness{
-		tr: newGRPCTransport(t, book),
-		serve: func(t testing.TB, nodeID string, h rpcshim.Handler) {
+	return &rpcshimtest.Harness{
+		Transport: newGRPCTransport(t, book),
+		Serve: func(t testing.TB, nodeID string, h rpcshim.Handler) {
 			n := serveGRPCNode(t, h)
 			mu.Lock()
 			nodes[nodeID] = n
 			mu.Unlock()
 			book.set(nodeID, n.target)
 		},
-		down: func(t testing.TB, nodeID string) {
+		Down: func(t testing.TB, nodeID string) {
 			mu.Lock()
 			n := nodes[nodeID]
 			mu.Unlock()
@@ -165,249 +156,12 @@ func newGRPCHarness(t testing.TB) *harness {
 	}
 }
 
-// assertRemote checks what every handler error must keep on the caller's
-// side: its message, its class and its sentinel.
-func assertRemote(t *testing.T, err error, msg string, class csi.Class, sentinel error) {
-	t.Helper()
-	mustErr(t, err)
-	expectEqual(t, err.Error(), msg)
-	expectClass(t, err, class)
-	if sentinel != nil {
-		expectIs(t, err, sentinel)
-	}
-	var re *rpcshim.RemoteError
-	if !errors.As(err, &re) {
-		t.Errorf("error %v holds no *RemoteError", err)
-	}
-}
-
-// failing registers, under method, a handler that returns err.
-func failing(m *rpcshim.Mux, method string, err error) {
-	rpcshim.Handle(m, method, func(context.Context, *echoReq) (*echoResp, error) { return nil, err })
-}
-
-var transportCases = []struct {
-	name string
-	run  func(t *testing.T, h *harness)
-}{
-	{"typed round trip through a Mux", func(t *testing.T, h *harness) {
-		m := rpcshim.NewMux()
-		rpcshim.Handle(m, "Echo", echo)
-		h.serve(t, "n1", m)
-		var resp echoResp
-		err := h.tr.Call(context.Background(), "n1", "Echo", &echoReq{Name: "n1", Tags: []string{"a", "b"}}, &resp)
-		must(t, err)
-		expectEqual(t, resp, echoResp{Greeting: "hello n1", Tags: []string{"a", "b"}})
-	}},
-	{"nil resp discards the reply", func(t *testing.T, h *harness) {
-		m := rpcshim.NewMux()
-		rpcshim.Handle(m, "Echo", echo)
-		h.serve(t, "n1", m)
-		must(t, h.tr.Call(context.Background(), "n1", "Echo", &echoReq{Name: "x"}, nil))
-	}},
-	{"nil reply leaves resp untouched", func(t *testing.T, h *harness) {
-		m := rpcshim.NewMux()
-		rpcshim.Handle(m, "Nothing", func(context.Context, *echoReq) (*echoResp, error) { return nil, nil })
-		h.serve(t, "n1", m)
-		resp := echoResp{Greeting: "kept"}
-		must(t, h.tr.Call(context.Background(), "n1", "Nothing", &echoReq{}, &resp))
-		expectEqual(t, resp.Greeting, "kept")
-	}},
-	{"unknown method is not supported", func(t *testing.T, h *harness) {
-		h.serve(t, "n1", rpcshim.NewMux())
-		err := h.tr.Call(context.Background(), "n1", "NoSuchMethod", &echoReq{}, &echoResp{})
-		assertRemote(t, err, `not supported by plugin: the node does not serve method "NoSuchMethod"; check that server and node run compatible csikit versions`,
-			csi.ClassFinal, csi.ErrNotSupported)
-	}},
-	{"sentinel keeps identity and class", func(t *testing.T, h *harness) {
-		m := rpcshim.NewMux()
-		failing(m, "Mount", fmt.Errorf("on node n1: %w", csi.ErrPluginNotFound))
-		h.serve(t, "n1", m)
-		err := h.tr.Call(context.Background(), "n1", "Mount", &echoReq{}, &echoResp{})
-		assertRemote(t, err, "on node n1: plugin not found", csi.ClassRetryable, csi.ErrPluginNotFound)
-		expectEqual(t, csi.IsRetryable(err), true)
-		if errors.Is(err, csi.ErrPluginUnhealthy) {
-			t.Errorf("error %v matches a sentinel the node did not wrap", err)
-		}
-	}},
-	{"invalid ID error keeps ErrInvalidID", func(t *testing.T, h *harness) {
-		m := rpcshim.NewMux()
-		failing(m, "Mount", fmt.Errorf("mount: %w", csi.ValidateVolumeID("../etc")))
-		h.serve(t, "n1", m)
-		err := h.tr.Call(context.Background(), "n1", "Mount", &echoReq{}, nil)
-		assertRemote(t, err, `mount: invalid volume ID "../etc": byte 2 ('/') is not a letter, digit, '-', '_' or '.'`, csi.ClassFinal, csi.ErrInvalidID)
-	}},
-	{"plugin NotFound keeps its code for teardown", func(t *testing.T, h *harness) {
-		m := rpcshim.NewMux()
-		failing(m, "Unmount", fmt.Errorf("unpublish volume v1: %w",
-			&csi.RPCError{Method: "NodeUnpublishVolume", Code: csi.CodeNotFound, Message: "volume v1 is not published"}))
-		h.serve(t, "n1", m)
-		err := h.tr.Call(context.Background(), "n1", "Unmount", &echoReq{}, &echoResp{})
-		assertRemote(t, err, "unpublish volume v1: NodeUnpublishVolume: NotFound: volume v1 is not published", csi.ClassFinal, nil)
-		expectEqual(t, csi.CodeOf(err), csi.CodeNotFound)
-		expectEqual(t, csi.TeardownDone(err), true)
-		var rpc *csi.RPCError
-		if !errors.As(err, &rpc) {
-			t.Fatalf("error %v holds no *csi.RPCError", err)
-		}
-		expectEqual(t, *rpc, csi.RPCError{Method: "NodeUnpublishVolume", Code: csi.CodeNotFound, Message: "volume v1 is not published"})
-	}},
-	{"plugin deadline stays uncertain", func(t *testing.T, h *harness) {
-		m := rpcshim.NewMux()
-		failing(m, "Stage", &csi.RPCError{Method: "NodeStageVolume", Code: csi.CodeDeadlineExceeded, Message: "timed out"})
-		h.serve(t, "n1", m)
-		err := h.tr.Call(context.Background(), "n1", "Stage", &echoReq{}, nil)
-		assertRemote(t, err, "NodeStageVolume: DeadlineExceeded: timed out", csi.ClassUncertain, nil)
-		expectEqual(t, csi.CodeOf(err), csi.CodeDeadlineExceeded)
-	}},
-	{"node-side context error stays uncertain", func(t *testing.T, h *harness) {
-		m := rpcshim.NewMux()
-		failing(m, "Stage", fmt.Errorf("plugin call timed out on the node: %w", context.DeadlineExceeded))
-		h.serve(t, "n1", m)
-		err := h.tr.Call(context.Background(), "n1", "Stage", &echoReq{}, nil)
-		assertRemote(t, err, "plugin call timed out on the node: context deadline exceeded", csi.ClassUncertain, nil)
-	}},
-	{"plain error is final", func(t *testing.T, h *harness) {
-		m := rpcshim.NewMux()
-		failing(m, "Stage", errors.New("disk on fire"))
-		h.serve(t, "n1", m)
-		err := h.tr.Call(context.Background(), "n1", "Stage", &echoReq{}, nil)
-		assertRemote(t, err, "disk on fire", csi.ClassFinal, nil)
-		expectEqual(t, csi.CodeOf(err), csi.CodeUnknown)
-	}},
-	{"unknown node is not ready", func(t *testing.T, h *harness) {
-		err := h.tr.Call(context.Background(), "ghost", "Echo", &echoReq{}, &echoResp{})
-		expectUnreachable(t, err, "ghost")
-	}},
-	{"down node is unreachable", func(t *testing.T, h *harness) {
-		m := rpcshim.NewMux()
-		rpcshim.Handle(m, "Echo", echo)
-		h.serve(t, "n1", m)
-		must(t, h.tr.Call(context.Background(), "n1", "Echo", &echoReq{}, nil))
-		h.down(t, "n1")
-		err := h.tr.Call(context.Background(), "n1", "Echo", &echoReq{}, &echoResp{})
-		expectUnreachable(t, err, "n1")
-	}},
-	{"deadline reaches the handler", func(t *testing.T, h *harness) {
-		m := rpcshim.NewMux()
-		sawDeadline := make(chan bool, 1)
-		rpcshim.Handle(m, "Block", func(ctx context.Context, _ *echoReq) (*echoResp, error) {
-			_, ok := ctx.Deadline()
-			sawDeadline <- ok
-			<-ctx.Done()
-			return nil, ctx.Err()
-		})
-		h.serve(t, "n1", m)
-		// The deadline is what the call is about, not a threshold: the
-		// handler blocks until it passes, however long that takes.
-		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-		defer cancel()
-		err := h.tr.Call(ctx, "n1", "Block", &echoReq{}, &echoResp{})
-		mustErr(t, err)
-		expectIs(t, err, context.DeadlineExceeded)
-		expectClass(t, err, csi.ClassUncertain)
-		expectContains(t, err.Error(), "n1")
-		if !<-sawDeadline {
-			t.Error("the handler's ctx has no deadline")
-		}
-	}},
-	{"cancel reaches the handler", func(t *testing.T, h *harness) {
-		m := rpcshim.NewMux()
-		started := make(chan struct{})
-		returned := make(chan error, 1)
-		rpcshim.Handle(m, "Block", func(ctx context.Context, _ *echoReq) (*echoResp, error) {
-			close(started)
-			<-ctx.Done()
-			returned <- ctx.Err()
-			return nil, ctx.Err()
-		})
-		h.serve(t, "n1", m)
-		ctx, cancel := context.WithCancel(context.Background())
-		go func() { <-started; cancel() }()
-		err := h.tr.Call(ctx, "n1", "Block", &echoReq{}, &echoResp{})
-		expectIs(t, err, context.Canceled)
-		expectClass(t, err, csi.ClassUncertain)
-		expectIs(t, <-returned, context.Canceled)
-	}},
-	{"done ctx is not sent", func(t *testing.T, h *harness) {
-		m := rpcshim.NewMux()
-		ran := make(chan struct{}, 1)
-		rpcshim.Handle(m, "Echo", func(ctx context.Context, req *echoReq) (*echoResp, error) {
-			ran <- struct{}{}
-			return echo(ctx, req)
-		})
-		h.serve(t, "n1", m)
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		err := h.tr.Call(ctx, "n1", "Echo", &echoReq{}, &echoResp{})
-		expectIs(t, err, context.Canceled)
-		if len(ran) != 0 {
-			t.Error("the handler ran")
-		}
-	}},
-	{"invalid node ID is refused", func(t *testing.T, h *harness) {
-		err := h.tr.Call(context.Background(), "../n1", "Echo", &echoReq{}, &echoResp{})
-		expectIs(t, err, csi.ErrInvalidID)
-		expectClass(t, err, csi.ClassFinal)
-	}},
-	{"request that does not encode is not sent", func(t *testing.T, h *harness) {
-		m := rpcshim.NewMux()
-		rpcshim.Handle(m, "Echo", echo)
-		h.serve(t, "n1", m)
-		err := h.tr.Call(context.Background(), "n1", "Echo", make(chan int), &echoResp{})
-		expectIs(t, err, csi.ErrInvalidRequest)
-		expectClass(t, err, csi.ClassFinal)
-	}},
-	{"request of the wrong shape is invalid", func(t *testing.T, h *harness) {
-		m := rpcshim.NewMux()
-		rpcshim.Handle(m, "Echo", echo)
-		h.serve(t, "n1", m)
-		err := h.tr.Call(context.Background(), "n1", "Echo", map[string]int{"Name": 3}, &echoResp{})
-		expectIs(t, err, csi.ErrInvalidRequest)
-		expectClass(t, err, csi.ClassFinal)
-	}},
-	{"reply of the wrong shape is final", func(t *testing.T, h *harness) {
-		m := rpcshim.NewMux()
-		rpcshim.Handle(m, "Echo", echo)
-		h.serve(t, "n1", m)
-		var wrong struct{ Greeting int }
-		err := h.tr.Call(context.Background(), "n1", "Echo", &echoReq{}, &wrong)
-		mustErr(t, err)
-		expectClass(t, err, csi.ClassFinal)
-		expectContains(t, err.Error(), "n1")
-	}},
-	{"concurrent calls to several nodes", func(t *testing.T, h *harness) {
-		for _, id := range []string{"n1", "n2", "n3"} {
-			m := rpcshim.NewMux()
-			rpcshim.Handle(m, "Who", func(context.Context, *echoReq) (*echoResp, error) { return &echoResp{Greeting: id}, nil })
-			h.serve(t, id, m)
-		}
-		var wg sync.WaitGroup
-		for i := range 60 {
-			id := fmt.Sprintf("n%d", i%3+1)
-			wg.Go(func() {
-				var resp echoResp
-				if err := h.tr.Call(context.Background(), id, "Who", &echoReq{}, &resp); err != nil {
-					t.Errorf("call %s: %v", id, err)
-					return
-				}
-				expectEqual(t, resp.Greeting, id)
-			})
-		}
-		wg.Wait()
-	}},
-}
-
-// TestTransport_Call_Conformance runs the same table against every
+// TestTransport_Call_Conformance runs rpcshimtest's suite against every
 // transport, so they cannot drift apart.
 func TestTransport_Call_Conformance(t *testing.T) {
 	for _, tr := range transports {
 		t.Run(tr.name, func(t *testing.T) {
-			for _, tc := range transportCases {
-				t.Run(tc.name, func(t *testing.T) {
-					tc.run(t, tr.new(t))
-				})
-			}
+			rpcshimtest.Run(t, func(t *testing.T) *rpcshimtest.Harness { return tr.new(t) })
 		})
 	}
 }
@@ -420,14 +174,14 @@ func BenchmarkTransportCall(b *testing.B) {
 			h := tr.new(b)
 			m := rpcshim.NewMux()
 			rpcshim.Handle(m, "Echo", echo)
-			h.serve(b, "n1", m)
+			h.Serve(b, "n1", m)
 			req := &echoReq{Name: "bench", Tags: []string{"a", "b"}}
 			ctx := context.Background()
 			var resp echoResp
-			must(b, h.tr.Call(ctx, "n1", "Echo", req, &resp)) // connect outside the timing
+			must(b, h.Transport.Call(ctx, "n1", "Echo", req, &resp)) // connect outside the timing
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := h.tr.Call(ctx, "n1", "Echo", req, &resp); err != nil {
+				if err := h.Transport.Call(ctx, "n1", "Echo", req, &resp); err != nil {
 					b.Fatal(err)
 				}
 			}

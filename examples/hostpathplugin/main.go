@@ -1,6 +1,3 @@
-// Command hostpathplugin runs the hostpath CSI plugin: volumes are
-// directories under a data dir, published with bind mounts (as root) or
-// symbolic links (as any user). See README.md for the flags and modes.
 package main
 
 import (

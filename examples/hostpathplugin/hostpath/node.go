@@ -359,21 +359,8 @@ func (n *nodeService) NodePublishVolume(ctx context.Context, req *csipb.NodePubl
 		}
 		return &csipb.NodePublishVolumeResponse{}, nil
 	}
-	// The spec's table for a second target of one volume on one node
-	// asks FAILED_PRECONDITION for every non-MULTI_NODE mode. The plugin
-	// enforces it only for SINGLE_NODE_SINGLE_WRITER: for the other
-	// single-node modes a CO may rightly give each reader on the node its
-	// own target, and a directory serves them all.
-	for _, t := range n.sortedTargets() {
-		p := n.st.Published[t]
-		if p.VolumeID != id {
-			continue
-		}
-		if capab.mode() == csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER ||
-			p.Capability.mode() == csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER {
-			return nil, status.Errorf(codes.FailedPrecondition,
-				"volume %s is already published at %s and SINGLE_NODE_SINGLE_WRITER allows one target; unpublish it there first", id, t)
-		}
+	if err := n.checkSecondTarget(id, capab); err != nil {
+		return nil, err
 	}
 	if err := attach(n.method, source, target, ro); err != nil {
 		return nil, err
@@ -388,6 +375,28 @@ func (n *nodeService) NodePublishVolume(ctx context.Context, req *csipb.NodePubl
 	}
 	n.log.Info("volume published", "volume_id", id, "target", target, "readonly", ro, "method", n.method)
 	return &csipb.NodePublishVolumeResponse{}, nil
+}
+
+// checkSecondTarget refuses a new target of volume id when it or a
+// target the volume already has is SINGLE_NODE_SINGLE_WRITER. The spec's
+// table for a second target of one volume on one node asks
+// FAILED_PRECONDITION for every non-MULTI_NODE mode; the plugin enforces
+// it only for SINGLE_NODE_SINGLE_WRITER: for the other single-node modes
+// a CO may rightly give each reader on the node its own target, and a
+// directory serves them all. The caller holds n.mu.
+func (n *nodeService) checkSecondTarget(id string, capab capRecord) error {
+	for _, t := range n.sortedTargets() {
+		p := n.st.Published[t]
+		if p.VolumeID != id {
+			continue
+		}
+		if capab.mode() == csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER ||
+			p.Capability.mode() == csipb.VolumeCapability_AccessMode_SINGLE_NODE_SINGLE_WRITER {
+			return status.Errorf(codes.FailedPrecondition,
+				"volume %s is already published at %s and SINGLE_NODE_SINGLE_WRITER allows one target; unpublish it there first", id, t)
+		}
+	}
+	return nil
 }
 
 func (n *nodeService) NodeUnpublishVolume(ctx context.Context, req *csipb.NodeUnpublishVolumeRequest) (*csipb.NodeUnpublishVolumeResponse, error) {

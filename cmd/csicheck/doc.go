@@ -1,0 +1,56 @@
+// Command csicheck drives a CSI plugin through the orchestrator's
+// lifecycle with the csikit stack and prints a pass/fail table: the
+// checks of package plugintest (results, idempotency, the refusals the
+// spec mandates, the order of calls, cleanup), from the command line.
+//
+// # Usage
+//
+//  1. Start the plugin on a unix socket on this host: one socket for a
+//     monolith or node-only plugin, two for a split one.
+//  2. Run csicheck (see the examples below) where the plugin's mounts are visible, with
+//     the rights the plugin's node service needs (often root): it stages
+//     and publishes under a temporary mount root (or --mount-root) and
+//     reads and writes the published volume.
+//  3. For a plugin that cannot create volumes, pre-provision one and
+//     give it with --volume-id (and --volume-context); for one that
+//     needs secrets, write them to a JSON file and pass --secrets-file.
+//  4. Read the table (or --json): one row per step, pass, FAIL with the
+//     rule the plugin broke, or skip with the reason. The exit status
+//     says whether every check passed.
+//
+// For example:
+//
+//	csicheck --endpoint unix:///run/csi/csi.sock
+//	csicheck --endpoint /run/csi/csi.sock --volume-id disk-42     # node-only plugin
+//	csicheck --controller-endpoint /run/ctrl.sock --node-endpoint /run/node.sock
+//
+// Flags:
+//
+//	--endpoint                the plugin's socket (monolith or node-only)
+//	--controller-endpoint     a split plugin's controller socket
+//	--node-endpoint           a split plugin's node socket
+//	--volume-id               a pre-provisioned volume (required when the plugin cannot create volumes)
+//	--volume-context k=v      its volume context (repeatable)
+//	--access-mode             default single-node-writer
+//	--attachment-mode         file-system (default) or block-device
+//	--fs-type, --mount-flag   mount options (--mount-flag repeatable)
+//	--parameter k=v           CreateVolume parameters (repeatable)
+//	--capacity                CreateVolume's required bytes
+//	--secrets-file            a JSON object of secrets, passed to every call that takes them
+//	--mount-root, --state-dir where to stage and publish, and the mounter's state
+//	--timeout                 bound on each step (default 1m)
+//	--data-check              shared (default), writer-only or off
+//	--skip-idempotency        do not repeat the mutating calls
+//	--skip-negative           do not send requests the plugin must refuse
+//	--strict-unstage          require NodeUnstageVolume to be refused while published
+//	--json                    print the results as JSON instead of a table
+//	--verbose                 print each step to stderr as it starts
+//	--log-level               csikit's logs on stderr: off (default), error, warn, info, debug, trace
+//
+// Secrets are read from a file, never from the command line, and never
+// printed. Interrupting csicheck (SIGINT, SIGTERM) ends the current step;
+// the cleanups still run.
+//
+// Exit status: 0 when every check passed, 1 when one failed, 2 when
+// csicheck could not run (bad flags, an unusable mount root).
+package main

@@ -1,0 +1,204 @@
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/plugintest"
+)
+
+// options are the flags that shape csicheck's output, not the checks.
+type options struct {
+	json, verbose bool
+}
+
+// flags are csicheck's flags as parsed: the settings that go straight
+// into the Config, and the text of those that must be read first.
+type flags struct {
+	cfg  plugintest.Config
+	opts options
+
+	access, attach, fsType, data, logLevel, secrets string
+	mountFlags                                      []string
+	params, volCtx                                  pairs
+}
+
+// parse turns the command line into a plugintest.Config: it defines the
+// flags, parses them, and reads each setting that is not a plain value,
+// stopping at the first that does not read.
+func parse(args []string, stderr io.Writer) (plugintest.Config, options, error) {
+	f := &flags{
+		access:   csi.AccessModeSingleNodeWriter.String(),
+		attach:   csi.AttachmentModeFileSystem.String(),
+		data:     plugintest.DataShared.String(),
+		logLevel: "off",
+		params:   pairs{},
+		volCtx:   pairs{},
+	}
+	fs := f.define(stderr)
+	if err := fs.Parse(args); err != nil {
+		return f.cfg, f.opts, err
+	}
+	if fs.NArg() > 0 {
+		return f.cfg, f.opts, fmt.Errorf("unexpected arguments %q; every setting is a flag (see --help)", fs.Args())
+	}
+	f.setOptional()
+	readLogLevel := func() error { return f.readLogLevel(stderr) }
+	for _, read := range []func() error{f.readModes, f.readDirs, f.readDataCheck, f.readSecrets, readLogLevel} {
+		if err := read(); err != nil {
+			return f.cfg, f.opts, err
+		}
+	}
+	return f.cfg, f.opts, nil
+}
+
+// define makes the flag set, every flag bound to a field of f.
+func (f *flags) define(stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("csicheck", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: csicheck --endpoint unix:///path/csi.sock [--volume-id ID] [--json] [flags]")
+		fs.PrintDefaults()
+	}
+	cfg := &f.cfg
+	fs.StringVar(&cfg.Endpoint, "endpoint", "", "the plugin's unix socket (/path or unix:///path)")
+	fs.StringVar(&cfg.ControllerEndpoint, "controller-endpoint", "", "a split plugin's controller socket")
+	fs.StringVar(&cfg.NodeEndpoint, "node-endpoint", "", "a split plugin's node socket")
+	fs.StringVar(&cfg.VolumeID, "volume-id", "", "the plugin's ID of a pre-provisioned volume to use instead of creating one")
+	fs.Var(f.volCtx, "volume-context", "key=value of the pre-provisioned volume's context (repeatable)")
+	fs.StringVar(&f.access, "access-mode", f.access, "access mode of the volume and its claims")
+	fs.StringVar(&f.attach, "attachment-mode", f.attach, "file-system or block-device")
+	fs.StringVar(&f.fsType, "fs-type", "", "file system type for a file-system attachment")
+	fs.Func("mount-flag", "mount flag for a file-system attachment (repeatable)", func(s string) error {
+		f.mountFlags = append(f.mountFlags, s)
+		return nil
+	})
+	fs.Var(f.params, "parameter", "key=value passed to CreateVolume (repeatable)")
+	fs.Int64Var(&cfg.CapacityBytes, "capacity", 0, "CreateVolume's required capacity in bytes (0: none)")
+	fs.StringVar(&f.secrets, "secrets-file", "", "JSON object of secrets passed to every call that takes them")
+	fs.StringVar(&cfg.MountRoot, "mount-root", "", "directory to stage and publish under (default: a temporary directory)")
+	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory for the mounter's state (default: a temporary directory)")
+	fs.DurationVar(&cfg.Timeout, "timeout", plugintest.DefaultTimeout, "bound on each step")
+	fs.StringVar(&f.data, "data-check", f.data, "shared, writer-only or off")
+	fs.BoolVar(&cfg.SkipIdempotency, "skip-idempotency", false, "do not repeat the mutating calls")
+	fs.BoolVar(&cfg.SkipNegative, "skip-negative", false, "do not send the requests the plugin must refuse")
+	fs.BoolVar(&cfg.StrictUnstage, "strict-unstage", false, "require NodeUnstageVolume to be refused while the volume is published")
+	fs.BoolVar(&f.opts.json, "json", false, "print the results as JSON")
+	fs.BoolVar(&f.opts.verbose, "verbose", false, "print each step to stderr as it starts")
+	fs.StringVar(&f.logLevel, "log-level", f.logLevel, "csikit's logs on stderr: off, error, warn, info, debug or trace")
+	return fs
+}
+
+// readModes reads --access-mode and --attachment-mode.
+func (f *flags) readModes() error {
+	var err error
+	if f.cfg.Capability.AccessMode, err = csi.ParseAccessMode(f.access); err != nil {
+		return fmt.Errorf("--access-mode: %w", err)
+	}
+	if f.cfg.Capability.AttachmentMode, err = csi.ParseAttachmentMode(f.attach); err != nil {
+		return fmt.Errorf("--attachment-mode: %w", err)
+	}
+	return nil
+}
+
+// setOptional sets the mount options, parameters and volume context,
+// leaving each nil when no flag gave it.
+func (f *flags) setOptional() {
+	if f.fsType != "" || len(f.mountFlags) > 0 {
+		f.cfg.MountOptions = &csi.MountOptions{FSType: f.fsType, MountFlags: f.mountFlags}
+	}
+	if len(f.params) > 0 {
+		f.cfg.Parameters = f.params
+	}
+	if len(f.volCtx) > 0 {
+		f.cfg.VolumeContext = f.volCtx
+	}
+}
+
+// readDirs makes --mount-root and --state-dir absolute.
+func (f *flags) readDirs() error {
+	for _, d := range []struct {
+		flag string
+		path *string
+	}{{"--mount-root", &f.cfg.MountRoot}, {"--state-dir", &f.cfg.StateDir}} {
+		if *d.path == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*d.path)
+		if err != nil {
+			return fmt.Errorf("%s %q: %w; give an absolute path", d.flag, *d.path, err)
+		}
+		*d.path = abs
+	}
+	return nil
+}
+
+// readDataCheck reads --data-check.
+func (f *flags) readDataCheck() error {
+	var err error
+	if f.cfg.DataCheck, err = plugintest.ParseDataCheck(f.data); err != nil {
+		return fmt.Errorf("--data-check: %w", err)
+	}
+	return nil
+}
+
+// readSecrets reads the --secrets-file, if one was given.
+func (f *flags) readSecrets() error {
+	if f.secrets == "" {
+		return nil
+	}
+	var err error
+	f.cfg.Secrets, err = readSecretsFile(f.secrets)
+	return err
+}
+
+// readLogLevel gives the Config a logger on stderr unless --log-level
+// is off.
+func (f *flags) readLogLevel(stderr io.Writer) error {
+	if f.logLevel == "off" {
+		return nil
+	}
+	lvl := hclog.LevelFromString(f.logLevel)
+	if lvl == hclog.NoLevel {
+		return fmt.Errorf("--log-level %q: use off, error, warn, info, debug or trace", f.logLevel)
+	}
+	f.cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "csicheck", Level: lvl, Output: stderr})
+	return nil
+}
+
+// readSecretsFile reads a JSON object of strings. Its errors name the file,
+// never its content.
+func readSecretsFile(path string) (csi.Secrets, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--secrets-file: %w", err)
+	}
+	var s map[string]string
+	if err := json.Unmarshal(b, &s); err != nil {
+		// The decoder's message may quote the content: leave it out.
+		return nil, fmt.Errorf("%w: --secrets-file %s is not a JSON object of strings; fix the file (its content is not shown)", csi.ErrInvalidRequest, path)
+	}
+	return csi.Secrets(s), nil
+}
+
+// pairs is a repeatable key=value flag.
+type pairs map[string]string
+
+func (p pairs) String() string { return fmt.Sprint(map[string]string(p)) }
+
+func (p pairs) Set(s string) error {
+	k, v, ok := strings.Cut(s, "=")
+	if !ok || k == "" {
+		return fmt.Errorf("%q is not key=value", s)
+	}
+	p[k] = v
+	return nil
+}
