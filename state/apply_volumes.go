@@ -1,0 +1,327 @@
+package state
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/csikit/csikit/csi"
+)
+
+// putVolume writes v, a volume the writer owns (new, or from
+// editable), when the write flushes its volumes.
+func (w *writer) putVolume(v *csi.Volume) error {
+	normalizeVolume(v)
+	v.ModifyIndex = w.index
+	if !w.past {
+		if len(v.PastClaims) > 0 {
+			w.past = true
+		} else if old, err := getOne[*csi.Volume](w.txn, tVolumes, v.Namespace, v.ID); err != nil {
+			return err
+		} else if old != nil && len(old.PastClaims) > 0 {
+			w.past = true
+		}
+	}
+	k := VolumeKey{v.Namespace, v.ID}
+	if w.vols == nil {
+		w.vols = map[VolumeKey]*csi.Volume{}
+	}
+	if _, ok := w.vols[k]; !ok {
+		w.volOrder = append(w.volOrder, k)
+	}
+	w.vols[k] = v
+	// The table changes even if a later command of the batch removes
+	// the volume again.
+	w.touched[tableSlot(TableVolumes)] = true
+	return nil
+}
+
+// flushVolumes inserts the volumes written and not inserted yet.
+func (w *writer) flushVolumes() error {
+	for _, k := range w.volOrder {
+		if v := w.vols[k]; v != nil {
+			if err := w.insert(tVolumes, v); err != nil {
+				return err
+			}
+		}
+	}
+	clear(w.vols)
+	w.volOrder = w.volOrder[:0]
+	return nil
+}
+
+// volume returns a volume as this write leaves it so far, or nil.
+func (w *writer) volume(ns, id string) (*csi.Volume, error) {
+	if v, ok := w.vols[VolumeKey{ns, id}]; ok {
+		return v, nil
+	}
+	return getOne[*csi.Volume](w.txn, tVolumes, ns, id)
+}
+
+// mustVolume is volume, with ErrVolumeNotFound for a missing one.
+func (w *writer) mustVolume(ns, id string) (*csi.Volume, error) {
+	v, err := w.volume(ns, id)
+	if err != nil {
+		return nil, err
+	}
+	if v == nil {
+		return nil, volumeNotFound(ns, id)
+	}
+	return v, nil
+}
+
+// deleteVolume removes the volume v names.
+func (w *writer) deleteVolume(v *csi.Volume) error {
+	k := VolumeKey{v.Namespace, v.ID}
+	if p, ok := w.vols[k]; ok {
+		if len(p.PastClaims) > 0 {
+			w.past = true
+		}
+		// Not inserted, and now never will be; memdb removes the
+		// stored row by the keys of the stored version.
+		delete(w.vols, k)
+		w.touched[tableSlot(TableVolumes)] = true
+	}
+	stored, err := getOne[*csi.Volume](w.txn, tVolumes, v.Namespace, v.ID)
+	if err != nil || stored == nil {
+		return err
+	}
+	if len(stored.PastClaims) > 0 {
+		w.past = true
+	}
+	return w.delete(tVolumes, stored)
+}
+
+func validateVolumeRef(ns, id string) error {
+	if err := csi.ValidateNamespace(ns); err != nil {
+		return err
+	}
+	return csi.ValidateVolumeID(id)
+}
+
+func validateVolume(v *csi.Volume) error {
+	if err := validateVolumeRef(v.Namespace, v.ID); err != nil {
+		return err
+	}
+	if err := csi.ValidatePluginID(v.PluginID); err != nil {
+		return fmt.Errorf("volume %s: %w", volName(v.Namespace, v.ID), err)
+	}
+	switch {
+	case v.Creating && v.ExternalID != "":
+		return fmt.Errorf("%w: volume %s is being created and names external ID %q; a creation intent has no external ID until the plugin answers",
+			csi.ErrInvalidRequest, volName(v.Namespace, v.ID), v.ExternalID)
+	case !v.Creating:
+		if err := csi.ValidateExternalID("external volume ID", v.ExternalID); err != nil {
+			return fmt.Errorf("volume %s: %w", volName(v.Namespace, v.ID), err)
+		}
+	}
+	if len(v.Capabilities) == 0 {
+		return fmt.Errorf("%w: volume %s has no capability; give at least one (access mode, attachment mode) pair",
+			csi.ErrInvalidRequest, volName(v.Namespace, v.ID))
+	}
+	for _, c := range v.Capabilities {
+		if err := c.Validate(); err != nil {
+			return fmt.Errorf("volume %s: %w", volName(v.Namespace, v.ID), err)
+		}
+	}
+	for _, f := range []struct {
+		name  string
+		bytes int64
+	}{{"Capacity", v.Capacity}, {"RequestedCapacityMin", v.RequestedCapacityMin}, {"RequestedCapacityMax", v.RequestedCapacityMax}} {
+		if f.bytes < 0 {
+			return fmt.Errorf("%w: volume %s has %s %d; give a size in bytes, or 0 for none",
+				csi.ErrInvalidRequest, volName(v.Namespace, v.ID), f.name, f.bytes)
+		}
+	}
+	if v.RequestedCapacityMax > 0 && v.RequestedCapacityMin > v.RequestedCapacityMax {
+		return fmt.Errorf("%w: volume %s has RequestedCapacityMin %d above RequestedCapacityMax %d; the minimum may not exceed the maximum",
+			csi.ErrInvalidRequest, volName(v.Namespace, v.ID), v.RequestedCapacityMin, v.RequestedCapacityMax)
+	}
+	return nil
+}
+
+// normalizeVolume makes empty collections nil, so a volume reads the same
+// before and after a JSON round trip (snapshots, replicated logs).
+func normalizeVolume(v *csi.Volume) {
+	v.Parameters = nilIfEmpty(v.Parameters)
+	v.Context = nilIfEmpty(v.Context)
+	if len(v.Secrets) == 0 {
+		v.Secrets = nil
+	}
+	if len(v.Topologies) == 0 {
+		v.Topologies = nil
+	}
+	// The pointed-to structs may be shared with the stored volume this
+	// one replaces: write to them only when they are not normalized yet,
+	// which is never the case for a stored one.
+	if r := v.RequestedTopologies; r != nil {
+		if r.Required != nil && len(r.Required) == 0 {
+			r.Required = nil
+		}
+		if r.Preferred != nil && len(r.Preferred) == 0 {
+			r.Preferred = nil
+		}
+	}
+	normalizeMountOptions(v.MountOptions)
+	v.ReadClaims = nilIfEmpty(v.ReadClaims)
+	v.WriteClaims = nilIfEmpty(v.WriteClaims)
+	v.PastClaims = nilIfEmpty(v.PastClaims)
+	v.Attachments = nilIfEmpty(v.Attachments)
+}
+
+func normalizeMountOptions(o *csi.MountOptions) {
+	if o != nil && o.MountFlags != nil && len(o.MountFlags) == 0 {
+		o.MountFlags = nil
+	}
+}
+
+// editable returns a shallow copy of v whose claim and attachment maps
+// may be changed. Claims and attachments themselves stay shared:
+// replace, never modify. Every edit
+// copies, a volume the write has not inserted yet too: its maps may be
+// those of the stored version it replaces (an update keeps its claims),
+// and a stored volume is never changed in place, since reads of older
+// states may still hold it.
+func editable(v *csi.Volume) *csi.Volume {
+	c := *v
+	c.ReadClaims = maps.Clone(v.ReadClaims)
+	c.WriteClaims = maps.Clone(v.WriteClaims)
+	c.PastClaims = maps.Clone(v.PastClaims)
+	c.Attachments = maps.Clone(v.Attachments)
+	return &c
+}
+
+func (c RegisterVolume) apply(w *writer) error {
+	v := c.Volume.Copy()
+	if err := validateVolume(v); err != nil {
+		return err
+	}
+	name := volName(v.Namespace, v.ID)
+	v.ReadClaims, v.WriteClaims, v.PastClaims, v.Attachments = nil, nil, nil, nil
+	v.ControllerRequired, v.Schedulable = false, false
+	v.ControllersHealthy, v.ControllersExpected, v.NodesHealthy, v.NodesExpected = 0, 0, 0, 0
+
+	old, err := w.volume(v.Namespace, v.ID)
+	if err != nil {
+		return err
+	}
+	if old == nil {
+		p, err := getPlugin(w.txn, v.PluginID)
+		if err != nil {
+			return err
+		}
+		if p == nil {
+			return fmt.Errorf("register volume %s: %w", name, pluginNotFound(v.PluginID))
+		}
+		switch {
+		case v.Provider == "":
+			v.Provider = p.Provider
+		case p.Provider != "" && v.Provider != p.Provider:
+			return fmt.Errorf("%w: volume %s names provider %q but plugin %s is provider %q; fix the provider or leave it empty",
+				csi.ErrInvalidRequest, name, v.Provider, v.PluginID, p.Provider)
+		}
+		if !v.Creating {
+			if err := w.checkExternalFree(v); err != nil {
+				return err
+			}
+		}
+		v.CreateIndex = w.index
+		return w.putVolume(v)
+	}
+
+	completes := old.Creating && !v.Creating
+	if v.Creating && !old.Creating {
+		return fmt.Errorf("%w: volume %s exists and is not being created; delete it first to create it again",
+			csi.ErrVolumeExists, name)
+	}
+	switch {
+	case v.ExternalID != old.ExternalID && !completes:
+		return fmt.Errorf("%w: volume %s exists with external ID %q, not %q; deregister it first to register another external volume",
+			csi.ErrVolumeExists, name, old.ExternalID, v.ExternalID)
+	case v.PluginID != old.PluginID:
+		return fmt.Errorf("%w: volume %s exists with plugin %s, not %s; deregister it first to move it to another plugin",
+			csi.ErrVolumeExists, name, old.PluginID, v.PluginID)
+	case v.Provider == "":
+		v.Provider = old.Provider
+	case old.Provider != "" && v.Provider != old.Provider:
+		return fmt.Errorf("%w: volume %s exists with provider %q, not %q; deregister it first to change provider",
+			csi.ErrVolumeExists, name, old.Provider, v.Provider)
+	}
+	if completes {
+		// The creation's outcome: its external ID is new to the store.
+		if err := w.checkExternalFree(v); err != nil {
+			return err
+		}
+	}
+	for _, m := range []map[string]*csi.Claim{old.ReadClaims, old.WriteClaims} {
+		for _, id := range slices.Sorted(maps.Keys(m)) {
+			if cl := m[id]; !v.Allows(cl.Capability()) {
+				return fmt.Errorf("%w: volume %s: allocation %s claims it as %s; keep that capability until the claim is released",
+					csi.ErrVolumeInUse, name, id, cl.Capability())
+			}
+		}
+	}
+	v.ReadClaims, v.WriteClaims, v.PastClaims, v.Attachments = old.ReadClaims, old.WriteClaims, old.PastClaims, old.Attachments
+	v.CreateIndex, v.ModifyIndex = old.CreateIndex, old.ModifyIndex
+	normalizeVolume(v)
+	if reflect.DeepEqual(v, old) {
+		return nil
+	}
+	return w.putVolume(v)
+}
+
+func (c DeregisterVolume) apply(w *writer) error {
+	if err := validateVolumeRef(c.Namespace, c.VolumeID); err != nil {
+		return err
+	}
+	v, err := w.mustVolume(c.Namespace, c.VolumeID)
+	if err != nil {
+		return err
+	}
+	if v.InUse() && !c.Force {
+		var ids []string
+		for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims, v.PastClaims} {
+			ids = append(ids, slices.Collect(maps.Keys(m))...)
+		}
+		slices.Sort(ids)
+		if len(ids) == 0 {
+			return fmt.Errorf("%w: volume %s is still attached to nodes %s; wait for the release worker to detach it, or force the deregistration if the attachments are gone",
+				csi.ErrVolumeInUse, volName(c.Namespace, c.VolumeID), strings.Join(slices.Sorted(maps.Keys(v.Attachments)), ", "))
+		}
+		return fmt.Errorf("%w: volume %s is still claimed by allocations %s; wait for the claims to be released, or force the deregistration if the attachments are gone",
+			csi.ErrVolumeInUse, volName(c.Namespace, c.VolumeID), strings.Join(ids, ", "))
+	}
+	return w.deleteVolume(v)
+}
+
+// checkExternalFree refuses a volume v, new or completing its creation,
+// whose backing volume is registered as another volume
+// (*ExternalIDTakenError). Any other update needs no check: it cannot
+// change PluginID or ExternalID.
+func (w *writer) checkExternalFree(v *csi.Volume) error {
+	// The lookup reads tRefs: the volumes this write registered so far
+	// (earlier in a batch) go in first.
+	if err := w.flushVolumes(); err != nil {
+		return err
+	}
+	it, err := byRef(w.txn, tVolumes, refExternal, v.PluginID, v.ExternalID)
+	if err != nil {
+		return dbErr("look up external volume", err)
+	}
+	for raw := it.Next(); raw != nil; raw = it.Next() {
+		h := raw.(*csi.Volume)
+		// A longer external ID holding a NUL can share the key's
+		// leading parts (see refExternal).
+		if h.ExternalID != v.ExternalID || (h.Namespace == v.Namespace && h.ID == v.ID) {
+			continue
+		}
+		return &ExternalIDTakenError{Volume: VolumeKey{v.Namespace, v.ID}, PluginID: v.PluginID, ExternalID: v.ExternalID,
+			Holder: VolumeKey{h.Namespace, h.ID}}
+	}
+	if err := it.Err(); err != nil {
+		return dbErr("look up external volume", err)
+	}
+	return nil
+}
