@@ -29,9 +29,6 @@ func (s *MemStore) Apply(index uint64, cmd Command) (Result, error) {
 	if err := cmd.apply(w); err != nil {
 		return Result{}, err
 	}
-	if err := w.flushVolumes(); err != nil {
-		return Result{}, err
-	}
 	if err := w.finishPlugins(); err != nil {
 		return Result{}, err
 	}
@@ -67,14 +64,6 @@ type writer struct {
 	// past: the command wrote or removed a volume that holds past
 	// claims before or after it (PastClaimsIndex moves).
 	past bool
-	// vols holds the volumes written by this write and not inserted
-	// yet, in the order first written (volOrder): a volume that several
-	// commands of a batch change (two claims' checkpoints, a claim and
-	// its publish context) is inserted once, at flushVolumes. Reads of
-	// a volume by ID in the writer see these (volume); a lookup through
-	// tRefs flushes them first.
-	vols     map[VolumeKey]*csi.Volume
-	volOrder []VolumeKey
 }
 
 func (w *writer) insert(table string, obj any) error {

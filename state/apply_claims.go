@@ -156,9 +156,6 @@ func (c ClaimVolume) apply(w *writer) error {
 	}
 	att := v.Attachments[claim.NodeID]
 	if att == nil && ni != nil && ni.MaxVolumes > 0 {
-		if err := w.flushVolumes(); err != nil {
-			return err
-		}
 		if err := checkMaxVolumes(w.txn, v, claim.NodeID, ni.MaxVolumes); err != nil {
 			return err
 		}
@@ -297,11 +294,6 @@ func (w *writer) releaseClaims(allocIDs []string, at time.Time) error {
 	type release struct {
 		v      *csi.Volume // as stored, then the edited copy
 		edited bool
-	}
-	// The lookups read tRefs: the volumes this write changed go in
-	// first.
-	if err := w.flushVolumes(); err != nil {
-		return err
 	}
 	var order []VolumeKey
 	vols := map[VolumeKey]*release{}

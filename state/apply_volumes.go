@@ -10,53 +10,38 @@ import (
 	"github.com/csikit/csikit/csi"
 )
 
-// putVolume writes v, a volume the writer owns (new, or from
-// editable), when the write flushes its volumes.
+// putVolume writes v, a volume the writer owns (new, or a copy from
+// editable), into the transaction; later reads in the same write,
+// lookups through tRefs included, see it.
 func (w *writer) putVolume(v *csi.Volume) error {
 	normalizeVolume(v)
 	v.ModifyIndex = w.index
-	if !w.past {
-		if len(v.PastClaims) > 0 {
-			w.past = true
-		} else if old, err := getOne[*csi.Volume](w.txn, tVolumes, v.Namespace, v.ID); err != nil {
-			return err
-		} else if old != nil && len(old.PastClaims) > 0 {
-			w.past = true
-		}
+	if err := w.notePast(v.Namespace, v.ID, len(v.PastClaims) > 0); err != nil {
+		return err
 	}
-	k := VolumeKey{v.Namespace, v.ID}
-	if w.vols == nil {
-		w.vols = map[VolumeKey]*csi.Volume{}
+	return w.insert(tVolumes, v)
+}
+
+// notePast sets w.past when the volume ns/id holds past claims as this
+// write left it so far, or will (has), so that PastClaimsIndex moves
+// with every write to such a volume. It reads the volume before the
+// caller writes it.
+func (w *writer) notePast(ns, id string, has bool) error {
+	if w.past || has {
+		w.past = true
+		return nil
 	}
-	if _, ok := w.vols[k]; !ok {
-		w.volOrder = append(w.volOrder, k)
+	old, err := w.volume(ns, id)
+	if err != nil {
+		return err
 	}
-	w.vols[k] = v
-	// The table changes even if a later command of the batch removes
-	// the volume again.
-	w.touched[tableSlot(TableVolumes)] = true
+	w.past = old != nil && len(old.PastClaims) > 0
 	return nil
 }
 
-// flushVolumes inserts the volumes written and not inserted yet.
-func (w *writer) flushVolumes() error {
-	for _, k := range w.volOrder {
-		if v := w.vols[k]; v != nil {
-			if err := w.insert(tVolumes, v); err != nil {
-				return err
-			}
-		}
-	}
-	clear(w.vols)
-	w.volOrder = w.volOrder[:0]
-	return nil
-}
-
-// volume returns a volume as this write leaves it so far, or nil.
+// volume returns a volume as this write leaves it so far (the stored
+// row: replace, never modify), or nil.
 func (w *writer) volume(ns, id string) (*csi.Volume, error) {
-	if v, ok := w.vols[VolumeKey{ns, id}]; ok {
-		return v, nil
-	}
 	return getOne[*csi.Volume](w.txn, tVolumes, ns, id)
 }
 
@@ -72,26 +57,12 @@ func (w *writer) mustVolume(ns, id string) (*csi.Volume, error) {
 	return v, nil
 }
 
-// deleteVolume removes the volume v names.
+// deleteVolume removes v, the volume as this write left it so far.
 func (w *writer) deleteVolume(v *csi.Volume) error {
-	k := VolumeKey{v.Namespace, v.ID}
-	if p, ok := w.vols[k]; ok {
-		if len(p.PastClaims) > 0 {
-			w.past = true
-		}
-		// Not inserted, and now never will be; memdb removes the
-		// stored row by the keys of the stored version.
-		delete(w.vols, k)
-		w.touched[tableSlot(TableVolumes)] = true
-	}
-	stored, err := getOne[*csi.Volume](w.txn, tVolumes, v.Namespace, v.ID)
-	if err != nil || stored == nil {
-		return err
-	}
-	if len(stored.PastClaims) > 0 {
+	if len(v.PastClaims) > 0 {
 		w.past = true
 	}
-	return w.delete(tVolumes, stored)
+	return w.delete(tVolumes, v)
 }
 
 func validateVolumeRef(ns, id string) error {
@@ -301,11 +272,6 @@ func (c DeregisterVolume) apply(w *writer) error {
 // (*ExternalIDTakenError). Any other update needs no check: it cannot
 // change PluginID or ExternalID.
 func (w *writer) checkExternalFree(v *csi.Volume) error {
-	// The lookup reads tRefs: the volumes this write registered so far
-	// (earlier in a batch) go in first.
-	if err := w.flushVolumes(); err != nil {
-		return err
-	}
 	it, err := byRef(w.txn, tVolumes, refExternal, v.PluginID, v.ExternalID)
 	if err != nil {
 		return dbErr("look up external volume", err)

@@ -44,8 +44,9 @@
 // MemStore keeps the table indexes beside the database, not in a memdb
 // table, and writes to a memdb that notifies no memdb watch (nothing in
 // the store waits on one): a write costs the rows it changes and little
-// more. A volume changed by several commands of one batch is written
-// once. Volumes and allocations have one memdb index each, by ID; the
+// more. Every command writes straight into the batch's one memdb
+// transaction, which reads its own writes, so each command of a batch
+// sees what the earlier ones wrote. Volumes and allocations have one memdb index each, by ID; the
 // other lookups (by plugin, node, allocation, past claims) are rows of
 // tables of their own, written only when a key appears or goes, so a
 // write that moves no key (a checkpoint, an attachment's state) writes the
