@@ -1,13 +1,33 @@
+// apply_allocations.go owns the allocation rows: UpsertAllocations,
+// which also stops allocations, and DeleteAllocations, which forgets
+// stopped ones.
+//
+// Rules a reader must know:
+//
+//   - Terminal is forever, and an allocation never changes namespace or
+//     node: a new run is a new allocation ID.
+//   - "Every claim of a terminal allocation is a past claim" always
+//     holds: the write that makes an allocation terminal releases its
+//     claims (releaseClaims) and drops the plugin instances it ran, in
+//     the same transaction.
+//   - A running allocation that lists plugins counts as their expected
+//     instances: its writes record the difference in w.plugin for
+//     finishPlugins (apply_plugins.go).
+//   - Its lookups by node and by plugin are rows of tRefs (refs.go),
+//     which put keeps in step: write allocations with w.insert.
+
 package state
 
 import (
 	"fmt"
 	"reflect"
 	"slices"
+	"time"
 
 	"github.com/csikit/csikit/csi"
 )
 
+// validateAllocation refuses a malformed allocation.
 func validateAllocation(a *csi.Allocation) error {
 	if err := csi.ValidateAllocationID(a.ID); err != nil {
 		return err
@@ -35,7 +55,30 @@ func validateAllocation(a *csi.Allocation) error {
 	return nil
 }
 
+// UpsertAllocations writes each allocation, then stops those that
+// became terminal with this write (stopAllocations). An allocation
+// that was terminal already, or is upserted unchanged, is left alone.
 func (c UpsertAllocations) apply(w *writer) error {
+	if err := c.validate(); err != nil {
+		return err
+	}
+	var stopped []*csi.Allocation
+	for i := range c.Allocations {
+		a := c.Allocations[i].Copy()
+		changed, err := w.upsertAllocation(a)
+		if err != nil {
+			return err
+		}
+		if changed && a.Terminal {
+			stopped = append(stopped, a)
+		}
+	}
+	return w.stopAllocations(stopped, c.ReleasedAt)
+}
+
+// validate refuses a malformed allocation, one named twice, and
+// terminal allocations without the time they stopped.
+func (c UpsertAllocations) validate() error {
 	ids := map[string]bool{}
 	terminal := false
 	for i := range c.Allocations {
@@ -53,25 +96,21 @@ func (c UpsertAllocations) apply(w *writer) error {
 		return fmt.Errorf("%w: upsert of terminal allocations without ReleasedAt; set it to when they stopped",
 			csi.ErrInvalidRequest)
 	}
-	var stopped []*csi.Allocation
-	for i := range c.Allocations {
-		a := c.Allocations[i].Copy()
-		changed, err := w.upsertAllocation(a)
-		if err != nil {
-			return err
-		}
-		if changed && a.Terminal {
-			stopped = append(stopped, a)
-		}
-	}
+	return nil
+}
+
+// stopAllocations releases the claims of allocations that just became
+// terminal, all in one pass so that a volume several of them claim is
+// written once, and drops the plugin instances they ran.
+func (w *writer) stopAllocations(stopped []*csi.Allocation, at time.Time) error {
 	if len(stopped) == 0 {
 		return nil
 	}
-	stoppedIDs := make([]string, len(stopped))
+	ids := make([]string, len(stopped))
 	for i, a := range stopped {
-		stoppedIDs[i] = a.ID
+		ids[i] = a.ID
 	}
-	if err := w.releaseClaims(stoppedIDs, c.ReleasedAt); err != nil {
+	if err := w.releaseClaims(ids, at); err != nil {
 		return err
 	}
 	for _, a := range stopped {
@@ -154,6 +193,8 @@ func (w *writer) dropInstances(a *csi.Allocation) error {
 	return nil
 }
 
+// DeleteAllocations removes terminal allocations; unknown ones are
+// skipped, running ones refused. Their past claims stay until freed.
 func (c DeleteAllocations) apply(w *writer) error {
 	for _, id := range c.AllocationIDs {
 		if err := csi.ValidateAllocationID(id); err != nil {

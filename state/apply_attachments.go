@@ -1,3 +1,24 @@
+// apply_attachments.go owns a volume's attachment records, one per
+// node it is attached to (csi.Volume.Attachments): AttachVolume after
+// ControllerPublishVolume, DetachVolume before ControllerUnpublishVolume,
+// RemoveAttachment after it. ClaimVolume makes an attachment with the
+// first claim on a node (apply_claims.go).
+//
+// Rules a reader must know:
+//
+//   - The states go one way: Attaching (claimed, not published yet),
+//     Attached, Detaching (unpublish under way), then removed. A
+//     Detaching attachment is never attached again: the claims that
+//     wanted it must claim anew once it is gone.
+//   - An attachment is detached and removed only when no claim on its
+//     node still needs it (heldOn): the claim release worker frees its
+//     own claim and leaves the attachment to the claims that remain.
+//   - "Attached" is the State, never inferred from a publish context,
+//     which may be empty.
+//   - An attachment lives inside its volume's row: changing one writes
+//     the volume (putAttachment), so every rule of apply_volumes.go
+//     holds, replace-never-modify included.
+
 package state
 
 import (
@@ -8,6 +29,7 @@ import (
 	"github.com/csikit/csikit/csi"
 )
 
+// attachmentNotFound is the error for a volume not attached to node.
 func attachmentNotFound(ns, volID, node string) error {
 	return fmt.Errorf("%w: volume %s has no attachment to node %s (not claimed there, or already detached)",
 		csi.ErrAttachmentNotFound, volName(ns, volID), node)
@@ -56,6 +78,8 @@ func heldOn(v *csi.Volume, node string) error {
 	return nil
 }
 
+// AttachVolume marks the attachment Attached with the plugin's publish
+// context; repeating it with the same context changes nothing.
 func (c AttachVolume) apply(w *writer) error {
 	v, a, err := w.attachmentOf(c.Namespace, c.VolumeID, c.NodeID)
 	switch {
@@ -75,6 +99,9 @@ func (c AttachVolume) apply(w *writer) error {
 	return w.putAttachment(v, c.NodeID, na)
 }
 
+// DetachVolume marks the attachment Detaching, which it stays until
+// RemoveAttachment, so that no new claim joins it while the plugin
+// unpublishes.
 func (c DetachVolume) apply(w *writer) error {
 	v, a, err := w.attachmentOf(c.Namespace, c.VolumeID, c.NodeID)
 	switch {
@@ -93,6 +120,8 @@ func (c DetachVolume) apply(w *writer) error {
 	return w.putAttachment(v, c.NodeID, na)
 }
 
+// RemoveAttachment deletes the attachment; one already gone is a no-op,
+// so that a release resumed after a crash may repeat it.
 func (c RemoveAttachment) apply(w *writer) error {
 	v, a, err := w.attachmentOf(c.Namespace, c.VolumeID, c.NodeID)
 	if err != nil || a == nil {

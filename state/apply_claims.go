@@ -1,3 +1,25 @@
+// apply_claims.go owns taking a claim (ClaimVolume, and
+// SetPublishContext, the older way to record a ControllerPublish) and
+// the helpers every claim command uses to find and edit a claim. The
+// release side is apply_releases.go; attachments, apply_attachments.go.
+//
+// Rules a reader must know:
+//
+//   - A claim sits in exactly one of its volume's maps: ReadClaims or
+//     WriteClaims while its allocation runs, PastClaims once released.
+//     claimMap finds it; keyed by allocation ID, so an allocation holds
+//     at most one claim per volume.
+//   - Claims are shared with readers of older states: edit a copy and
+//     put it in an editable volume (editClaim), never change one in
+//     place.
+//   - The claim is written before any plugin call, and the volume's
+//     attachment to the claim's node with the first claim there, in
+//     the same transaction (addClaim). Attachments, not publish
+//     contexts, say what is attached.
+//   - ClaimVolume's checks run in the order its doc lists: the order
+//     decides the error of a claim that breaks several rules, and
+//     replicas must agree on it.
+
 package state
 
 import (
@@ -7,6 +29,8 @@ import (
 	"github.com/csikit/csikit/csi"
 )
 
+// validateClaimRef refuses a malformed reference to allocID's claim on
+// a volume.
 func validateClaimRef(ns, volID, allocID string) error {
 	if err := validateVolumeRef(ns, volID); err != nil {
 		return err
@@ -14,12 +38,16 @@ func validateClaimRef(ns, volID, allocID string) error {
 	return csi.ValidateAllocationID(allocID)
 }
 
+// normalizeClaim stores a claim as a JSON round trip would read it
+// back: times in UTC, empty mount flags as nil.
 func normalizeClaim(c *csi.Claim) {
 	normalizeMountOptions(c.MountOptions)
 	c.ReleasedAt = c.ReleasedAt.UTC()
 }
 
-// claimMap returns the map of v holding allocID's claim, or nil.
+// claimMap returns the map of v holding allocID's claim, or nil. It
+// returns the field's address so that the caller can tell a past claim
+// (m == &v.PastClaims) and edit the map of an editable volume.
 func claimMap(v *csi.Volume, allocID string) *map[string]*csi.Claim {
 	for _, m := range []*map[string]*csi.Claim{&v.WriteClaims, &v.ReadClaims, &v.PastClaims} {
 		if _, ok := (*m)[allocID]; ok {
@@ -34,7 +62,7 @@ func claimNotFound(ns, volID, allocID string) error {
 }
 
 // claimOf reads a volume and allocID's claim on it, and whether the
-// claim is past.
+// claim is past. Both are the stored rows: replace, never modify.
 func (w *writer) claimOf(ns, volID, allocID string) (v *csi.Volume, c *csi.Claim, past bool, err error) {
 	if err := validateClaimRef(ns, volID, allocID); err != nil {
 		return nil, nil, false, err
@@ -101,10 +129,9 @@ func (c ClaimVolume) apply(w *writer) error {
 	if err := w.checkAllocation(v, claim); err != nil {
 		return err
 	}
-	name := volName(v.Namespace, v.ID)
 	if v.Creating {
 		return fmt.Errorf("%w: volume %s is being created (the plugin has not answered CreateVolume yet); retry the claim once the creation completes",
-			csi.ErrVolumeInUse, name)
+			csi.ErrVolumeInUse, volName(v.Namespace, v.ID))
 	}
 	if csi.IsRepeatClaim(v, claim) {
 		w.claim = v.Claim(claim.AllocationID).Copy()
@@ -116,7 +143,7 @@ func (c ClaimVolume) apply(w *writer) error {
 		return err
 	}
 	if err := csi.CheckClaim(v, claim); err != nil {
-		return fmt.Errorf("claim volume %s: %w", name, err)
+		return fmt.Errorf("claim volume %s: %w", volName(v.Namespace, v.ID), err)
 	}
 	if err := externalNodeID(v, p.ID, claim, ni); err != nil {
 		return err
@@ -133,14 +160,13 @@ func (c ClaimVolume) validClaim() (*csi.Claim, error) {
 	if err := validateVolumeRef(c.Namespace, c.VolumeID); err != nil {
 		return nil, err
 	}
-	name := volName(c.Namespace, c.VolumeID)
 	claim := c.Claim.Copy()
 	if err := csi.ValidateClaim(claim); err != nil {
-		return nil, fmt.Errorf("claim volume %s: %w", name, err)
+		return nil, fmt.Errorf("claim volume %s: %w", volName(c.Namespace, c.VolumeID), err)
 	}
 	if claim.ExternalNodeID != "" {
 		if err := csi.ValidateExternalID("external node ID", claim.ExternalNodeID); err != nil {
-			return nil, fmt.Errorf("claim volume %s: %w", name, err)
+			return nil, fmt.Errorf("claim volume %s: %w", volName(c.Namespace, c.VolumeID), err)
 		}
 	}
 	return claim, nil
@@ -150,11 +176,14 @@ func (c ClaimVolume) validClaim() (*csi.Claim, error) {
 // of another namespace than v, or placed on another node than the
 // claim names.
 func (w *writer) checkAllocation(v *csi.Volume, claim *csi.Claim) error {
-	name := volName(v.Namespace, v.ID)
 	a, err := getAllocation(w.txn, claim.AllocationID)
 	if err != nil {
 		return err
 	}
+	if a != nil && !a.Terminal && a.Namespace == v.Namespace && a.NodeID == claim.NodeID {
+		return nil
+	}
+	name := volName(v.Namespace, v.ID)
 	switch {
 	case a == nil:
 		return fmt.Errorf("claim volume %s: %w", name, allocationNotFound(claim.AllocationID))
@@ -175,17 +204,16 @@ func (w *writer) checkAllocation(v *csi.Volume, claim *csi.Claim) error {
 // schedulable, and what its node instance on node reported (nil when
 // it reported no NodeInfo), refusing a missing or unhealthy instance.
 func (w *writer) nodeInstance(v *csi.Volume, node string) (*csi.Plugin, *csi.NodeInfo, error) {
-	name := volName(v.Namespace, v.ID)
 	p, err := getPlugin(w.txn, v.PluginID)
 	if err != nil {
 		return nil, nil, err
 	}
 	if p == nil {
-		return nil, nil, fmt.Errorf("claim volume %s: %w", name, pluginNotFound(v.PluginID))
+		return nil, nil, fmt.Errorf("claim volume %s: %w", volName(v.Namespace, v.ID), pluginNotFound(v.PluginID))
 	}
 	if !p.Schedulable() {
 		return nil, nil, fmt.Errorf("%w: volume %s: plugin %s is not schedulable (%d healthy node instances, %d healthy controllers, controller required: %t); wait for healthy plugin instances",
-			csi.ErrPluginUnhealthy, name, p.ID, p.NodesHealthy, p.ControllersHealthy, p.ControllerRequired)
+			csi.ErrPluginUnhealthy, volName(v.Namespace, v.ID), p.ID, p.NodesHealthy, p.ControllersHealthy, p.ControllerRequired)
 	}
 	in, err := getInstance(w.txn, p.ID, csi.PluginTypeNode, node)
 	if err != nil {
@@ -193,11 +221,11 @@ func (w *writer) nodeInstance(v *csi.Volume, node string) (*csi.Plugin, *csi.Nod
 	}
 	if in == nil {
 		return nil, nil, fmt.Errorf("%w: volume %s: plugin %s has no node instance on node %s; run its node plugin there or place the allocation elsewhere",
-			csi.ErrPluginNotFound, name, p.ID, node)
+			csi.ErrPluginNotFound, volName(v.Namespace, v.ID), p.ID, node)
 	}
 	if !in.Info.Healthy {
 		return nil, nil, fmt.Errorf("%w: volume %s: the node instance of plugin %s on node %s is unhealthy (%s); wait for it to recover",
-			csi.ErrPluginUnhealthy, name, p.ID, node, in.Info.HealthDescription)
+			csi.ErrPluginUnhealthy, volName(v.Namespace, v.ID), p.ID, node, in.Info.HealthDescription)
 	}
 	return p, in.Info.NodeInfo, nil
 }
@@ -284,6 +312,8 @@ func (w *writer) addClaim(v *csi.Volume, claim *csi.Claim, controllerRequired bo
 	return nil
 }
 
+// SetPublishContext is AttachVolume for the node of the allocation's
+// claim: it marks that attachment Attached with the context.
 func (c SetPublishContext) apply(w *writer) error {
 	_, cl, _, err := w.claimOf(c.Namespace, c.VolumeID, c.AllocationID)
 	if err != nil {

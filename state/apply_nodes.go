@@ -1,3 +1,22 @@
+// apply_nodes.go owns what nodes report: UpsertNodePlugins (a node's
+// fingerprints) and DeleteNode, which write the node row and its plugin
+// instances (tInstances). The plugin rows they affect are written by
+// finishPlugins (apply_plugins.go) after the command.
+//
+// Rules a reader must know:
+//
+//   - A report is the node's full set: an instance it no longer names
+//     is removed. A repeated report changes nothing and wakes no one.
+//   - An instance is one plugin in one role on one node; a monolith
+//     fingerprint is two instances, controller and node, sharing its
+//     PluginInfo.
+//   - A late report from a plugin task whose allocation is terminal is
+//     dropped: the instance went with the allocation
+//     (dropInstances in apply_allocations.go).
+//   - Each instance written or removed records its change of health in
+//     w.plugin, which finishPlugins turns into the plugin's counts: the
+//     counts are kept by difference, never recounted from every node.
+
 package state
 
 import (
@@ -10,11 +29,13 @@ import (
 	"github.com/csikit/csikit/csi"
 )
 
+// instanceKey names one instance of a node: a plugin in a role.
 type instanceKey struct {
 	plugin string
 	role   csi.PluginType
 }
 
+// roles returns the instances a fingerprint of type t makes.
 func roles(t csi.PluginType) []csi.PluginType {
 	switch t {
 	case csi.PluginTypeController:
@@ -27,6 +48,7 @@ func roles(t csi.PluginType) []csi.PluginType {
 	return nil
 }
 
+// expand returns a node's instances from its fingerprints.
 func expand(list []*csi.PluginInfo) map[instanceKey]*csi.PluginInfo {
 	m := map[instanceKey]*csi.PluginInfo{}
 	for _, p := range list {
@@ -37,6 +59,7 @@ func expand(list []*csi.PluginInfo) map[instanceKey]*csi.PluginInfo {
 	return m
 }
 
+// validatePluginInfo refuses a malformed fingerprint from node.
 func validatePluginInfo(node string, p *csi.PluginInfo) error {
 	if err := csi.ValidatePluginID(p.PluginID); err != nil {
 		return fmt.Errorf("node %s: %w", node, err)
@@ -64,6 +87,9 @@ func validatePluginInfo(node string, p *csi.PluginInfo) error {
 	return nil
 }
 
+// UpsertNodePlugins replaces the node's instances with the report's,
+// sorted by plugin and type, after checking each fingerprint and that
+// no plugin is named twice in one role.
 func (c UpsertNodePlugins) apply(w *writer) error {
 	if err := csi.ValidateNodeID(c.NodeID); err != nil {
 		return err
@@ -105,6 +131,8 @@ func (c UpsertNodePlugins) apply(w *writer) error {
 	return w.setNodePlugins(c.NodeID, list, false)
 }
 
+// DeleteNode removes the node and its instances; its claims stay for
+// the release worker.
 func (c DeleteNode) apply(w *writer) error {
 	if err := csi.ValidateNodeID(c.NodeID); err != nil {
 		return err
@@ -130,19 +158,7 @@ func (w *writer) setNodePlugins(nodeID string, list []*csi.PluginInfo, remove bo
 		}
 	}
 	oldM, newM := expand(oldList), expand(list)
-	keys := slices.Collect(maps.Keys(oldM))
-	for k := range newM {
-		if _, ok := oldM[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
-	slices.SortFunc(keys, func(a, b instanceKey) int {
-		if c := strings.Compare(a.plugin, b.plugin); c != 0 {
-			return c
-		}
-		return strings.Compare(string(a.role), string(b.role))
-	})
-	for _, k := range keys {
+	for _, k := range instanceKeys(oldM, newM) {
 		o, n := oldM[k], newM[k]
 		pc := w.plugin(k.plugin)
 		d := healthy(n) - healthy(o)
@@ -172,4 +188,23 @@ func (w *writer) setNodePlugins(nodeID string, list []*csi.PluginInfo, remove bo
 		row.CreateIndex = old.CreateIndex
 	}
 	return w.insert(tNodes, row)
+}
+
+// instanceKeys returns the keys of both maps, sorted, so that instances
+// and the plugins' metadata are written in the same order on every
+// replica.
+func instanceKeys(oldM, newM map[instanceKey]*csi.PluginInfo) []instanceKey {
+	keys := slices.Collect(maps.Keys(oldM))
+	for k := range newM {
+		if _, ok := oldM[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.SortFunc(keys, func(a, b instanceKey) int {
+		if c := strings.Compare(a.plugin, b.plugin); c != 0 {
+			return c
+		}
+		return strings.Compare(string(a.role), string(b.role))
+	})
+	return keys
 }

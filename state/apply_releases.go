@@ -1,3 +1,22 @@
+// apply_releases.go owns the release of claims: ReleaseClaims (and
+// UpsertAllocations, for an allocation that stops) turns live claims
+// into past claims, CheckpointClaim walks a past claim forward,
+// RecordClaimError notes why a step failed, FreeClaim removes a past
+// claim once released, and RemoveClaim removes any claim outright.
+//
+// Rules a reader must know:
+//
+//   - A past claim's State only moves forward: Unpublishing,
+//     NodeDetached, ControllerDetached, ReadyToFree. A checkpoint to
+//     the state it is in changes nothing; one backwards is refused.
+//   - An attachment outlives the claims on its node until the release
+//     worker removes it (RemoveAttachment, after ControllerUnpublish):
+//     freeing the last claim on a node that is still attached is
+//     refused. RemoveClaim of the last claim removes an Attaching
+//     attachment with it (nothing was published) and refuses any other.
+//   - ReleasedAt comes from the command, never from a clock, so that
+//     every replica stores the same time.
+
 package state
 
 import (
@@ -47,6 +66,8 @@ func (w *writer) removeClaim(ns, volID, allocID string, check func(c *csi.Claim,
 	return w.putVolume(nv)
 }
 
+// RemoveClaim deletes the claim, live or past, for a claim flow whose
+// ControllerPublish failed for good.
 func (c RemoveClaim) apply(w *writer) error {
 	return w.removeClaim(c.Namespace, c.VolumeID, c.AllocationID, func(*csi.Claim, bool) error { return nil },
 		func(a *csi.Attachment) (bool, error) {
@@ -58,6 +79,7 @@ func (c RemoveClaim) apply(w *writer) error {
 		})
 }
 
+// ReleaseClaims turns one allocation's live claims into past claims.
 func (c ReleaseClaims) apply(w *writer) error {
 	if err := csi.ValidateAllocationID(c.AllocationID); err != nil {
 		return err
@@ -69,10 +91,11 @@ func (c ReleaseClaims) apply(w *writer) error {
 	return w.releaseClaims([]string{c.AllocationID}, c.ReleasedAt)
 }
 
-// releaseClaims turns the allocations' live claims into past claims.
-// A volume claimed by several of them is written once: every lookup
-// comes before the first write, and a write of a volume costs the same
-// for one claim as for many.
+// releaseClaims turns the allocations' live claims into past claims,
+// Unpublishing since at. A volume claimed by several of them is written
+// once: every lookup comes before the first write, and a write of a
+// volume costs about the same for one claim as for many. Past claims
+// stay as they are, so a repeated release changes nothing.
 func (w *writer) releaseClaims(allocIDs []string, at time.Time) error {
 	type release struct {
 		v      *csi.Volume // as stored, then the edited copy
@@ -136,6 +159,8 @@ func (w *writer) releaseClaims(allocIDs []string, at time.Time) error {
 	return nil
 }
 
+// CheckpointClaim moves a past claim forward to c.State and clears its
+// LastError: the step that failed has now succeeded.
 func (c CheckpointClaim) apply(w *writer) error {
 	if c.State <= csi.ClaimTaken || c.State > csi.ClaimReadyToFree {
 		return fmt.Errorf("%w: checkpoint claim of allocation %s on volume %s to state %s; a checkpoint is unpublishing, node-detached, controller-detached or ready-to-free",
@@ -159,6 +184,9 @@ func (c CheckpointClaim) apply(w *writer) error {
 	})
 }
 
+// RecordClaimError sets a claim's LastError, made valid UTF-8 and cut
+// to MaxClaimError bytes, so that a plugin's long or binary error
+// cannot grow the state.
 func (c RecordClaimError) apply(w *writer) error {
 	msg := truncateUTF8(strings.ToValidUTF8(c.Error, "\uFFFD"), MaxClaimError)
 	return w.editClaim(c.Namespace, c.VolumeID, c.AllocationID, func(old *csi.Claim, _ bool) (*csi.Claim, error) {
@@ -171,6 +199,7 @@ func (c RecordClaimError) apply(w *writer) error {
 	})
 }
 
+// truncateUTF8 cuts s to at most n bytes without splitting a rune.
 func truncateUTF8(s string, n int) string {
 	if len(s) <= n {
 		return s
@@ -181,6 +210,7 @@ func truncateUTF8(s string, n int) string {
 	return s[:n]
 }
 
+// FreeClaim removes a past claim at the end of its release.
 func (c FreeClaim) apply(w *writer) error {
 	return w.removeClaim(c.Namespace, c.VolumeID, c.AllocationID, func(_ *csi.Claim, past bool) error {
 		if !past {

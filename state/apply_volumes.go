@@ -1,3 +1,24 @@
+// apply_volumes.go owns the volume rows: RegisterVolume (which also
+// updates and completes a creation), DeregisterVolume, and the writer's
+// helpers that read, write and delete a volume.
+//
+// Rules a reader must know:
+//
+//   - A stored volume is shared with readers of older states: change a
+//     copy from editable and write it with putVolume, which stamps
+//     ModifyIndex and keeps PastClaimsIndex right (notePast).
+//   - A registration never changes a volume's claims or attachments,
+//     which only the claim commands write; an update keeps them and
+//     must still allow every live claim's capability.
+//   - A volume's plugin, external ID and provider are fixed once
+//     registered; the one exception is a creation (Creating) that
+//     completes, which sets the external ID the plugin answered.
+//   - One volume at most stands for one backing volume (plugin ID and
+//     external ID), checked whenever an external ID is new to the
+//     store (checkExternalFree).
+//   - Empty collections are stored as nil (normalizeVolume), so that
+//     a volume reads the same after a snapshot or a log replay.
+
 package state
 
 import (
@@ -149,12 +170,12 @@ func normalizeMountOptions(o *csi.MountOptions) {
 }
 
 // editable returns a shallow copy of v whose claim and attachment maps
-// may be changed. Claims and attachments themselves stay shared:
-// replace, never modify. Every edit
-// copies, a volume the write has not inserted yet too: its maps may be
-// those of the stored version it replaces (an update keeps its claims),
-// and a stored volume is never changed in place, since reads of older
-// states may still hold it.
+// may be changed. The claims and attachments in them stay shared with
+// v: replace one with a changed copy, never modify it. Every edit
+// copies, of a volume this write already inserted too: a volume in the
+// transaction is the stored row, and may share its maps with the
+// version it replaced (an update keeps its claims), which reads of
+// older states still hold.
 func editable(v *csi.Volume) *csi.Volume {
 	c := *v
 	c.ReadClaims = maps.Clone(v.ReadClaims)
@@ -164,44 +185,63 @@ func editable(v *csi.Volume) *csi.Volume {
 	return &c
 }
 
+// RegisterVolume registers a new volume (registerNew) or updates a
+// registered one (updateRegistration). What the store derives is
+// reset from the command: claims and attachments come from the stored
+// volume, the plugin's fields from the plugin at each read.
 func (c RegisterVolume) apply(w *writer) error {
 	v := c.Volume.Copy()
 	if err := validateVolume(v); err != nil {
 		return err
 	}
-	name := volName(v.Namespace, v.ID)
 	v.ReadClaims, v.WriteClaims, v.PastClaims, v.Attachments = nil, nil, nil, nil
 	v.ControllerRequired, v.Schedulable = false, false
 	v.ControllersHealthy, v.ControllersExpected, v.NodesHealthy, v.NodesExpected = 0, 0, 0, 0
-
 	old, err := w.volume(v.Namespace, v.ID)
 	if err != nil {
 		return err
 	}
 	if old == nil {
-		p, err := getPlugin(w.txn, v.PluginID)
-		if err != nil {
+		return w.registerNew(v)
+	}
+	return w.updateRegistration(old, v)
+}
+
+// registerNew writes v, a volume new to the store. Its plugin must
+// exist (the plugin's provider fills an empty one and must match a
+// given one), and its backing volume must not be registered as another
+// volume; a creation intent has no external ID to check yet.
+func (w *writer) registerNew(v *csi.Volume) error {
+	p, err := getPlugin(w.txn, v.PluginID)
+	if err != nil {
+		return err
+	}
+	if p == nil {
+		return fmt.Errorf("register volume %s: %w", volName(v.Namespace, v.ID), pluginNotFound(v.PluginID))
+	}
+	switch {
+	case v.Provider == "":
+		v.Provider = p.Provider
+	case p.Provider != "" && v.Provider != p.Provider:
+		return fmt.Errorf("%w: volume %s names provider %q but plugin %s is provider %q; fix the provider or leave it empty",
+			csi.ErrInvalidRequest, volName(v.Namespace, v.ID), v.Provider, v.PluginID, p.Provider)
+	}
+	if !v.Creating {
+		if err := w.checkExternalFree(v); err != nil {
 			return err
 		}
-		if p == nil {
-			return fmt.Errorf("register volume %s: %w", name, pluginNotFound(v.PluginID))
-		}
-		switch {
-		case v.Provider == "":
-			v.Provider = p.Provider
-		case p.Provider != "" && v.Provider != p.Provider:
-			return fmt.Errorf("%w: volume %s names provider %q but plugin %s is provider %q; fix the provider or leave it empty",
-				csi.ErrInvalidRequest, name, v.Provider, v.PluginID, p.Provider)
-		}
-		if !v.Creating {
-			if err := w.checkExternalFree(v); err != nil {
-				return err
-			}
-		}
-		v.CreateIndex = w.index
-		return w.putVolume(v)
 	}
+	v.CreateIndex = w.index
+	return w.putVolume(v)
+}
 
+// updateRegistration replaces old, a registered volume, with v, keeping
+// old's claims and attachments. It refuses a change of plugin, provider
+// or external ID (but for a creation that completes), a return to
+// Creating, and capabilities that drop one a live claim uses. An update
+// that changes nothing writes nothing.
+func (w *writer) updateRegistration(old, v *csi.Volume) error {
+	name := volName(v.Namespace, v.ID)
 	completes := old.Creating && !v.Creating
 	if v.Creating && !old.Creating {
 		return fmt.Errorf("%w: volume %s exists and is not being created; delete it first to create it again",
@@ -226,6 +266,8 @@ func (c RegisterVolume) apply(w *writer) error {
 			return err
 		}
 	}
+	// Sorted, so that a volume with several such claims names the same
+	// one on every replica.
 	for _, m := range []map[string]*csi.Claim{old.ReadClaims, old.WriteClaims} {
 		for _, id := range slices.Sorted(maps.Keys(m)) {
 			if cl := m[id]; !v.Allows(cl.Capability()) {
@@ -243,6 +285,9 @@ func (c RegisterVolume) apply(w *writer) error {
 	return w.putVolume(v)
 }
 
+// DeregisterVolume removes a volume. Without Force it refuses one that
+// is in use: a claim, live or past, or an attachment, which the release
+// worker has yet to detach.
 func (c DeregisterVolume) apply(w *writer) error {
 	if err := validateVolumeRef(c.Namespace, c.VolumeID); err != nil {
 		return err
