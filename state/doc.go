@@ -44,13 +44,16 @@
 // MemStore keeps the table indexes beside the database, not in a memdb
 // table, and writes to a memdb that notifies no memdb watch (nothing in
 // the store waits on one): a write costs the rows it changes and little
-// more. A volume changed by several commands of one batch is written
-// once. Volumes and allocations have one memdb index each, by ID; the
-// other lookups (by plugin, node, allocation, past claims) are rows of
-// tables of their own, written only when a key appears or goes, so a
-// write that moves no key (a checkpoint, an attachment's state) writes the
-// row alone, however many claims its volume has. A lookup by plugin,
-// node or allocation reads each row it yields by ID.
+// more. Every command writes straight into its memdb transaction (a
+// Batch's commands share one), which reads its own writes, so each
+// command of a batch sees what the earlier ones wrote. Volumes and
+// allocations have one memdb index each, by ID; the other lookups (by
+// plugin, node, allocation, past claims) are rows of tables of their
+// own, written only when a key appears or goes, so a write that moves
+// no key (a checkpoint, an attachment's state) writes the row alone,
+// however many claims its volume has. A lookup by plugin, node or
+// allocation reads each row it yields by ID. refs.go gives the figures
+// that chose this over memdb's own indexes.
 //
 // # Usage
 //

@@ -24,9 +24,17 @@ type Config struct {
 //
 // Reads run concurrently with each other and with writes, each on a
 // consistent snapshot of the whole state. Writes (Apply, Restore) are
-// serialized. Stored objects are never changed in place: a write copies
-// what it changes and inserts the copy, and every read returns a copy the
-// caller owns.
+// serialized.
+//
+// Ownership: MemStore never hands out an object it stores, and never
+// keeps one it was given. Every read returns a deep copy the caller
+// owns, and Apply copies what it keeps from a command. Inside, the
+// stored objects are not copied between states: a read of an older
+// state and the current one share every row the writes in between did
+// not replace. So the store never changes a stored object in place,
+// not even inside a write transaction: a write copies what it changes
+// (a volume with editable, whose claims and attachments stay shared)
+// and inserts the copy. Replace, never modify.
 type MemStore struct {
 	logger hclog.Logger
 

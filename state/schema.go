@@ -20,7 +20,10 @@ const (
 	tIndex       = "index"
 )
 
-// memdb index names.
+// memdb index names. Every table has iID, unique; the lookups of
+// volumes and allocations are in tRefs and tPast instead (refs.go says
+// why). Plugin instances, written only when a node reports, also have
+// iAlloc.
 const (
 	iID    = "id"
 	iAlloc = "alloc" // instances: the allocation that runs them

@@ -29,33 +29,46 @@ func Tables() []Table {
 // VolumeReader reads volumes.
 //
 // Every method is safe to call from any goroutine, concurrently with
-// writes; each call sees one consistent state. The caller owns what is
-// returned: it is a copy, and changing it does not change the store.
+// writes; each call sees one consistent state.
+//
+// Ownership: the caller owns what is returned. Each volume is a deep
+// copy, its claims, attachments, maps and slices included: the caller
+// may change or keep it, the store never sees the change, and no later
+// write changes the copy. (go-memdb hands out the objects it stores; a
+// Store never does.) A Store implementation must keep this rule: a
+// caller that edits a returned volume, for example to build a command,
+// must not be able to change the store or another reader's copy.
+//
 // Volumes carry their plugin's provider, ControllerRequired, Schedulable
 // and health counts as of the read. Lists are sorted by (namespace, ID).
 // An invalid ID is an error matching csi.ErrInvalidID; a missing volume
 // matches csi.ErrVolumeNotFound. Other errors come from the backing
 // database and may be retried.
 type VolumeReader interface {
-	// Volume returns one volume.
+	// Volume returns one volume, a copy the caller owns.
 	Volume(namespace, id string) (*csi.Volume, error)
 	// Volumes returns the volumes of namespace whose ID starts with
-	// idPrefix; namespace "" means every namespace.
+	// idPrefix; namespace "" means every namespace. The caller owns the
+	// slice and every volume in it.
 	Volumes(namespace, idPrefix string) ([]*csi.Volume, error)
-	// VolumesByPlugin returns the volumes of one plugin.
+	// VolumesByPlugin returns the volumes of one plugin, copies the
+	// caller owns.
 	VolumesByPlugin(pluginID string) ([]*csi.Volume, error)
 	// VolumesByNode returns the volumes with a claim, live or past, on a
-	// node. It reads an index: its cost does not grow with the number of
-	// nodes or volumes in the store.
+	// node, copies the caller owns. It reads an index: its cost does not
+	// grow with the number of nodes or volumes in the store.
 	VolumesByNode(nodeID string) ([]*csi.Volume, error)
 	// VolumesWithPastClaims returns the volumes that hold at least one
-	// past claim: the claim release worker's queue.
+	// past claim: the claim release worker's queue. The caller owns
+	// them.
 	VolumesWithPastClaims() ([]*csi.Volume, error)
 	// PastClaimVolumeIDs returns the key and ModifyIndex of each volume
 	// VolumesWithPastClaims would return, in the same order, without
 	// copying the volumes: its cost is a walk of the index, not a copy
 	// of every volume and its claims. The release worker scans with it
-	// and reads a volume only when it releases its claims.
+	// and reads a volume only when it releases its claims. The caller
+	// owns the slice; a stamp's strings may be the store's own, which is
+	// safe because Go strings cannot be changed.
 	PastClaimVolumeIDs() ([]VolumeStamp, error)
 }
 
@@ -73,39 +86,47 @@ type VolumeStamp struct {
 	ModifyIndex uint64
 }
 
-// PluginReader reads plugins. The contract of VolumeReader applies; a
-// missing plugin matches csi.ErrPluginNotFound.
+// PluginReader reads plugins. The contract of VolumeReader applies,
+// ownership included: every plugin, instance map and PluginInfo
+// returned is a deep copy the caller owns. A missing plugin matches
+// csi.ErrPluginNotFound.
 type PluginReader interface {
 	// Plugin returns one plugin with its instances and the non-terminal
-	// allocations that run it (sorted by allocation ID, then type).
+	// allocations that run it (sorted by allocation ID, then type), a
+	// copy the caller owns.
 	Plugin(id string) (*csi.Plugin, error)
-	// Plugins returns every plugin, sorted by ID.
+	// Plugins returns every plugin, sorted by ID, copies the caller
+	// owns.
 	Plugins() ([]*csi.Plugin, error)
 	// HealthyControllers returns the healthy controller instances of a
 	// plugin, keyed by host node ID; the map is empty (not an error) when
 	// the plugin exists but no controller is healthy. Its cost grows with
 	// the plugin's controller instances only, not with the nodes of the
-	// cluster: the router calls it for every controller RPC.
+	// cluster: the router calls it for every controller RPC. The caller
+	// owns the map and the PluginInfo copies in it.
 	HealthyControllers(pluginID string) (map[string]*csi.PluginInfo, error)
 }
 
 // NodeReader reads what nodes reported. The contract of VolumeReader
-// applies; an unknown node matches csi.ErrNodeNotFound.
+// applies, ownership included; an unknown node matches
+// csi.ErrNodeNotFound.
 type NodeReader interface {
-	// Node returns the plugin instances a node last reported.
+	// Node returns the plugin instances a node last reported, a deep
+	// copy the caller owns.
 	Node(id string) (*Node, error)
 }
 
 // AllocationReader reads allocations. The contract of VolumeReader
-// applies; an unknown allocation matches csi.ErrAllocationNotFound.
+// applies, ownership included; an unknown allocation matches
+// csi.ErrAllocationNotFound.
 type AllocationReader interface {
-	// Allocation returns one allocation.
+	// Allocation returns one allocation, a copy the caller owns.
 	Allocation(id string) (*csi.Allocation, error)
 	// AllocationsByNode returns the allocations placed on a node,
 	// terminal ones included (until DeleteAllocations removes them),
-	// sorted by ID; none is an empty list, not an error. It reads an
-	// index: its cost does not grow with the number of nodes or
-	// allocations in the store.
+	// sorted by ID, copies the caller owns; none is an empty list, not
+	// an error. It reads an index: its cost does not grow with the
+	// number of nodes or allocations in the store.
 	AllocationsByNode(nodeID string) ([]*csi.Allocation, error)
 }
 
@@ -170,6 +191,11 @@ type Reader interface {
 // when the command was valid but had nothing to change (a repeated
 // claim); the table indexes then stay as they were.
 //
+// Ownership: Apply keeps nothing that cmd points to. A store copies
+// what it keeps (MemStore) or encodes it, so the caller may change or
+// reuse cmd, its maps and slices once Apply returns; Result.Claim and
+// Result.Attachment are copies the caller owns.
+//
 // Errors match csi sentinels (errors.Is): csi.ErrInvalidID and
 // csi.ErrInvalidRequest for malformed commands, and the sentinel named in
 // each command's doc for refused ones. Commands are deterministic, so a
@@ -216,7 +242,8 @@ type Result struct {
 }
 
 // Node is what one host node last reported about its CSI plugin
-// instances (the fingerprints from UpsertNodePlugins).
+// instances (the fingerprints from UpsertNodePlugins). NodeReader
+// returns a deep copy the caller owns.
 type Node struct {
 	ID string
 	// Plugins are the instances, sorted by plugin ID then type. A

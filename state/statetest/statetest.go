@@ -33,6 +33,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 	t.Run("Wait", s.blocking)
 	t.Run("Replay", s.replay)
 	t.Run("Snapshot", s.snapshots)
+	t.Run("Ownership", s.ownership)
 	t.Run("Property", s.property)
 }
 
