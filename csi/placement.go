@@ -334,11 +334,7 @@ func (p *Placement) Node(f NodeFacts) Reasons {
 	if in != nil {
 		ni = in.NodeInfo
 	}
-	var topo *Topology
-	if ni != nil {
-		topo = ni.AccessibleTopology
-	}
-	if !Reachable(p.v.Topologies, topo) {
+	if !Reachable(p.v.Topologies, ni.Topology()) {
 		r |= ReasonTopology
 	}
 	if p.pinned && (p.holders > 1 || (p.holders == 1 && p.holder != f.NodeID)) {

@@ -62,6 +62,15 @@ type NodeInfo struct {
 	Capabilities       NodeCapabilities
 }
 
+// Topology returns the node's accessible topology; nil for a nil
+// NodeInfo or one that reported none.
+func (n *NodeInfo) Topology() *Topology {
+	if n == nil {
+		return nil
+	}
+	return n.AccessibleTopology
+}
+
 // RequiresStage reports whether the node plugin wants NodeStageVolume
 // before NodePublishVolume.
 func (n *NodeInfo) RequiresStage() bool { return n != nil && n.Capabilities.StageUnstageVolume }

@@ -110,7 +110,8 @@ func (w *writer) editClaim(ns, volID, allocID string, fn func(c *csi.Claim, past
 //     (checkAllocation), and the volume is not being created;
 //  3. a repeated claim stops here and changes nothing;
 //  4. the plugin is schedulable and runs a healthy node instance on
-//     the claim's node (nodeInstance);
+//     the claim's node (nodeInstance), and the volume is reachable from
+//     that instance's topology (csi.CheckTopology);
 //  5. the volume's capabilities and free claims allow it
 //     (csi.CheckClaim);
 //  6. the claim carries the plugin's CSI node ID (externalNodeID);
@@ -141,6 +142,9 @@ func (c ClaimVolume) apply(w *writer) error {
 	p, ni, err := w.nodeInstance(v, claim.NodeID)
 	if err != nil {
 		return err
+	}
+	if err := csi.CheckTopology(v, claim.NodeID, ni.Topology()); err != nil {
+		return fmt.Errorf("claim volume %s: %w", volName(v.Namespace, v.ID), err)
 	}
 	if err := csi.CheckClaim(v, claim); err != nil {
 		return fmt.Errorf("claim volume %s: %w", volName(v.Namespace, v.ID), err)

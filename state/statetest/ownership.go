@@ -19,14 +19,14 @@ func (s suite) ownership(t *testing.T) {
 		reg.Volume.MountOptions = &csi.MountOptions{FSType: "ext4", MountFlags: []string{"noatime"}}
 		reg.Volume.Topologies = []*csi.Topology{{Segments: map[string]string{"zone": "a"}}}
 		up := state.UpsertAllocations{Allocations: []csi.Allocation{
-			alloc("web-9", nsDefault, "n2", "web", csi.AllocPlugin{PluginID: pluginEBS, Type: csi.PluginTypeNode}),
+			alloc("web-9", nsDefault, "n3", "web", csi.AllocPlugin{PluginID: pluginEBS, Type: csi.PluginTypeNode}),
 		}}
 		fp := fingerprint(pluginEBS, csi.PluginTypeNode, "n3", "", true)
 		fp.NodeInfo.AccessibleTopology = &csi.Topology{Segments: map[string]string{"zone": "a"}}
 		node := state.UpsertNodePlugins{NodeID: "n3", Plugins: []csi.PluginInfo{fp}}
-		cl := claim("web-9", "n2", csi.ClaimWrite, fsMNMW)
+		cl := claim("web-9", "n3", csi.ClaimWrite, fsMNMW)
 		cl.MountOptions = &csi.MountOptions{MountFlags: []string{"ro"}}
-		attach := state.AttachVolume{Namespace: nsDefault, VolumeID: "kept", NodeID: "n2",
+		attach := state.AttachVolume{Namespace: nsDefault, VolumeID: "kept", NodeID: "n3",
 			PublishContext: map[string]string{"devicePath": "/dev/xvdf"}}
 		w.must(t, reg)
 		w.must(t, up)
