@@ -17,7 +17,7 @@ import (
 )
 
 // DefaultAddress is where the server listens unless told otherwise.
-const DefaultAddress = "http://127.0.0.1:4646"
+const DefaultAddress = "http://127.0.0.1:7646"
 
 // maxResponse bounds a response body the client reads.
 const maxResponse = 16 << 20

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -8,7 +9,7 @@ import (
 	"github.com/csikit/csikit/examples/refserver/api"
 )
 
-func (e *env) claim(args []string) int {
+func (e *env) claim(ctx context.Context, args []string) int {
 	c := e.newCommand("claim", "", "Claims a volume for an allocation on a node: the server records the allocation, writes the claim, then attaches the volume through a controller if the plugin needs it. With -mount, the node agent mounts it too.")
 	ns := c.fs.String("namespace", api.DefaultNamespace, "the volume's namespace (and the allocation's)")
 	vol := c.fs.String("volume", "", "the volume ID (required)")
@@ -43,7 +44,7 @@ func (e *env) claim(args []string) int {
 		}
 		req.AttachmentMode = m
 	}
-	cl, ctx, done, err := c.client()
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -66,7 +67,7 @@ func (e *env) claim(args []string) int {
 	return ExitOK
 }
 
-func (e *env) release(args []string) int {
+func (e *env) release(ctx context.Context, args []string) int {
 	c := e.newCommand("release", "ALLOCATION", "Stops an allocation: its claims become past claims, and the claim release worker unmounts (on the node), detaches (through a controller) and frees each. With -wait, returns once all are freed.")
 	wait := c.fs.Bool("wait", false, "wait until every claim of the allocation is freed")
 	code := ExitOK
@@ -74,7 +75,7 @@ func (e *env) release(args []string) int {
 		return code
 	}
 	id := c.arg(0)
-	cl, ctx, done, err := c.client()
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}

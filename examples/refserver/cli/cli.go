@@ -63,28 +63,28 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, rest = args[0], args[1:]
 	}
-	e := &env{ctx: ctx, stdout: stdout, stderr: stderr}
+	e := &env{stdout: stdout, stderr: stderr}
 	switch cmd {
 	case "demo":
-		return e.demo(rest)
+		return e.demo(ctx, rest)
 	case "server":
-		return e.server(rest)
+		return e.server(ctx, rest)
 	case "agent":
-		return e.agent(rest)
+		return e.agent(ctx, rest)
 	case "volume":
-		return e.sub("volume", rest, map[string]func([]string) int{
+		return e.sub(ctx, "volume", rest, map[string]func(context.Context, []string) int{
 			"register": e.volumeRegister, "create": e.volumeCreate, "delete": e.volumeDelete, "status": e.volumeStatus,
 		})
 	case "plugin":
-		return e.sub("plugin", rest, map[string]func([]string) int{"status": e.pluginStatus})
+		return e.sub(ctx, "plugin", rest, map[string]func(context.Context, []string) int{"status": e.pluginStatus})
 	case "node":
-		return e.sub("node", rest, map[string]func([]string) int{"status": e.nodeStatus})
+		return e.sub(ctx, "node", rest, map[string]func(context.Context, []string) int{"status": e.nodeStatus})
 	case "cluster":
-		return e.sub("cluster", rest, map[string]func([]string) int{"status": e.clusterStatus})
+		return e.sub(ctx, "cluster", rest, map[string]func(context.Context, []string) int{"status": e.clusterStatus})
 	case "claim":
-		return e.claim(rest)
+		return e.claim(ctx, rest)
 	case "release":
-		return e.release(rest)
+		return e.release(ctx, rest)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return ExitOK
@@ -93,13 +93,12 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return ExitUsage
 }
 
-// env is one invocation's context and outputs.
+// env is one invocation's outputs.
 type env struct {
-	ctx            context.Context
 	stdout, stderr io.Writer
 }
 
-func (e *env) sub(name string, args []string, cmds map[string]func([]string) int) int {
+func (e *env) sub(ctx context.Context, name string, args []string, cmds map[string]func(context.Context, []string) int) int {
 	if len(args) == 0 {
 		fmt.Fprintf(e.stderr, "refserver %s: give a subcommand: %s\n", name, strings.Join(sortedNames(cmds), ", "))
 		return ExitUsage
@@ -109,7 +108,7 @@ func (e *env) sub(name string, args []string, cmds map[string]func([]string) int
 		fmt.Fprintf(e.stderr, "refserver %s: unknown subcommand %q; want one of %s\n", name, args[0], strings.Join(sortedNames(cmds), ", "))
 		return ExitUsage
 	}
-	return f(args[1:])
+	return f(ctx, args[1:])
 }
 
 func sortedNames[V any](m map[string]V) []string {
@@ -191,13 +190,13 @@ func argCount(lo, hi int) string {
 	return fmt.Sprintf("%d to %d", lo, hi)
 }
 
-// client returns a client of -address and a ctx bounded by -timeout.
-func (c *command) client() (*api.Client, context.Context, context.CancelFunc, error) {
+// client returns a client of -address and ctx bounded by -timeout.
+func (c *command) client(ctx context.Context) (*api.Client, context.Context, context.CancelFunc, error) {
 	cl, err := api.NewClient(*c.address, nil)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ctx, cancel := context.WithTimeout(c.e.ctx, *c.timeout)
+	ctx, cancel := context.WithTimeout(ctx, *c.timeout)
 	return cl, ctx, func() { cancel(); cl.Close() }, nil
 }
 

@@ -1,16 +1,17 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 )
 
-func (e *env) clusterStatus(args []string) int {
+func (e *env) clusterStatus(ctx context.Context, args []string) int {
 	c := e.newCommand("cluster status", "", "Shows the servers of a cluster-mode server's raft configuration and which one leads, as the server at -address sees them.")
 	code := ExitOK
 	if !c.parse(args, 0, 0, &code) {
 		return code
 	}
-	cl, ctx, done, err := c.client()
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}

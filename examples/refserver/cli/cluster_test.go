@@ -163,8 +163,10 @@ func TestCLI_ServerMode_ClusterFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"join without bootstrap-expect", []string{"-join", "127.0.0.1:1"}, "-join is a cluster mode flag"},
-		{"node ID without bootstrap-expect", []string{"-node-id", "s1"}, "-node-id is a cluster mode flag"},
+		{"join without bootstrap-expect", []string{"-join", "127.0.0.1:1", "-dev"}, "-join is a cluster mode flag"},
+		{"raft address without bootstrap-expect", []string{"-raft-addr", "127.0.0.1:0", "-dev"}, "-raft-addr is a cluster mode flag"},
+		{"dev with a data dir", []string{"-dev", "-data-dir", dir}, "-dev keeps the state in memory; it takes no -data-dir"},
+		{"dev cluster", []string{"-dev", "-bootstrap-expect", "3"}, "-dev runs a single server"},
 		{"no data dir", []string{"-bootstrap-expect", "3", "-join", "127.0.0.1:1"}, "cluster mode needs -data-dir"},
 		{"nobody to join", []string{"-bootstrap-expect", "3", "-data-dir", dir}, "Join lists no server"},
 		{"negative count", []string{"-bootstrap-expect", "-1", "-data-dir", dir}, "-bootstrap-expect -1"},
@@ -179,13 +181,18 @@ func TestCLI_ServerMode_ClusterFlags(t *testing.T) {
 	}
 }
 
-// TestCLI_ClusterStatus_SingleServer: a single server has no cluster
-// status; the command says what is missing.
+// TestCLI_ClusterStatus_SingleServer: a single server is a one-voter
+// raft cluster, and its status says it leads itself.
 func TestCLI_ClusterStatus_SingleServer(t *testing.T) {
-	url, stop := runServerMode(t)
+	url, stop := runServerMode(t, "-node-id", "solo")
 	defer stop()
-	_, errOut, code := runCLI(t, "cluster", "status", "-address", url)
-	if code != cli.ExitError || !strings.Contains(errOut, "started with -bootstrap-expect") {
-		t.Errorf("exit %d, stderr %q", code, errOut)
+	out, errOut, code := runCLI(t, "cluster", "status", "-address", url)
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	for _, want := range []string{"Server         solo", "Leader         solo (this server)", "solo  inmem:solo"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cluster status lacks %q:\n%s", want, out)
+		}
 	}
 }

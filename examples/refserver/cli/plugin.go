@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,13 +11,13 @@ import (
 	"github.com/csikit/csikit/csi"
 )
 
-func (e *env) pluginStatus(args []string) int {
+func (e *env) pluginStatus(ctx context.Context, args []string) int {
 	c := e.newCommand("plugin status", "[ID]", "Shows the plugins (provider, version, controllers and nodes healthy/expected), or one plugin with its instances.")
 	code := ExitOK
 	if !c.parse(args, 0, 1, &code) {
 		return code
 	}
-	cl, ctx, done, err := c.client()
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -74,13 +75,13 @@ func (e *env) pluginStatus(args []string) int {
 	return ExitOK
 }
 
-func (e *env) nodeStatus(args []string) int {
+func (e *env) nodeStatus(ctx context.Context, args []string) int {
 	c := e.newCommand("node status", "", "Shows the node agents the server knows: ready while they heartbeat, down after the TTL.")
 	code := ExitOK
 	if !c.parse(args, 0, 0, &code) {
 		return code
 	}
-	cl, ctx, done, err := c.client()
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}

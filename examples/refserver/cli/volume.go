@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,7 +11,7 @@ import (
 	"github.com/csikit/csikit/rpcshim"
 )
 
-func (e *env) volumeRegister(args []string) int {
+func (e *env) volumeRegister(ctx context.Context, args []string) int {
 	c := e.newCommand("volume register", "ID", "Registers a volume that already exists in its plugin. The plugin's controller, if any, confirms the capabilities first.")
 	ns := c.fs.String("namespace", api.DefaultNamespace, "the volume's namespace")
 	pluginID := c.fs.String("plugin", "", "the plugin ID (required)")
@@ -29,7 +30,7 @@ func (e *env) volumeRegister(args []string) int {
 	if *pluginID == "" || *external == "" {
 		return c.fail(fmt.Errorf("%w: -plugin and -external-id are required", csi.ErrInvalidRequest))
 	}
-	cl, ctx, done, err := c.client()
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -48,7 +49,7 @@ func (e *env) volumeRegister(args []string) int {
 	return ExitOK
 }
 
-func (e *env) volumeCreate(args []string) int {
+func (e *env) volumeCreate(ctx context.Context, args []string) int {
 	c := e.newCommand("volume create", "ID", "Creates a volume through a controller of its plugin and registers it.")
 	ns := c.fs.String("namespace", api.DefaultNamespace, "the volume's namespace")
 	pluginID := c.fs.String("plugin", "", "the plugin ID (required)")
@@ -67,7 +68,7 @@ func (e *env) volumeCreate(args []string) int {
 	if *pluginID == "" {
 		return c.fail(fmt.Errorf("%w: -plugin is required", csi.ErrInvalidRequest))
 	}
-	cl, ctx, done, err := c.client()
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -87,7 +88,7 @@ func (e *env) volumeCreate(args []string) int {
 	return ExitOK
 }
 
-func (e *env) volumeDelete(args []string) int {
+func (e *env) volumeDelete(ctx context.Context, args []string) int {
 	c := e.newCommand("volume delete", "ID", "Deletes a volume in its plugin and deregisters it; with -deregister, only deregisters it.")
 	ns := c.fs.String("namespace", api.DefaultNamespace, "the volume's namespace")
 	dereg := c.fs.Bool("deregister", false, "only forget the volume; do not delete it in the plugin")
@@ -99,7 +100,7 @@ func (e *env) volumeDelete(args []string) int {
 	if *force && !*dereg {
 		return c.fail(fmt.Errorf("%w: -force only goes with -deregister", csi.ErrInvalidRequest))
 	}
-	cl, ctx, done, err := c.client()
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -122,14 +123,14 @@ func (e *env) volumeDelete(args []string) int {
 	return ExitOK
 }
 
-func (e *env) volumeStatus(args []string) int {
+func (e *env) volumeStatus(ctx context.Context, args []string) int {
 	c := e.newCommand("volume status", "[ID]", "Shows the volumes, or one volume with its claims. Secrets are never shown.")
 	ns := c.fs.String("namespace", "", "namespace (default: every namespace for the list, \""+api.DefaultNamespace+"\" for one volume)")
 	code := ExitOK
 	if !c.parse(args, 0, 1, &code) {
 		return code
 	}
-	cl, ctx, done, err := c.client()
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}

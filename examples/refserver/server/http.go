@@ -110,8 +110,13 @@ func (s *Server) waitIndex(r *http.Request, table state.Table) (uint64, error) {
 		wait = min(wait, api.MaxWait)
 		ctx, cancel := context.WithTimeout(r.Context(), wait)
 		defer cancel()
-		unhook := context.AfterFunc(s.stopping, cancel)
-		defer unhook()
+		go func() {
+			select {
+			case <-s.stopping:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		if _, err := s.store().Wait(ctx, table, minIndex); err != nil && r.Context().Err() != nil {
 			return 0, err
 		}
