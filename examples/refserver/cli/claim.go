@@ -49,7 +49,7 @@ func (e *env) claim(ctx context.Context, args []string) int {
 		return c.fail(err)
 	}
 	defer done()
-	resp, err := cl.Claim(ctx, *ns, *vol, req)
+	resp, err := retry(ctx, c, func(ctx context.Context) (*api.ClaimResponse, error) { return cl.Claim(ctx, *ns, *vol, req) })
 	if err != nil {
 		return c.fail(err)
 	}
@@ -80,12 +80,12 @@ func (e *env) release(ctx context.Context, args []string) int {
 		return c.fail(err)
 	}
 	defer done()
-	resp, err := cl.Release(ctx, id)
+	resp, err := retry(ctx, c, func(ctx context.Context) (*api.ReleaseResponse, error) { return cl.Release(ctx, id) })
 	if err != nil {
 		return c.fail(err)
 	}
 	if *wait {
-		if err := cl.WaitReleased(ctx, id); err != nil {
+		if _, err := retry(ctx, c, func(ctx context.Context) (struct{}, error) { return struct{}{}, cl.WaitReleased(ctx, id) }); err != nil {
 			return c.fail(fmt.Errorf("allocation %s stopped, but its claims are not all freed yet (see \"refserver volume status\"): %w", id, err))
 		}
 		resp.Claims = nil

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/examples/refserver/api"
 )
 
@@ -63,7 +64,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, rest = args[0], args[1:]
 	}
-	e := &env{stdout: stdout, stderr: stderr}
+	e := &env{stdout: stdout, stderr: stderr, clock: clock.Or(nil)}
 	switch cmd {
 	case "demo":
 		return e.demo(ctx, rest)
@@ -93,9 +94,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	return ExitUsage
 }
 
-// env is one invocation's outputs.
+// env is one invocation's outputs and clock.
 type env struct {
 	stdout, stderr io.Writer
+	// clock times the retries of refused calls.
+	clock clock.Clock
 }
 
 func (e *env) sub(ctx context.Context, name string, args []string, cmds map[string]func(context.Context, []string) int) int {

@@ -16,7 +16,7 @@ func (e *env) clusterStatus(ctx context.Context, args []string) int {
 		return c.fail(err)
 	}
 	defer done()
-	st, err := cl.Status(ctx)
+	st, err := retry(ctx, c, cl.Status)
 	if err != nil {
 		return c.fail(fmt.Errorf("%w (is the server in cluster mode, started with -bootstrap-expect?)", err))
 	}
@@ -27,6 +27,8 @@ func (e *env) clusterStatus(ctx context.Context, args []string) int {
 	switch {
 	case st.Leader:
 		leader += " (this server)"
+	case leader == "" && st.UnreachableLeaderID != "":
+		leader = "none reachable (" + st.UnreachableLeaderID + " led, but its API does not answer; an election follows)"
 	case leader == "":
 		leader = "none known (election running, or the cluster has not formed)"
 	}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,7 +65,9 @@ func TestCLI_ServerMode_Cluster(t *testing.T) {
 	defer func() {
 		for i := len(procs) - 1; i >= 0; i-- {
 			procs[i].stop()
-			if code := <-procs[i].done; code != cli.ExitOK {
+			code := <-procs[i].done
+			procs[i].done <- code
+			if code != cli.ExitOK {
 				t.Errorf("process %d: exit %d\n%s", i, code, procs[i].err)
 			}
 		}
@@ -153,6 +156,33 @@ func TestCLI_ServerMode_Cluster(t *testing.T) {
 		if got := run(i, "volume", "status", "vol1"); got != want {
 			t.Errorf("volume status on %s:\n%s\nwant (on %s):\n%s", ids[i], got, ids[follower], want)
 		}
+	}
+
+	// The leader dies. A write through a follower right after rides
+	// through the election within -timeout, the follower's status never
+	// names the dead leader, and then names the new one.
+	li := slices.Index(ids, leader)
+	procs[li].stop()
+	if code := <-procs[li].done; code != cli.ExitOK {
+		t.Fatalf("leader %s: exit %d\n%s", leader, code, procs[li].err)
+	}
+	procs[li].done <- cli.ExitOK
+	if st := run(follower, "cluster", "status"); strings.Contains(st, "Leader         "+leader) {
+		t.Errorf("right after leader %s stopped, the status on %s still names it:\n%s", leader, ids[follower], st)
+	}
+	out, errOut, code := runCLI(t, "volume", "create", "-plugin", "hostpath", "-timeout", "30s", "-address", addrs[follower], "vol2")
+	if code != cli.ExitOK || !strings.Contains(out, "Volume default/vol2 created") {
+		t.Fatalf("create through %s after the leader stopped: exit %d\nstdout:\n%s\nstderr:\n%s", ids[follower], code, out, errOut)
+	}
+	if n := strings.Count(errOut, "retrying"); n > 1 {
+		t.Errorf("the retry is said %d times, want at most once:\n%s", n, errOut)
+	}
+	st, err := clients[follower].WaitLeader(ctx)
+	if err != nil || st.LeaderID == "" || st.LeaderID == leader {
+		t.Fatalf("no new leader on %s: %+v, %v", ids[follower], st, err)
+	}
+	if got := run(follower, "cluster", "status"); !strings.Contains(got, "Leader         "+st.LeaderID) {
+		t.Errorf("the status on %s does not name the new leader %s:\n%s", ids[follower], st.LeaderID, got)
 	}
 }
 

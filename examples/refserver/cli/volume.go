@@ -35,10 +35,11 @@ func (e *env) volumeRegister(ctx context.Context, args []string) int {
 		return c.fail(err)
 	}
 	defer done()
-	resp, err := cl.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+	req := &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
 		ID: c.arg(0), Namespace: *ns, Name: *name, PluginID: *pluginID, ExternalID: *external,
 		Capabilities: defaultCaps(*caps), Secrets: mapOrNil(secrets), Parameters: mapOrNil(params), Context: mapOrNil(vctx),
-	}})
+	}}
+	resp, err := retry(ctx, c, func(ctx context.Context) (*rpcshim.VolumeResponse, error) { return cl.RegisterVolume(ctx, req) })
 	if err != nil {
 		return c.fail(err)
 	}
@@ -73,10 +74,11 @@ func (e *env) volumeCreate(ctx context.Context, args []string) int {
 		return c.fail(err)
 	}
 	defer done()
-	resp, err := cl.CreateVolume(ctx, &rpcshim.VolumeCreateRequest{Volume: csi.Volume{
+	req := &rpcshim.VolumeCreateRequest{Volume: csi.Volume{
 		ID: c.arg(0), Namespace: *ns, Name: *name, PluginID: *pluginID, Capabilities: defaultCaps(*caps),
 		Secrets: mapOrNil(secrets), Parameters: mapOrNil(params), RequestedCapacityMin: *capMin, RequestedCapacityMax: *capMax,
-	}})
+	}}
+	resp, err := retry(ctx, c, func(ctx context.Context) (*rpcshim.VolumeResponse, error) { return cl.CreateVolume(ctx, req) })
 	if err != nil {
 		return c.fail(err)
 	}
@@ -109,9 +111,11 @@ func (e *env) volumeDelete(ctx context.Context, args []string) int {
 	verb := "deleted and deregistered"
 	if *dereg {
 		verb = "deregistered"
-		resp, err = cl.DeregisterVolume(ctx, *ns, c.arg(0), *force)
+		resp, err = retry(ctx, c, func(ctx context.Context) (*api.WriteResponse, error) {
+			return cl.DeregisterVolume(ctx, *ns, c.arg(0), *force)
+		})
 	} else {
-		resp, err = cl.DeleteVolume(ctx, *ns, c.arg(0))
+		resp, err = retry(ctx, c, func(ctx context.Context) (*api.WriteResponse, error) { return cl.DeleteVolume(ctx, *ns, c.arg(0)) })
 	}
 	if err != nil {
 		return c.fail(err)
