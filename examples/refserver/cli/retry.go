@@ -19,10 +19,10 @@ var retryPolicy = backoff.Policy{Base: 100 * time.Millisecond, Max: 2 * time.Sec
 
 // retry runs call until it succeeds, fails for good, or ctx (bounded by
 // -timeout) ends. A call is retried when the server answered that
-// nothing was done and a retry may succeed: csi.ClassRetryable (no
-// leader known, the leader unreachable from the server that took the
-// request) or HTTP 503. A server that does not answer at all is not
-// retried: the address may be wrong, and "is it running?" says so at
+// nothing was done and a retry may succeed: HTTP 503 (no leader known,
+// the leader unreachable from the server that took the request), except
+// for a node or plugin that is not ready.
+// A server that does not answer at all is not retried: the address may be wrong, and "is it running?" says so at
 // once. The first retry is said once on stderr; the error returned,
 // when ctx ends first, is the last one the server gave.
 func retry[T any](ctx context.Context, c *command, call func(context.Context) (T, error)) (T, error) {
@@ -41,11 +41,18 @@ func retry[T any](ctx context.Context, c *command, call func(context.Context) (T
 }
 
 // retryable reports whether the server refused a call in a way a retry
-// may fix.
+// may fix by itself. A node or plugin that is not ready is left out,
+// though the server answers it with 503 too: it waits for a person (an
+// agent or a plugin to start), who is better told at once.
 func retryable(err error) bool {
 	var ae *api.Error
-	if !errors.As(err, &ae) {
+	switch {
+	case !errors.As(err, &ae):
+		return false
+	case errors.Is(err, csi.ErrNodeNotReady), errors.Is(err, csi.ErrNoController), errors.Is(err, csi.ErrPluginUnhealthy):
 		return false
 	}
-	return ae.StatusCode == http.StatusServiceUnavailable || csi.IsRetryable(err)
+	// Only 503: other refusals of class Retryable (a plugin instance
+	// not on that node yet: 404) wait for a change a person makes too.
+	return ae.StatusCode == http.StatusServiceUnavailable
 }

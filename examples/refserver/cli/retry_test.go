@@ -66,11 +66,19 @@ func TestCLI_Retry_GivesUpAtTimeout(t *testing.T) {
 	}
 }
 
-// TestCLI_Retry_NotRetryable: a final refusal is not retried.
+// TestCLI_Retry_NotRetryable: a final refusal is not retried, nor a
+// node that is not ready (a person must start its agent).
 func TestCLI_Retry_NotRetryable(t *testing.T) {
-	srv, calls := refusingServer(t, 1<<30, fmt.Errorf("%w: allocation web-1", csi.ErrAllocationNotFound))
-	_, errOut, code := runCLI(t, "release", "web-1", "-address", srv.URL, "-timeout", "30s")
-	if code != cli.ExitError || calls.Load() != 1 || strings.Contains(errOut, "retrying") {
-		t.Errorf("exit %d after %d calls, stderr:\n%s", code, calls.Load(), errOut)
+	for _, err := range []error{
+		fmt.Errorf("%w: allocation web-1", csi.ErrAllocationNotFound),
+		fmt.Errorf("%w: node node-2 is down", csi.ErrNodeNotReady),
+	} {
+		t.Run(err.Error(), func(t *testing.T) {
+			srv, calls := refusingServer(t, 1<<30, err)
+			_, errOut, code := runCLI(t, "release", "web-1", "-address", srv.URL, "-timeout", "30s")
+			if code != cli.ExitError || calls.Load() != 1 || strings.Contains(errOut, "retrying") {
+				t.Errorf("exit %d after %d calls, stderr:\n%s", code, calls.Load(), errOut)
+			}
+		})
 	}
 }
