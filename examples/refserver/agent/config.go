@@ -20,7 +20,10 @@ import (
 // DefaultHeartbeatInterval is the time between two heartbeats: a third
 // of the server's default TTL, so one lost heartbeat does not mark the
 // node down.
-const DefaultHeartbeatInterval = 5 * time.Second
+const DefaultHeartbeatInterval = 2 * time.Second
+
+// LeaveTimeout bounds the calls that tell the servers the agent stops.
+const LeaveTimeout = 2 * time.Second
 
 // DefaultHostpathPluginID is the plugin ID of the in-process hostpath
 // plugin.

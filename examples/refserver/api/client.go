@@ -274,6 +274,14 @@ func (c *Client) Heartbeat(ctx context.Context, nodeID string) error {
 	return err
 }
 
+// Leave tells the server that the node's agent is stopping: the node is
+// down at once instead of after the heartbeat TTL, until it registers
+// again.
+func (c *Client) Leave(ctx context.Context, nodeID string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/v1/nodes/"+esc(nodeID)+"/heartbeat", nil, nil, nil)
+	return err
+}
+
 // ReportPlugins sends a node's full list of plugin fingerprints.
 func (c *Client) ReportPlugins(ctx context.Context, nodeID string, infos []*csi.PluginInfo) error {
 	_, err := c.do(ctx, http.MethodPut, "/v1/nodes/"+esc(nodeID)+"/plugins", nil, &ReportPluginsRequest{Plugins: infos}, nil)

@@ -271,9 +271,10 @@ func TestCLI_RegisterClaimStatusRelease(t *testing.T) {
 	}
 }
 
-// TestCLI_NodeStatus_HeartbeatExpired stops node-2's agent and moves the
-// server's clock past the heartbeat TTL: node-2 shows as down, node-1
-// (which heartbeats) as ready, and a claim on node-2 is refused.
+// TestCLI_NodeStatus_HeartbeatExpired stops node-2's agent: it leaves,
+// and node-2 shows as down at once, without the server's clock moving.
+// Then the clock moves past the heartbeat TTL: node-1 (which
+// heartbeats) shows as ready, and a claim on node-2 is refused.
 func TestCLI_NodeStatus_HeartbeatExpired(t *testing.T) {
 	c := startCluster(t)
 	nodes := decodeJSON[[]*api.Node](t, c.ok(t, "node", "status", "-json"))
@@ -281,6 +282,13 @@ func TestCLI_NodeStatus_HeartbeatExpired(t *testing.T) {
 		t.Fatalf("nodes at start: %+v", nodes)
 	}
 	must(t, c.StopAgent("node-2"))
+	nodes = decodeJSON[[]*api.Node](t, c.ok(t, "node", "status", "-json"))
+	if len(nodes) != 2 || nodes[1].ID != "node-2" || nodes[1].Status != csi.NodeStatusDown {
+		t.Fatalf("nodes right after node-2's agent stopped: %+v; want node-2 down at once", nodes)
+	}
+	if !strings.Contains(c.events.String(), "[server] node node-2 left: its agent stopped") {
+		t.Errorf("the server does not say node-2 left:\n%s", c.events)
+	}
 	c.offset.Add(int64(ttl + time.Second))
 	must(t, c.Agent("node-1").Heartbeat(context.Background()))
 
