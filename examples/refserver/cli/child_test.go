@@ -24,6 +24,7 @@ type child struct {
 	errOut *syncBuffer
 	lines  chan string // every stdout line, until the pipe closes
 	done   chan error  // cmd.Wait's result
+	stdout io.Closer   // the read end of its stdout
 }
 
 // startChild starts the program with args, its stdout read line by
@@ -36,6 +37,7 @@ func startChild(t *testing.T, extraEnv []string, args ...string) *child {
 	cmd.Stderr = c.errOut
 	stdout, err := cmd.StdoutPipe()
 	must(t, err)
+	c.stdout = stdout
 	must(t, cmd.Start())
 	go func() {
 		lw := &lineWriter{line: func(l string) {
