@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/csikit/csikit/csi"
-	"github.com/csikit/csikit/examples/refserver/api"
 	"github.com/csikit/csikit/examples/hostpathplugin/hostpath"
+	"github.com/csikit/csikit/examples/refserver/api"
 	"github.com/csikit/csikit/examples/refserver/demo"
 )
 
