@@ -433,13 +433,13 @@ func TestCLI_Usage(t *testing.T) {
 	}{
 		{"help", []string{"help"}, cli.ExitOK, "Usage: refserver"},
 		{"unknown command", []string{"frobnicate"}, cli.ExitUsage, `unknown command "frobnicate"`},
-		{"volume without subcommand", []string{"volume"}, cli.ExitUsage, "give a subcommand: create, delete, register, status"},
+		{"volume without subcommand", []string{"volume"}, cli.ExitUsage, "give a subcommand: create, register, delete, status"},
 		{"unknown subcommand", []string{"plugin", "list"}, cli.ExitUsage, `unknown subcommand "list"`},
 		{"command help", []string{"volume", "status", "-h"}, cli.ExitOK, "Usage: refserver volume status [flags] [ID]"},
 		{"too many arguments", []string{"volume", "status", "a", "b"}, cli.ExitUsage, "got 2 arguments"},
 		{"claim without flags", []string{"claim"}, cli.ExitUsage, "-volume, -alloc and -node are required"},
-		{"bad claim mode", []string{"claim", "-volume", "v", "-alloc", "a", "-node", "n", "-mode", "rw"}, cli.ExitUsage, `unknown claim mode "rw"`},
-		{"bad capability", []string{"volume", "create", "-plugin", "p", "-capability", "everything", "v"}, cli.ExitUsage, `unknown access mode "everything"`},
+		{"bad claim mode", []string{"claim", "-volume", "v", "-alloc", "a", "-node", "n", "-mode", "rw"}, cli.ExitUsage, `-mode "rw" is not a claim mode; want read or write`},
+		{"bad capability", []string{"volume", "create", "-plugin", "p", "-capability", "everything", "v"}, cli.ExitUsage, `-capability "everything" is not an access mode; want one of single-node-writer, single-node-reader-only`},
 		{"secret without value", []string{"volume", "register", "-secret", "token", "v"}, cli.ExitUsage, "want KEY=VALUE"},
 		{"register without plugin", []string{"volume", "register", "v"}, cli.ExitUsage, "-plugin and -external-id are required"},
 		{"force without deregister", []string{"volume", "delete", "-force", "v"}, cli.ExitUsage, "-force only goes with -deregister"},
@@ -466,5 +466,16 @@ func TestCLI_ServerUnreachable(t *testing.T) {
 	_, errOut, code := runCLI(t, "plugin", "status", "-address", "127.0.0.1:1")
 	if code != cli.ExitError || !strings.Contains(errOut, "is it running?") {
 		t.Errorf("exit %d, %s", code, errOut)
+	}
+}
+
+// TestCLI_ServerMode_AddressInUse: a busy port names the flag that
+// moves the server elsewhere.
+func TestCLI_ServerMode_AddressInUse(t *testing.T) {
+	busy := listenLoopback(t)
+	defer busy.Close()
+	_, errOut, code := runCLI(t, "server", "-dev", "-addr", busy.Addr().String())
+	if code != cli.ExitError || !strings.Contains(errOut, busy.Addr().String()+" is in use by another process: pass -addr HOST:PORT to listen elsewhere") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }

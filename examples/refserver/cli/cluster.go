@@ -6,7 +6,8 @@ import (
 )
 
 func (e *env) clusterStatus(ctx context.Context, args []string) int {
-	c := e.newCommand("cluster status", "", "Shows the servers of a cluster-mode server's raft configuration and which one leads, as the server at -address sees them.")
+	c := e.newCommand("cluster status", "", "Shows the servers of a cluster-mode server's raft configuration and which one leads, as the server at -address sees them. A single server is a cluster of one.",
+		"refserver cluster status -address 127.0.0.1:7656")
 	code := ExitOK
 	if !c.parse(args, 0, 0, &code) {
 		return code

@@ -34,7 +34,12 @@ func (e *env) modeFlags(name, help, example string) *flag.FlagSet {
 // parseMode parses a run mode's flags; it returns false with the exit
 // code when the mode should not run.
 func (e *env) parseMode(fs *flag.FlagSet, args []string, code *int) bool {
-	if err := fs.Parse(args); err != nil {
+	if wantsHelp(args) {
+		printHelp(fs, e.stdout)
+		*code = ExitOK
+		return false
+	}
+	if err := parseFlags(fs, args); err != nil {
 		*code = ExitUsage
 		if errors.Is(err, flag.ErrHelp) {
 			*code = ExitOK
@@ -106,6 +111,9 @@ func (e *env) server(ctx context.Context, args []string) int {
 	logger, err := newLogger("refserver", *level, e.stderr)
 	if err != nil {
 		return e.modeFail("server", err)
+	}
+	if *ttl <= 0 {
+		return e.modeFail("server", fmt.Errorf("%w: -heartbeat-ttl %s: give a positive duration such as 6s", csi.ErrInvalidRequest, *ttl))
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -242,6 +250,12 @@ func (e *env) agent(ctx context.Context, args []string) int {
 	}
 	if *nodeID == "" {
 		return e.modeFail("agent", fmt.Errorf("%w: -node-id is required", csi.ErrInvalidRequest))
+	}
+	if err := validateIDs(idNode("-node-id", *nodeID)); err != nil {
+		return e.modeFail("agent", err)
+	}
+	if *heartbeat <= 0 {
+		return e.modeFail("agent", fmt.Errorf("%w: -heartbeat %s: give a positive duration such as 2s", csi.ErrInvalidRequest, *heartbeat))
 	}
 	if len(plugins) == 0 && *hpDir == "" {
 		return e.modeFail("agent", fmt.Errorf("%w: give at least one -plugin, or -hostpath-data-dir to run the hostpath plugin in-process", csi.ErrInvalidRequest))

@@ -12,7 +12,8 @@ import (
 )
 
 func (e *env) pluginStatus(ctx context.Context, args []string) int {
-	c := e.newCommand("plugin status", "[ID]", "Shows the plugins (provider, version, controllers and nodes healthy/expected), or one plugin with its instances.")
+	c := e.newCommand("plugin status", "[ID]", "Shows the plugins (provider, version, controllers and nodes healthy/expected), or one plugin with its instances.",
+		"refserver plugin status hostpath")
 	code := ExitOK
 	if !c.parse(args, 0, 1, &code) {
 		return code
@@ -40,6 +41,9 @@ func (e *env) pluginStatus(ctx context.Context, args []string) int {
 		}
 		t.flush()
 		return ExitOK
+	}
+	if err := validateIDs(idPlugin("plugin ID", c.arg(0))); err != nil {
+		return c.fail(err)
 	}
 	p, _, err := cl.Plugin(ctx, c.arg(0), nil)
 	if err != nil {
@@ -76,7 +80,8 @@ func (e *env) pluginStatus(ctx context.Context, args []string) int {
 }
 
 func (e *env) nodeStatus(ctx context.Context, args []string) int {
-	c := e.newCommand("node status", "", "Shows the node agents the server knows: ready while they heartbeat, down after the TTL.")
+	c := e.newCommand("node status", "", "Shows the node agents the server knows: ready while they heartbeat, down at once when their agent stops, and down after the server's -heartbeat-ttl when it dies.",
+		"refserver node status -json")
 	code := ExitOK
 	if !c.parse(args, 0, 0, &code) {
 		return code

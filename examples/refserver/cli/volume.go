@@ -12,7 +12,8 @@ import (
 )
 
 func (e *env) volumeRegister(ctx context.Context, args []string) int {
-	c := e.newCommand("volume register", "ID", "Registers a volume that already exists in its plugin. The plugin's controller, if any, confirms the capabilities first.")
+	c := e.newCommand("volume register", "ID", "Registers a volume that already exists in its plugin. The plugin's controller, if any, confirms the capabilities first.",
+		"refserver volume register -plugin hostpath -external-id vol-0123 -capability single-node-writer/file-system data")
 	ns := c.fs.String("namespace", api.DefaultNamespace, "the volume's namespace")
 	pluginID := c.fs.String("plugin", "", "the plugin ID (required)")
 	external := c.fs.String("external-id", "", "the plugin's ID of the volume (required)")
@@ -29,6 +30,9 @@ func (e *env) volumeRegister(ctx context.Context, args []string) int {
 	}
 	if *pluginID == "" || *external == "" {
 		return c.fail(fmt.Errorf("%w: -plugin and -external-id are required", csi.ErrInvalidRequest))
+	}
+	if err := validateIDs(idVolume("volume ID", c.arg(0)), idNamespace(*ns), idPlugin("-plugin", *pluginID)); err != nil {
+		return c.fail(err)
 	}
 	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
@@ -51,12 +55,14 @@ func (e *env) volumeRegister(ctx context.Context, args []string) int {
 }
 
 func (e *env) volumeCreate(ctx context.Context, args []string) int {
-	c := e.newCommand("volume create", "ID", "Creates a volume through a controller of its plugin and registers it.")
+	c := e.newCommand("volume create", "ID", "Creates a volume through a controller of its plugin and registers it.",
+		"refserver volume create -plugin hostpath -capacity-min 1GiB -capability single-node-writer data")
 	ns := c.fs.String("namespace", api.DefaultNamespace, "the volume's namespace")
 	pluginID := c.fs.String("plugin", "", "the plugin ID (required)")
 	name := c.fs.String("name", "", "the name the plugin creates the volume under (default NAMESPACE/ID)")
-	capMin := c.fs.Int64("capacity-min", 0, "smallest capacity in bytes (0: the plugin's choice)")
-	capMax := c.fs.Int64("capacity-max", 0, "largest capacity in bytes (0: no limit)")
+	var capMin, capMax sizeFlag
+	c.fs.Var(&capMin, "capacity-min", "smallest capacity: bytes, or with a unit such as 500M or 1GiB (0: the plugin's choice)")
+	c.fs.Var(&capMax, "capacity-max", "largest capacity: bytes, or with a unit such as 500M or 1GiB (0: no limit)")
 	caps := &capsFlag{}
 	c.fs.Var(caps, "capability", "ACCESS[/ATTACHMENT] a claim may use, repeatable (default single-node-writer/file-system)")
 	secrets, params := kvFlag{}, kvFlag{}
@@ -69,6 +75,9 @@ func (e *env) volumeCreate(ctx context.Context, args []string) int {
 	if *pluginID == "" {
 		return c.fail(fmt.Errorf("%w: -plugin is required", csi.ErrInvalidRequest))
 	}
+	if err := validateIDs(idVolume("volume ID", c.arg(0)), idNamespace(*ns), idPlugin("-plugin", *pluginID)); err != nil {
+		return c.fail(err)
+	}
 	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
@@ -76,7 +85,7 @@ func (e *env) volumeCreate(ctx context.Context, args []string) int {
 	defer done()
 	req := &rpcshim.VolumeCreateRequest{Volume: csi.Volume{
 		ID: c.arg(0), Namespace: *ns, Name: *name, PluginID: *pluginID, Capabilities: defaultCaps(*caps),
-		Secrets: mapOrNil(secrets), Parameters: mapOrNil(params), RequestedCapacityMin: *capMin, RequestedCapacityMax: *capMax,
+		Secrets: mapOrNil(secrets), Parameters: mapOrNil(params), RequestedCapacityMin: int64(capMin), RequestedCapacityMax: int64(capMax),
 	}}
 	resp, err := retry(ctx, c, func(ctx context.Context) (*rpcshim.VolumeResponse, error) { return cl.CreateVolume(ctx, req) })
 	if err != nil {
@@ -91,7 +100,8 @@ func (e *env) volumeCreate(ctx context.Context, args []string) int {
 }
 
 func (e *env) volumeDelete(ctx context.Context, args []string) int {
-	c := e.newCommand("volume delete", "ID", "Deletes a volume in its plugin and deregisters it; with -deregister, only deregisters it.")
+	c := e.newCommand("volume delete", "ID", "Deletes a volume in its plugin and deregisters it; with -deregister, only deregisters it.",
+		"refserver volume delete data")
 	ns := c.fs.String("namespace", api.DefaultNamespace, "the volume's namespace")
 	dereg := c.fs.Bool("deregister", false, "only forget the volume; do not delete it in the plugin")
 	force := c.fs.Bool("force", false, "with -deregister: drop its claims too (only when the attachments are known to be gone)")
@@ -101,6 +111,9 @@ func (e *env) volumeDelete(ctx context.Context, args []string) int {
 	}
 	if *force && !*dereg {
 		return c.fail(fmt.Errorf("%w: -force only goes with -deregister", csi.ErrInvalidRequest))
+	}
+	if err := validateIDs(idVolume("volume ID", c.arg(0)), idNamespace(*ns)); err != nil {
+		return c.fail(err)
 	}
 	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
@@ -128,11 +141,15 @@ func (e *env) volumeDelete(ctx context.Context, args []string) int {
 }
 
 func (e *env) volumeStatus(ctx context.Context, args []string) int {
-	c := e.newCommand("volume status", "[ID]", "Shows the volumes, or one volume with its claims. Secrets are never shown.")
+	c := e.newCommand("volume status", "[ID]", "Shows the volumes, or one volume with its claims. Secrets are never shown.",
+		"refserver volume status data")
 	ns := c.fs.String("namespace", "", "namespace (default: every namespace for the list, \""+api.DefaultNamespace+"\" for one volume)")
 	code := ExitOK
 	if !c.parse(args, 0, 1, &code) {
 		return code
+	}
+	if err := validateIDs(idVolume("volume ID", c.arg(0)), idNamespace(*ns)); err != nil {
+		return c.fail(err)
 	}
 	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
