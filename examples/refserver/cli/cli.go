@@ -16,6 +16,7 @@ import (
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/examples/refserver/api"
+	"github.com/csikit/csikit/examples/refserver/internal/quietlog"
 )
 
 // Exit codes.
@@ -331,5 +332,7 @@ func newLogger(name, level string, w io.Writer) (hclog.Logger, error) {
 	if l == hclog.NoLevel {
 		return nil, fmt.Errorf("%w: -log-level %q is not one of trace, debug, info, warn, error", csi.ErrInvalidRequest, level)
 	}
-	return hclog.New(&hclog.LoggerOptions{Name: name, Level: l, Output: w}), nil
+	// Repeated failures (raft's heartbeats to a peer that is down, an
+	// agent's to its server) print once per episode; see quietlog.
+	return quietlog.New(hclog.New(&hclog.LoggerOptions{Name: name, Level: l, Output: w}), quietlog.Config{}), nil
 }
