@@ -90,7 +90,7 @@ func (e *env) release(ctx context.Context, args []string) int {
 		return c.fail(err)
 	}
 	if *wait {
-		if _, err := retry(ctx, c, func(ctx context.Context) (struct{}, error) { return struct{}{}, cl.WaitReleased(ctx, id) }); err != nil {
+		if _, err := retry(ctx, c, func(ctx context.Context) (struct{}, error) { return struct{}{}, c.waitReleased(ctx, cl, id) }); err != nil {
 			return c.fail(fmt.Errorf("allocation %s stopped, but its claims are not all freed yet (see \"refserver volume status\"): %w", id, err))
 		}
 		resp.Claims = nil

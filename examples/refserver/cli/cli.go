@@ -87,7 +87,7 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		cmd, rest = args[0], args[1:]
 	}
-	e := &env{stdout: stdout, stderr: stderr, clock: clock.Or(nil)}
+	e := &env{stdout: stdout, stderr: stderr, clock: clock.Or(nil), terminal: isTerminal(stderr)}
 	if group, ok := e.groups()[cmd]; ok {
 		return e.sub(ctx, cmd, rest, group)
 	}
@@ -114,8 +114,11 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 // env is one invocation's outputs and clock.
 type env struct {
 	stdout, stderr io.Writer
-	// clock times the retries of refused calls.
+	// clock times the retries of refused calls and the progress lines.
 	clock clock.Clock
+	// terminal is set when stderr is a terminal: progress lines go
+	// there then.
+	terminal bool
 }
 
 // subcommand is one subcommand of a command group (volume, plugin, …).

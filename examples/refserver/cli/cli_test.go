@@ -242,7 +242,10 @@ func TestCLI_RegisterClaimStatusRelease(t *testing.T) {
 		t.Errorf("delete of a claimed volume: exit %d, %s", code, errOut)
 	}
 
-	out = c.ok(t, "release", "-wait", "web-1")
+	out, errOut, code := c.run(t, "release", "-wait", "web-1")
+	if code != cli.ExitOK || errOut != "" {
+		t.Fatalf("release -wait: exit %d; stderr (no progress lines when it is not a terminal):\n%q", code, errOut)
+	}
 	if out != "Allocation web-1 stopped; its claims are released and freed\n" {
 		t.Errorf("release output %q", out)
 	}

@@ -87,7 +87,9 @@ func (e *env) volumeCreate(ctx context.Context, args []string) int {
 		ID: c.arg(0), Namespace: *ns, Name: *name, PluginID: *pluginID, Capabilities: defaultCaps(*caps),
 		Secrets: mapOrNil(secrets), Parameters: mapOrNil(params), RequestedCapacityMin: int64(capMin), RequestedCapacityMax: int64(capMax),
 	}}
+	stop := c.ticking(fmt.Sprintf("waiting for plugin %s to create volume %s…", *pluginID, c.arg(0)))
 	resp, err := retry(ctx, c, func(ctx context.Context) (*rpcshim.VolumeResponse, error) { return cl.CreateVolume(ctx, req) })
+	stop()
 	if err != nil {
 		return c.fail(err)
 	}

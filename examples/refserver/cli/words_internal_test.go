@@ -1,6 +1,12 @@
 package cli
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/examples/refserver/api"
+)
 
 func TestParseSize(t *testing.T) {
 	tests := []struct {
@@ -32,5 +38,46 @@ func TestParseSize(t *testing.T) {
 				t.Errorf("parseSize(%q) = %d, %v; want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
 			}
 		})
+	}
+}
+
+// TestReleaseLine: the progress line shows each claim's step and counts
+// a new error at the same step as a new attempt.
+func TestReleaseLine(t *testing.T) {
+	seen := claimAttempts{}
+	claim := func(st csi.ClaimState, lastErr string) []api.AllocationClaim {
+		return []api.AllocationClaim{{Namespace: "default", VolumeID: "data", Claim: &csi.Claim{State: st, LastError: lastErr}}}
+	}
+	steps := []struct {
+		claims []api.AllocationClaim
+		want   string
+	}{
+		{claim(csi.ClaimUnpublishing, ""), "releasing web-1: default/data unpublishing (attempt 1)"},
+		{claim(csi.ClaimUnpublishing, "node node-2 is down"), "releasing web-1: default/data unpublishing (attempt 2: node node-2 is down)"},
+		{claim(csi.ClaimUnpublishing, "node node-2 is down"), "releasing web-1: default/data unpublishing (attempt 2: node node-2 is down)"},
+		{claim(csi.ClaimUnpublishing, "plugin timed out"), "releasing web-1: default/data unpublishing (attempt 3: plugin timed out)"},
+		{claim(csi.ClaimNodeDetached, ""), "releasing web-1: default/data node-detached (attempt 1)"},
+	}
+	for i, s := range steps {
+		if got := releaseLine("web-1", s.claims, seen); got != s.want {
+			t.Errorf("step %d: %q, want %q", i, got, s.want)
+		}
+	}
+}
+
+// TestProgress_NotTerminal: with no terminal, or with -json, nothing is
+// shown.
+func TestProgress_NotTerminal(t *testing.T) {
+	var buf strings.Builder
+	p := &progress{}
+	p.show("releasing")
+	p.done()
+	on := &progress{w: &buf}
+	on.show("a")
+	on.show("a")
+	on.show("b")
+	on.done()
+	if buf.String() != "\r\x1b[Ka\r\x1b[Kb\r\x1b[K" {
+		t.Errorf("terminal output %q", buf.String())
 	}
 }
