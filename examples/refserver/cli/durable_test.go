@@ -30,8 +30,11 @@ func TestCLI_ServerMode_SurvivesKill(t *testing.T) {
 	args := []string{"server", "-addr", addr, "-data-dir", filepath.Join(dir, "server")}
 	srv := startChild(t, nil, args...)
 	srv.waitLine(t, "[server] API listening on ")
-	if !strings.Contains(srv.out.String(), "[server] durable mode: server ") {
-		t.Errorf("the server does not say it is durable:\n%s", srv.out)
+	if !strings.Contains(srv.out.String(), "[server] durable mode: server ") || !strings.Contains(srv.out.String(), "keeps its state in "+filepath.Join(dir, "server")) {
+		t.Errorf("the new server does not say it is durable, and where:\n%s", srv.out)
+	}
+	if strings.Contains(srv.errOut.String(), "starting election") {
+		t.Errorf("a single server's election at start is not worth a warning:\n%s", srv.errOut)
 	}
 
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/examples/refserver/api"
+	"github.com/csikit/csikit/examples/refserver/internal/quietlog"
 	"github.com/csikit/csikit/examples/refserver/server"
 	"github.com/csikit/csikit/state"
 	"github.com/csikit/csikit/state/raftstate"
@@ -38,6 +40,8 @@ type Server struct {
 	peers   map[string]*peer // by server ID, learned by status calls
 
 	leading atomic.Bool
+	// restarted is set when Run found raft state in the data dir.
+	restarted bool
 }
 
 // peer is another server as this one reaches it.
@@ -126,6 +130,10 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) (err error) {
 			close(s.ready)
 		}
 	}()
+	// Whether raft state was there before raft opens (and a single
+	// server bootstraps) it.
+	_, statErr := os.Stat(filepath.Join(s.cfg.DataDir, RaftDir, "raft.db"))
+	s.restarted = !s.cfg.Dev && statErr == nil
 	rs, srv, err := s.build(lis)
 	if err != nil {
 		_ = lis.Close()
@@ -206,8 +214,8 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) (err error) {
 // printStart says which engine runs: in memory, a single durable
 // server, or one server of a cluster (new, or rejoining from its data).
 func (s *Server) printStart(rs *raftstate.Server) {
-	peers, err := rs.Servers()
-	found := err == nil && len(peers) > 0
+	peers, _ := rs.Servers()
+	found := s.restarted
 	switch {
 	case s.cfg.Dev:
 		s.cfg.Events.Printf("server", "dev mode: server %s keeps its state in memory only; nothing is written, and the state is lost when it stops", s.id)
@@ -258,9 +266,14 @@ func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, err
 	if !s.cfg.Dev {
 		raftDir = filepath.Join(s.cfg.DataDir, RaftDir)
 	}
+	logger := s.cfg.Logger
+	if s.cfg.BootstrapExpect == 1 {
+		// A lone voter's election at every start is expected.
+		logger = quietlog.New(logger, quietlog.Config{Demote: []string{"heartbeat timeout reached, starting election"}})
+	}
 	rs, err := raftstate.New(raftstate.Config{
 		ID: s.id, Store: store, Transport: tr, DataDir: raftDir, InMemory: s.cfg.Dev,
-		BootstrapExpect: s.cfg.BootstrapExpect, Forward: s.forward, Raft: s.cfg.Raft, Logger: s.cfg.Logger,
+		BootstrapExpect: s.cfg.BootstrapExpect, Forward: s.forward, Raft: s.cfg.Raft, Logger: logger,
 	})
 	if err != nil {
 		_ = tr.Close()

@@ -13,6 +13,7 @@ package quietlog
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,11 @@ type Config struct {
 	Reset time.Duration
 	// Now is the time source; nil means time.Now.
 	Now func() time.Time
+	// Demote lists messages that print at debug level whatever their
+	// level: expected events a library reports as warnings (raft's
+	// "heartbeat timeout reached, starting election" on a single
+	// server's every start).
+	Demote []string
 }
 
 // episode is one run of a repeated failure.
@@ -71,6 +77,10 @@ func (q *Logger) Error(msg string, args ...any) { q.Log(hclog.Error, msg, args..
 func (q *Logger) Log(level hclog.Level, msg string, args ...any) {
 	if level < hclog.Warn {
 		q.Logger.Log(level, msg, args...)
+		return
+	}
+	if slices.Contains(q.st.cfg.Demote, msg) {
+		q.Logger.Debug(msg, args...)
 		return
 	}
 	key := q.Logger.Name() + "\x00" + msg + "\x00" + peerOf(args)

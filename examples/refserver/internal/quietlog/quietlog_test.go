@@ -41,6 +41,23 @@ func TestLogger_Repeats(t *testing.T) {
 	}
 }
 
+// TestLogger_Demote: a demoted message prints at debug only.
+func TestLogger_Demote(t *testing.T) {
+	var buf bytes.Buffer
+	base := hclog.New(&hclog.LoggerOptions{Output: &buf, Level: hclog.Warn, DisableTime: true})
+	l := quietlog.New(base, quietlog.Config{Demote: []string{"starting election"}})
+	l.Warn("starting election")
+	l.Warn("something else")
+	if strings.Contains(buf.String(), "starting election") || !strings.Contains(buf.String(), "something else") {
+		t.Errorf("output:\n%s", buf.String())
+	}
+	base.SetLevel(hclog.Debug)
+	l.Warn("starting election")
+	if !strings.Contains(buf.String(), "[DEBUG] starting election") {
+		t.Errorf("the demoted message does not show at debug:\n%s", buf.String())
+	}
+}
+
 // TestLogger_Info: lines below warn pass through untouched.
 func TestLogger_Info(t *testing.T) {
 	var buf bytes.Buffer
