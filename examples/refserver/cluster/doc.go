@@ -45,7 +45,9 @@
 // answering "ask the leader", keeps the CLI and the agents unaware of
 // leadership: they talk to any server. A server that knows no leader
 // (an election, or a cluster not formed yet) refuses writes with a
-// retryable error (HTTP 503); callers retry.
+// retryable error (HTTP 503); callers retry, as the CLI does. A
+// follower's status never names a leader whose API does not answer it
+// (api.ServerStatus.UnreachableLeaderID).
 //
 // Plugin calls (CreateVolume, ControllerPublish, the mount of a claim)
 // are made by the server that took the request, through the node
