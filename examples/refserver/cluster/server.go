@@ -386,8 +386,38 @@ func (s *Server) forward(ctx context.Context, leaderAddr, leaderID string, cmd [
 		return state.Result{}, fmt.Errorf("%w: the API address of leader %s (raft %s) is not known to server %s yet; list every other server in its -join",
 			csi.ErrUnavailable, leaderID, leaderAddr, s.id)
 	}
-	return p.client.Apply(ctx, cmd)
+	res, err := p.client.Apply(ctx, cmd)
+	var ae *api.Error
+	if err != nil && ctx.Err() == nil && !errors.As(err, &ae) {
+		// The leader did not answer: say so in a person's words,
+		// keeping the error (and its class) underneath.
+		err = &leaderUnreachable{leader: leaderID, api: p.address, err: err}
+	}
+	return res, err
 }
+
+// leaderUnreachable is a forwarded write the leader did not answer. It
+// unwraps to the client's error, so its sentinel and class (Retryable
+// when the connection was never made, Uncertain otherwise) stay.
+type leaderUnreachable struct {
+	leader, api string
+	err         error
+}
+
+func (e *leaderUnreachable) Error() string {
+	cause := e.err.Error()
+	var op *net.OpError
+	if errors.As(e.err, &op) && op.Err != nil {
+		cause = op.Err.Error()
+	}
+	msg := fmt.Sprintf("the leader, server %s (API %s), does not answer: %s", e.leader, e.api, cause)
+	if csi.Classify(e.err) == csi.ClassUncertain {
+		msg += " (the write may or may not have been applied)"
+	}
+	return msg
+}
+
+func (e *leaderUnreachable) Unwrap() error { return e.err }
 
 // findPeer looks for server id among the Join addresses not joined
 // yet, with one status call each, and joins it if found. It serves a
