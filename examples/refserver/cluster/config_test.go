@@ -31,7 +31,9 @@ func TestNew_Config(t *testing.T) {
 		}, nil},
 		{"valid single server", func(c *cluster.Config) { c.BootstrapExpect, c.Join = 1, nil }, nil},
 		{"valid single server without a raft address", func(c *cluster.Config) { c.BootstrapExpect, c.Join, c.RaftAddr = 1, nil, "" }, nil},
-		{"valid dev server", func(c *cluster.Config) { c.Dev, c.DataDir, c.BootstrapExpect, c.Join, c.RaftAddr = true, "", 0, nil, "" }, nil},
+		{"valid dev server", func(c *cluster.Config) {
+			c.Dev, c.DataDir, c.BootstrapExpect, c.Join, c.RaftAddr = true, "", 0, nil, ""
+		}, nil},
 		{"dev with a data dir", func(c *cluster.Config) { c.Dev, c.BootstrapExpect, c.Join = true, 1, nil }, csi.ErrInvalidRequest},
 		{"dev cluster", func(c *cluster.Config) { c.Dev, c.DataDir = true, "" }, csi.ErrInvalidRequest},
 		{"no data dir", func(c *cluster.Config) { c.DataDir = "" }, csi.ErrInvalidRequest},
