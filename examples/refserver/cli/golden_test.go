@@ -101,6 +101,8 @@ func TestCLI_Errors_Golden(t *testing.T) {
 		{"server", "-dev", "-data-dir", "/tmp/x"},
 		{"server", "-join", "127.0.0.1:1", "-dev"},
 		{"server", "-bootstrap-expect", "3", "-join", "127.0.0.1:1"},
+		{"server", "-bootstrap-expect", "3", "-data-dir", "/tmp/x", "-join", "ftp://a:1"},
+		{"server", "-bootstrap-expect", "3", "-data-dir", "/tmp/x", "-join", "127.0.0.1:1", "-raft-advertise", "nowhere"},
 		{"completion", "fish"},
 	}
 	var all strings.Builder

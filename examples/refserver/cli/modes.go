@@ -139,6 +139,9 @@ func (e *env) server(ctx context.Context, args []string) int {
 	case cfg.RaftAddr == "":
 		cfg.RaftAddr = DefaultRaftAddress
 	}
+	if err := checkAddresses(cfg); err != nil {
+		return e.modeFail("server", err)
+	}
 	if !*dev && cfg.DataDir == "" {
 		cfg.DataDir = defaultDataDir()
 	}
@@ -185,6 +188,38 @@ func defaultDataDir() string {
 		return filepath.Join(h, ".local", "state", "refserver")
 	}
 	return filepath.Join(os.TempDir(), "refserver-state")
+}
+
+// checkAddresses checks the address flags, so that a bad one is named
+// by its flag rather than by the cluster.Config field it fills.
+func checkAddresses(cfg cluster.Config) error {
+	for _, f := range []struct{ flag, value string }{{"-raft-addr", cfg.RaftAddr}, {"-raft-advertise", cfg.RaftAdvertise}} {
+		if f.value == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(f.value); err != nil {
+			return fmt.Errorf("%w: %s %q is not HOST:PORT, for example 10.0.0.1:7648", csi.ErrInvalidRequest, f.flag, f.value)
+		}
+	}
+	for _, f := range append([]struct{ flag, value string }{{"-advertise", cfg.Advertise}}, joinFlags(cfg.Join)...) {
+		if f.value == "" {
+			continue
+		}
+		cl, err := api.NewClient(f.value, nil)
+		if err != nil {
+			return fmt.Errorf("%w: %s %q is not a server API address: give HOST:PORT or http://HOST:PORT", csi.ErrInvalidRequest, f.flag, f.value)
+		}
+		cl.Close()
+	}
+	return nil
+}
+
+func joinFlags(join []string) []struct{ flag, value string } {
+	out := make([]struct{ flag, value string }, len(join))
+	for i, j := range join {
+		out[i].flag, out[i].value = "-join", j
+	}
+	return out
 }
 
 // listen listens on address, and on "address already in use" says
