@@ -11,12 +11,13 @@
 // serves until interrupted (-exit-after-demo stops it instead).
 //
 //	go run ./examples/refserver
-//	go run ./examples/refserver server -addr 127.0.0.1:4646 -data-dir /tmp/rs
-//	go run ./examples/refserver agent -server http://127.0.0.1:4646 -node-id node-1 \
-//		-addr 127.0.0.1:4747 -hostpath-data-dir /tmp/rs-plugin
+//	go run ./examples/refserver server -data-dir /tmp/rs    # durable: raft on boltdb
+//	go run ./examples/refserver server -dev                 # state in memory only
+//	go run ./examples/refserver agent -server http://127.0.0.1:7646 -node-id node-1 \
+//		-addr 127.0.0.1:7647 -hostpath-data-dir /tmp/rs-plugin
 //	go run ./examples/refserver volume status
-//	go run ./examples/refserver server -addr 127.0.0.1:4646 -data-dir /tmp/rs/s1 \
-//		-bootstrap-expect 3 -raft-addr 127.0.0.1:4800 -join 127.0.0.1:4647,127.0.0.1:4648
+//	go run ./examples/refserver server -addr 127.0.0.1:7646 -data-dir /tmp/rs/s1 \
+//		-bootstrap-expect 3 -raft-addr 127.0.0.1:7648 -join 127.0.0.1:7656,127.0.0.1:7666
 //
 // The logic lives in importable packages: server, cluster (cluster mode
 // on raft), agent, api (the HTTP API and its client), cli (every
@@ -25,17 +26,11 @@
 package main
 
 import (
-	"context"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/csikit/csikit/examples/refserver/cli"
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	code := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
-	os.Exit(code)
+	os.Exit(cli.Main(os.Args[1:]))
 }

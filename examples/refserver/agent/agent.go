@@ -210,6 +210,7 @@ func (a *Agent) Run(ctx context.Context, lis net.Listener) error {
 	var err error
 	if err = a.register(ctx); err == nil {
 		err = a.runRegistered(ctx, errs)
+		a.leave()
 	}
 	stopNode()
 	stopPlugin()
@@ -329,6 +330,21 @@ func (a *Agent) register(ctx context.Context) error {
 			return err
 		}
 		delay = min(2*delay, 5*time.Second)
+	}
+}
+
+// leave tells every server the agent stops, so that they mark the node
+// down at once rather than after their heartbeat TTL. A server that
+// does not answer in LeaveTimeout finds out by the TTL.
+func (a *Agent) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), LeaveTimeout)
+	defer cancel()
+	for _, srv := range a.servers {
+		if err := srv.Leave(ctx, a.cfg.NodeID); err != nil {
+			a.cfg.Logger.Warn("could not tell a server this node stops; it marks the node down after its heartbeat TTL", "server", srv.Address(), "error", err)
+			continue
+		}
+		a.cfg.Events.Printf(a.cfg.NodeID, "left %s: the node is down there until the agent starts again", srv.Address())
 	}
 }
 

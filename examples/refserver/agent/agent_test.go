@@ -322,6 +322,7 @@ func TestParsePlugin(t *testing.T) {
 		{"hostpath=", agent.Plugin{}, csi.ErrInvalidRequest},
 		{"=/run/csi.sock", agent.Plugin{}, csi.ErrInvalidID},
 		{"hostpath=tcp://1.2.3.4:5", agent.Plugin{}, csi.ErrInvalidRequest},
+		{"hostpath=unix:///run/csi.sock:nodee", agent.Plugin{}, csi.ErrInvalidRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.in, func(t *testing.T) {

@@ -20,7 +20,10 @@ import (
 // DefaultHeartbeatInterval is the time between two heartbeats: a third
 // of the server's default TTL, so one lost heartbeat does not mark the
 // node down.
-const DefaultHeartbeatInterval = 5 * time.Second
+const DefaultHeartbeatInterval = 2 * time.Second
+
+// LeaveTimeout bounds the calls that tell the servers the agent stops.
+const LeaveTimeout = 2 * time.Second
 
 // DefaultHostpathPluginID is the plugin ID of the in-process hostpath
 // plugin.
@@ -39,19 +42,29 @@ type Plugin struct {
 
 // ParsePlugin parses the agent's -plugin flag: "ID=ENDPOINT[:TYPE]",
 // for example "hostpath=unix:///run/csi/hostpath.sock:node". TYPE is
-// controller, node or monolith (the default).
+// controller, node or monolith (the default). Text after the last colon
+// that is a plain word (letters only) is a TYPE, and one that is none
+// of the three is refused rather than taken as part of the socket path;
+// other text (/run/a:b.sock) is part of the path.
 func ParsePlugin(s string) (Plugin, error) {
 	id, rest, ok := strings.Cut(s, "=")
 	if !ok || rest == "" {
 		return Plugin{}, fmt.Errorf("%w: plugin %q: want ID=ENDPOINT[:TYPE], for example hostpath=unix:///run/csi.sock:monolith", csi.ErrInvalidRequest, s)
 	}
 	p := Plugin{ID: id, Type: csi.PluginTypeMonolith, Endpoint: rest}
-	if i := strings.LastIndex(rest, ":"); i >= 0 {
-		if t := csi.PluginType(rest[i+1:]); t.Valid() {
-			p.Type, p.Endpoint = t, rest[:i]
+	if i := strings.LastIndex(rest, ":"); i >= 0 && isWord(rest[i+1:]) {
+		t := csi.PluginType(rest[i+1:])
+		if !t.Valid() {
+			return Plugin{}, fmt.Errorf("%w: plugin %s: type %q is not controller, node or monolith", csi.ErrInvalidRequest, id, rest[i+1:])
 		}
+		p.Type, p.Endpoint = t, rest[:i]
 	}
 	return p, p.validate()
+}
+
+// isWord reports whether s is letters only, as a plugin TYPE is.
+func isWord(s string) bool {
+	return s != "" && strings.IndexFunc(s, func(r rune) bool { return r < 'a' || r > 'z' }) < 0
 }
 
 func (p Plugin) validate() error {

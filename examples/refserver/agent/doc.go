@@ -36,5 +36,7 @@
 //     started has stopped, the in-process plugin last.
 //  3. Stopping the agent leaves mounts in place: workloads keep their
 //     volumes, and the server's claim worker unmounts through the agent
-//     once their allocations stop.
+//     once their allocations stop. A clean stop tells every server the
+//     node leaves (api.Client.Leave), so it is down there at once; a
+//     killed agent's node is down after the server's heartbeat TTL.
 package agent

@@ -17,7 +17,7 @@ import (
 )
 
 // DefaultAddress is where the server listens unless told otherwise.
-const DefaultAddress = "http://127.0.0.1:4646"
+const DefaultAddress = "http://127.0.0.1:7646"
 
 // maxResponse bounds a response body the client reads.
 const maxResponse = 16 << 20
@@ -271,6 +271,14 @@ func (c *Client) RegisterNode(ctx context.Context, nodeID string, req *RegisterN
 // means the server does not know the node (it restarted): register again.
 func (c *Client) Heartbeat(ctx context.Context, nodeID string) error {
 	_, err := c.do(ctx, http.MethodPut, "/v1/nodes/"+esc(nodeID)+"/heartbeat", nil, nil, nil)
+	return err
+}
+
+// Leave tells the server that the node's agent is stopping: the node is
+// down at once instead of after the heartbeat TTL, until it registers
+// again.
+func (c *Client) Leave(ctx context.Context, nodeID string) error {
+	_, err := c.do(ctx, http.MethodDelete, "/v1/nodes/"+esc(nodeID)+"/heartbeat", nil, nil, nil)
 	return err
 }
 

@@ -50,6 +50,11 @@ type ServerStatus struct {
 	// not formed yet).
 	LeaderID          string `json:",omitempty"`
 	LeaderRaftAddress string `json:",omitempty"`
+	// UnreachableLeaderID is set, and LeaderID left empty, when raft
+	// still names a leader whose API does not answer this server: it
+	// died, and an election will follow within raft's heartbeat
+	// timeout. A status never names a leader known to be dead.
+	UnreachableLeaderID string `json:",omitempty"`
 	// BootstrapExpect is the number of servers the cluster forms with.
 	BootstrapExpect int
 	// Servers are the servers of the raft configuration, sorted by ID;

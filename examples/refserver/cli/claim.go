@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"strings"
 
@@ -8,8 +9,9 @@ import (
 	"github.com/csikit/csikit/examples/refserver/api"
 )
 
-func (e *env) claim(args []string) int {
-	c := e.newCommand("claim", "", "Claims a volume for an allocation on a node: the server records the allocation, writes the claim, then attaches the volume through a controller if the plugin needs it. With -mount, the node agent mounts it too.")
+func (e *env) claim(ctx context.Context, args []string) int {
+	c := e.newCommand("claim", "", "Claims a volume for an allocation on a node: the server records the allocation, writes the claim, then attaches the volume through a controller if the plugin needs it. With -mount, the node agent mounts it too.",
+		"refserver claim -volume data -alloc web-1 -node node-2 -mount")
 	ns := c.fs.String("namespace", api.DefaultNamespace, "the volume's namespace (and the allocation's)")
 	vol := c.fs.String("volume", "", "the volume ID (required)")
 	alloc := c.fs.String("alloc", "", "the allocation ID (required)")
@@ -25,30 +27,30 @@ func (e *env) claim(args []string) int {
 	if *vol == "" || *alloc == "" || *node == "" {
 		return c.fail(fmt.Errorf("%w: -volume, -alloc and -node are required", csi.ErrInvalidRequest))
 	}
+	if err := validateIDs(idVolume("-volume", *vol), idNamespace(*ns), idAlloc("-alloc", *alloc), idNode("-node", *node)); err != nil {
+		return c.fail(err)
+	}
 	req := &api.ClaimRequest{AllocationID: *alloc, NodeID: *node, Mount: *mount}
-	if err := req.Mode.UnmarshalText([]byte(*mode)); err != nil {
+	var err error
+	if req.Mode, err = parseClaimMode(*mode); err != nil {
 		return c.fail(err)
 	}
 	if *access != "" {
-		m, err := csi.ParseAccessMode(*access)
-		if err != nil {
+		if req.AccessMode, err = parseAccessMode("-access-mode", *access); err != nil {
 			return c.fail(err)
 		}
-		req.AccessMode = m
 	}
 	if *attach != "" {
-		m, err := csi.ParseAttachmentMode(*attach)
-		if err != nil {
+		if req.AttachmentMode, err = parseAttachmentMode("-attachment-mode", *attach); err != nil {
 			return c.fail(err)
 		}
-		req.AttachmentMode = m
 	}
-	cl, ctx, done, err := c.client()
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
 	defer done()
-	resp, err := cl.Claim(ctx, *ns, *vol, req)
+	resp, err := retry(ctx, c, func(ctx context.Context) (*api.ClaimResponse, error) { return cl.Claim(ctx, *ns, *vol, req) })
 	if err != nil {
 		return c.fail(err)
 	}
@@ -66,25 +68,29 @@ func (e *env) claim(args []string) int {
 	return ExitOK
 }
 
-func (e *env) release(args []string) int {
-	c := e.newCommand("release", "ALLOCATION", "Stops an allocation: its claims become past claims, and the claim release worker unmounts (on the node), detaches (through a controller) and frees each. With -wait, returns once all are freed.")
+func (e *env) release(ctx context.Context, args []string) int {
+	c := e.newCommand("release", "ALLOCATION", "Stops an allocation: its claims become past claims, and the claim release worker unmounts (on the node), detaches (through a controller) and frees each. With -wait, returns once all are freed.",
+		"refserver release -wait web-1")
 	wait := c.fs.Bool("wait", false, "wait until every claim of the allocation is freed")
 	code := ExitOK
 	if !c.parse(args, 1, 1, &code) {
 		return code
 	}
 	id := c.arg(0)
-	cl, ctx, done, err := c.client()
+	if err := validateIDs(idAlloc("allocation ID", id)); err != nil {
+		return c.fail(err)
+	}
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
 	defer done()
-	resp, err := cl.Release(ctx, id)
+	resp, err := retry(ctx, c, func(ctx context.Context) (*api.ReleaseResponse, error) { return cl.Release(ctx, id) })
 	if err != nil {
 		return c.fail(err)
 	}
 	if *wait {
-		if err := cl.WaitReleased(ctx, id); err != nil {
+		if _, err := retry(ctx, c, func(ctx context.Context) (struct{}, error) { return struct{}{}, c.waitReleased(ctx, cl, id) }); err != nil {
 			return c.fail(fmt.Errorf("allocation %s stopped, but its claims are not all freed yet (see \"refserver volume status\"): %w", id, err))
 		}
 		resp.Claims = nil

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,7 +25,14 @@ import (
 	"github.com/csikit/csikit/rpcshim"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) {
+	if os.Getenv(childEnv) == "1" {
+		// A child process of a test (see startChild): run the command
+		// line as the refserver program would.
+		os.Exit(cli.Main(os.Args[1:]))
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func must(t *testing.T, err error) {
 	t.Helper()
@@ -234,7 +242,10 @@ func TestCLI_RegisterClaimStatusRelease(t *testing.T) {
 		t.Errorf("delete of a claimed volume: exit %d, %s", code, errOut)
 	}
 
-	out = c.ok(t, "release", "-wait", "web-1")
+	out, errOut, code := c.run(t, "release", "-wait", "web-1")
+	if code != cli.ExitOK || errOut != "" {
+		t.Fatalf("release -wait: exit %d; stderr (no progress lines when it is not a terminal):\n%q", code, errOut)
+	}
 	if out != "Allocation web-1 stopped; its claims are released and freed\n" {
 		t.Errorf("release output %q", out)
 	}
@@ -263,9 +274,10 @@ func TestCLI_RegisterClaimStatusRelease(t *testing.T) {
 	}
 }
 
-// TestCLI_NodeStatus_HeartbeatExpired stops node-2's agent and moves the
-// server's clock past the heartbeat TTL: node-2 shows as down, node-1
-// (which heartbeats) as ready, and a claim on node-2 is refused.
+// TestCLI_NodeStatus_HeartbeatExpired stops node-2's agent: it leaves,
+// and node-2 shows as down at once, without the server's clock moving.
+// Then the clock moves past the heartbeat TTL: node-1 (which
+// heartbeats) shows as ready, and a claim on node-2 is refused.
 func TestCLI_NodeStatus_HeartbeatExpired(t *testing.T) {
 	c := startCluster(t)
 	nodes := decodeJSON[[]*api.Node](t, c.ok(t, "node", "status", "-json"))
@@ -273,6 +285,13 @@ func TestCLI_NodeStatus_HeartbeatExpired(t *testing.T) {
 		t.Fatalf("nodes at start: %+v", nodes)
 	}
 	must(t, c.StopAgent("node-2"))
+	nodes = decodeJSON[[]*api.Node](t, c.ok(t, "node", "status", "-json"))
+	if len(nodes) != 2 || nodes[1].ID != "node-2" || nodes[1].Status != csi.NodeStatusDown {
+		t.Fatalf("nodes right after node-2's agent stopped: %+v; want node-2 down at once", nodes)
+	}
+	if !strings.Contains(c.events.String(), "[server] node node-2 left: its agent stopped") {
+		t.Errorf("the server does not say node-2 left:\n%s", c.events)
+	}
 	c.offset.Add(int64(ttl + time.Second))
 	must(t, c.Agent("node-1").Heartbeat(context.Background()))
 
@@ -370,6 +389,9 @@ func runServerMode(t *testing.T, args ...string) (string, func() (int, string)) 
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan int, 1)
 	go func() {
+		if !slices.Contains(args, "-data-dir") {
+			args = append([]string{"-dev"}, args...)
+		}
 		done <- cli.Run(ctx, append([]string{"server", "-addr", "127.0.0.1:0"}, args...), out, &errOut)
 	}()
 	select {
@@ -382,52 +404,18 @@ func runServerMode(t *testing.T, args ...string) (string, func() (int, string)) 
 	return "", nil
 }
 
-// TestCLI_ServerMode_DataDir runs the server command twice on one data
-// dir: the state written at exit is restored at the next start.
-func TestCLI_ServerMode_DataDir(t *testing.T) {
-	dir := t.TempDir()
-	url, stop := runServerMode(t, "-data-dir", dir)
-	client, err := api.NewClient(url, nil)
-	must(t, err)
-	ctx := context.Background()
-	must(t, client.RegisterNode(ctx, "n1", &api.RegisterNodeRequest{Address: "127.0.0.1:1"}))
-	must(t, client.ReportPlugins(ctx, "n1", []*csi.PluginInfo{{
-		PluginID: "fake", AllocationID: "a1", Type: csi.PluginTypeNode, Healthy: true, UpdateTime: time.Now(), NodeInfo: &csi.NodeInfo{ID: "n1"},
-	}}))
-	_, err = client.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
-		ID: "kept", Namespace: "default", PluginID: "fake", ExternalID: "e1",
-		Capabilities: []csi.Capability{{AccessMode: csi.AccessModeSingleNodeWriter, AttachmentMode: csi.AttachmentModeFileSystem}},
-	}})
-	must(t, err)
-	client.Close()
-	code, out := stop()
-	if code != cli.ExitOK || !strings.Contains(out, "[server] state saved to "+filepath.Join(dir, "state.snap")) {
-		t.Fatalf("first server: exit %d\n%s", code, out)
-	}
-	if fi, err := os.Stat(filepath.Join(dir, "state.snap")); err != nil || fi.Mode().Perm() != 0o600 {
-		t.Errorf("state file: %v, %v; want mode 0600 (it holds secrets)", fi, err)
-	}
-
-	url, stop = runServerMode(t, "-data-dir", dir)
-	client, err = api.NewClient(url, nil)
-	must(t, err)
-	v, _, err := client.Volume(ctx, "default", "kept", nil)
-	client.Close()
-	code, out = stop()
-	if err != nil || v.ExternalID != "e1" {
-		t.Errorf("the restored server's volume: %+v, %v", v, err)
-	}
-	if code != cli.ExitOK || !strings.Contains(out, "[server] state restored from ") {
-		t.Errorf("second server: exit %d\n%s", code, out)
-	}
-}
-
+// TestCLI_ServerMode_CorruptState: a server whose raft state does not
+// open stops with an error naming it, rather than starting empty.
 func TestCLI_ServerMode_CorruptState(t *testing.T) {
 	dir := t.TempDir()
-	must(t, os.WriteFile(filepath.Join(dir, "state.snap"), []byte("garbage"), 0o600))
-	_, errOut, code := runCLI(t, "server", "-addr", "127.0.0.1:0", "-data-dir", dir)
-	if code != cli.ExitError || !strings.Contains(errOut, "move it away to start empty") {
-		t.Errorf("exit %d, %s", code, errOut)
+	must(t, os.MkdirAll(filepath.Join(dir, "raft"), 0o700))
+	must(t, os.WriteFile(filepath.Join(dir, "raft", "raft.db"), []byte("garbage"), 0o600))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	code := cli.Run(ctx, []string{"server", "-addr", "127.0.0.1:0", "-data-dir", dir}, &out, &errOut)
+	if code != cli.ExitError || !strings.Contains(errOut.String(), filepath.Join(dir, "raft")) {
+		t.Errorf("exit %d, %s", code, errOut.String())
 	}
 }
 
@@ -448,13 +436,13 @@ func TestCLI_Usage(t *testing.T) {
 	}{
 		{"help", []string{"help"}, cli.ExitOK, "Usage: refserver"},
 		{"unknown command", []string{"frobnicate"}, cli.ExitUsage, `unknown command "frobnicate"`},
-		{"volume without subcommand", []string{"volume"}, cli.ExitUsage, "give a subcommand: create, delete, register, status"},
+		{"volume without subcommand", []string{"volume"}, cli.ExitUsage, "give a subcommand: create, register, delete, status"},
 		{"unknown subcommand", []string{"plugin", "list"}, cli.ExitUsage, `unknown subcommand "list"`},
 		{"command help", []string{"volume", "status", "-h"}, cli.ExitOK, "Usage: refserver volume status [flags] [ID]"},
 		{"too many arguments", []string{"volume", "status", "a", "b"}, cli.ExitUsage, "got 2 arguments"},
 		{"claim without flags", []string{"claim"}, cli.ExitUsage, "-volume, -alloc and -node are required"},
-		{"bad claim mode", []string{"claim", "-volume", "v", "-alloc", "a", "-node", "n", "-mode", "rw"}, cli.ExitUsage, `unknown claim mode "rw"`},
-		{"bad capability", []string{"volume", "create", "-plugin", "p", "-capability", "everything", "v"}, cli.ExitUsage, `unknown access mode "everything"`},
+		{"bad claim mode", []string{"claim", "-volume", "v", "-alloc", "a", "-node", "n", "-mode", "rw"}, cli.ExitUsage, `-mode "rw" is not a claim mode; want read or write`},
+		{"bad capability", []string{"volume", "create", "-plugin", "p", "-capability", "everything", "v"}, cli.ExitUsage, `-capability "everything" is not an access mode; want one of single-node-writer, single-node-reader-only`},
 		{"secret without value", []string{"volume", "register", "-secret", "token", "v"}, cli.ExitUsage, "want KEY=VALUE"},
 		{"register without plugin", []string{"volume", "register", "v"}, cli.ExitUsage, "-plugin and -external-id are required"},
 		{"force without deregister", []string{"volume", "delete", "-force", "v"}, cli.ExitUsage, "-force only goes with -deregister"},
@@ -481,5 +469,16 @@ func TestCLI_ServerUnreachable(t *testing.T) {
 	_, errOut, code := runCLI(t, "plugin", "status", "-address", "127.0.0.1:1")
 	if code != cli.ExitError || !strings.Contains(errOut, "is it running?") {
 		t.Errorf("exit %d, %s", code, errOut)
+	}
+}
+
+// TestCLI_ServerMode_AddressInUse: a busy port names the flag that
+// moves the server elsewhere.
+func TestCLI_ServerMode_AddressInUse(t *testing.T) {
+	busy := listenLoopback(t)
+	defer busy.Close()
+	_, errOut, code := runCLI(t, "server", "-dev", "-addr", busy.Addr().String())
+	if code != cli.ExitError || !strings.Contains(errOut, busy.Addr().String()+" is in use by another process: pass -addr HOST:PORT to listen elsewhere") {
+		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }

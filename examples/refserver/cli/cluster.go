@@ -1,21 +1,23 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 )
 
-func (e *env) clusterStatus(args []string) int {
-	c := e.newCommand("cluster status", "", "Shows the servers of a cluster-mode server's raft configuration and which one leads, as the server at -address sees them.")
+func (e *env) clusterStatus(ctx context.Context, args []string) int {
+	c := e.newCommand("cluster status", "", "Shows the servers of a cluster-mode server's raft configuration and which one leads, as the server at -address sees them. A single server is a cluster of one.",
+		"refserver cluster status -address 127.0.0.1:7656")
 	code := ExitOK
 	if !c.parse(args, 0, 0, &code) {
 		return code
 	}
-	cl, ctx, done, err := c.client()
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
 	defer done()
-	st, err := cl.Status(ctx)
+	st, err := retry(ctx, c, cl.Status)
 	if err != nil {
 		return c.fail(fmt.Errorf("%w (is the server in cluster mode, started with -bootstrap-expect?)", err))
 	}
@@ -26,6 +28,8 @@ func (e *env) clusterStatus(args []string) int {
 	switch {
 	case st.Leader:
 		leader += " (this server)"
+	case leader == "" && st.UnreachableLeaderID != "":
+		leader = "none reachable (" + st.UnreachableLeaderID + " led, but its API does not answer; an election follows)"
 	case leader == "":
 		leader = "none known (election running, or the cluster has not formed)"
 	}

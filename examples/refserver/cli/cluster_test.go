@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,7 +65,9 @@ func TestCLI_ServerMode_Cluster(t *testing.T) {
 	defer func() {
 		for i := len(procs) - 1; i >= 0; i-- {
 			procs[i].stop()
-			if code := <-procs[i].done; code != cli.ExitOK {
+			code := <-procs[i].done
+			procs[i].done <- code
+			if code != cli.ExitOK {
 				t.Errorf("process %d: exit %d\n%s", i, code, procs[i].err)
 			}
 		}
@@ -154,6 +157,33 @@ func TestCLI_ServerMode_Cluster(t *testing.T) {
 			t.Errorf("volume status on %s:\n%s\nwant (on %s):\n%s", ids[i], got, ids[follower], want)
 		}
 	}
+
+	// The leader dies. A write through a follower right after rides
+	// through the election within -timeout, the follower's status never
+	// names the dead leader, and then names the new one.
+	li := slices.Index(ids, leader)
+	procs[li].stop()
+	if code := <-procs[li].done; code != cli.ExitOK {
+		t.Fatalf("leader %s: exit %d\n%s", leader, code, procs[li].err)
+	}
+	procs[li].done <- cli.ExitOK
+	if st := run(follower, "cluster", "status"); strings.Contains(st, "Leader         "+leader) {
+		t.Errorf("right after leader %s stopped, the status on %s still names it:\n%s", leader, ids[follower], st)
+	}
+	out, errOut, code := runCLI(t, "volume", "create", "-plugin", "hostpath", "-timeout", "30s", "-address", addrs[follower], "vol2")
+	if code != cli.ExitOK || !strings.Contains(out, "Volume default/vol2 created") {
+		t.Fatalf("create through %s after the leader stopped: exit %d\nstdout:\n%s\nstderr:\n%s", ids[follower], code, out, errOut)
+	}
+	if n := strings.Count(errOut, "retrying"); n > 1 {
+		t.Errorf("the retry is said %d times, want at most once:\n%s", n, errOut)
+	}
+	st, err := clients[follower].WaitLeader(ctx)
+	if err != nil || st.LeaderID == "" || st.LeaderID == leader {
+		t.Fatalf("no new leader on %s: %+v, %v", ids[follower], st, err)
+	}
+	if got := run(follower, "cluster", "status"); !strings.Contains(got, "Leader         "+st.LeaderID) {
+		t.Errorf("the status on %s does not name the new leader %s:\n%s", ids[follower], st.LeaderID, got)
+	}
 }
 
 func TestCLI_ServerMode_ClusterFlags(t *testing.T) {
@@ -163,8 +193,10 @@ func TestCLI_ServerMode_ClusterFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"join without bootstrap-expect", []string{"-join", "127.0.0.1:1"}, "-join is a cluster mode flag"},
-		{"node ID without bootstrap-expect", []string{"-node-id", "s1"}, "-node-id is a cluster mode flag"},
+		{"join without bootstrap-expect", []string{"-join", "127.0.0.1:1", "-dev"}, "-join is a cluster mode flag"},
+		{"raft address without bootstrap-expect", []string{"-raft-addr", "127.0.0.1:0", "-dev"}, "-raft-addr is a cluster mode flag"},
+		{"dev with a data dir", []string{"-dev", "-data-dir", dir}, "-dev keeps the state in memory; it takes no -data-dir"},
+		{"dev cluster", []string{"-dev", "-bootstrap-expect", "3"}, "-dev runs a single server"},
 		{"no data dir", []string{"-bootstrap-expect", "3", "-join", "127.0.0.1:1"}, "cluster mode needs -data-dir"},
 		{"nobody to join", []string{"-bootstrap-expect", "3", "-data-dir", dir}, "Join lists no server"},
 		{"negative count", []string{"-bootstrap-expect", "-1", "-data-dir", dir}, "-bootstrap-expect -1"},
@@ -179,13 +211,18 @@ func TestCLI_ServerMode_ClusterFlags(t *testing.T) {
 	}
 }
 
-// TestCLI_ClusterStatus_SingleServer: a single server has no cluster
-// status; the command says what is missing.
+// TestCLI_ClusterStatus_SingleServer: a single server is a one-voter
+// raft cluster, and its status says it leads itself.
 func TestCLI_ClusterStatus_SingleServer(t *testing.T) {
-	url, stop := runServerMode(t)
+	url, stop := runServerMode(t, "-node-id", "solo")
 	defer stop()
-	_, errOut, code := runCLI(t, "cluster", "status", "-address", url)
-	if code != cli.ExitError || !strings.Contains(errOut, "started with -bootstrap-expect") {
-		t.Errorf("exit %d, stderr %q", code, errOut)
+	out, errOut, code := runCLI(t, "cluster", "status", "-address", url)
+	if code != cli.ExitOK {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	for _, want := range []string{"Server         solo", "Leader         solo (this server)", "solo  inmem:solo"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("cluster status lacks %q:\n%s", want, out)
+		}
 	}
 }

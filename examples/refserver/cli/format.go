@@ -57,11 +57,11 @@ func parseCapability(s string) (csi.Capability, error) {
 	if !ok {
 		at = csi.AttachmentModeFileSystem.String()
 	}
-	a, err := csi.ParseAccessMode(am)
+	a, err := parseAccessMode("-capability", am)
 	if err != nil {
 		return csi.Capability{}, err
 	}
-	t, err := csi.ParseAttachmentMode(at)
+	t, err := parseAttachmentMode("-capability", at)
 	if err != nil {
 		return csi.Capability{}, err
 	}

@@ -5,13 +5,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
+	"syscall"
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/examples/hostpathplugin/hostpath"
@@ -20,23 +18,14 @@ import (
 	"github.com/csikit/csikit/examples/refserver/cluster"
 	"github.com/csikit/csikit/examples/refserver/demo"
 	"github.com/csikit/csikit/examples/refserver/events"
-	"github.com/csikit/csikit/examples/refserver/internal/atomicfile"
 	"github.com/csikit/csikit/examples/refserver/server"
-	"github.com/csikit/csikit/state"
 )
 
-// DefaultAgentAddress is where an agent's node service listens unless
-// told otherwise.
-const DefaultAgentAddress = "127.0.0.1:4747"
-
-// stateFile is the server's state snapshot in its -data-dir.
-const stateFile = "state.snap"
-
-func (e *env) modeFlags(name, help string) *flag.FlagSet {
+func (e *env) modeFlags(name, help, example string) *flag.FlagSet {
 	fs := flag.NewFlagSet("refserver "+name, flag.ContinueOnError)
 	fs.SetOutput(e.stderr)
 	fs.Usage = func() {
-		fmt.Fprintf(e.stderr, "Usage: refserver %s [flags]\n\n%s\n\nFlags:\n", name, help)
+		fmt.Fprintf(fs.Output(), "Usage: refserver %s [flags]\n\n%s\n\nExample:\n  %s\n\nFlags:\n", name, help, example)
 		fs.PrintDefaults()
 	}
 	return fs
@@ -45,7 +34,12 @@ func (e *env) modeFlags(name, help string) *flag.FlagSet {
 // parseMode parses a run mode's flags; it returns false with the exit
 // code when the mode should not run.
 func (e *env) parseMode(fs *flag.FlagSet, args []string, code *int) bool {
-	if err := fs.Parse(args); err != nil {
+	if wantsHelp(args) {
+		printHelp(fs, e.stdout)
+		*code = ExitOK
+		return false
+	}
+	if err := parseFlags(fs, args); err != nil {
 		*code = ExitUsage
 		if errors.Is(err, flag.ErrHelp) {
 			*code = ExitOK
@@ -68,12 +62,13 @@ func (e *env) modeFail(name string, err error) int {
 	return ExitError
 }
 
-func (e *env) demo(args []string) int {
-	fs := e.modeFlags("demo", "Runs a server and two node agents in this process, each with the hostpath plugin, and a volume's whole life: create, claim, mount, write, release, free. Then serves until interrupted.")
+func (e *env) demo(ctx context.Context, args []string) int {
+	fs := e.modeFlags("demo", "Runs a server and two node agents in this process, each with the hostpath plugin, and a volume's whole life: create, claim, mount, write, release, free. Then serves until interrupted. Its server runs in dev mode: the state is in memory and is lost at exit.",
+		"refserver demo -exit-after-demo")
 	dataDir := fs.String("data-dir", "", "directory for sockets and state (default: a temporary directory, removed at exit)")
 	exitAfter := fs.Bool("exit-after-demo", false, "exit once the demo is done instead of serving")
 	mount := fs.String("mount", string(hostpath.MountAuto), "hostpath mount method: auto, bind (needs root) or symlink")
-	addr := fs.String("addr", "127.0.0.1:4646", "the server API's listen address")
+	addr := fs.String("addr", DefaultServerAddress, "the server API's listen address")
 	level := fs.String("log-level", "warn", "log level of diagnostics on stderr: trace, debug, info, warn, error")
 	code := ExitOK
 	if !e.parseMode(fs, args, &code) {
@@ -83,7 +78,7 @@ func (e *env) demo(args []string) int {
 	if err != nil {
 		return e.modeFail("demo", err)
 	}
-	_, err = demo.Run(e.ctx, demo.Config{
+	_, err = demo.Run(ctx, demo.Config{
 		DataDir: *dataDir, Out: e.stdout, ExitAfterDemo: *exitAfter, Mount: hostpath.MountMethod(*mount), Addr: *addr, Logger: logger,
 	})
 	if err != nil {
@@ -92,18 +87,21 @@ func (e *env) demo(args []string) int {
 	return ExitOK
 }
 
-func (e *env) server(args []string) int {
+func (e *env) server(ctx context.Context, args []string) int {
 	fs := e.modeFlags("server", "Runs the server: the HTTP API, csikit's router and server endpoints, and the claim release worker. Node agents register with it.\n"+
-		"With -bootstrap-expect it is one server of a cluster replicating the state on raft (cluster mode).")
-	addr := fs.String("addr", "127.0.0.1:4646", "the API's listen address")
-	dataDir := fs.String("data-dir", "", "directory for the state snapshot, restored at start and written at exit (default: state in memory only); in cluster mode, the server's ID and raft state (required)")
+		"By default its state is durable: a one-voter raft cluster on boltdb in -data-dir, so every acknowledged write survives a crash. "+
+		"-dev keeps the state in memory instead. With -bootstrap-expect N it is one server of an N-server raft cluster (cluster mode).",
+		"refserver server -data-dir /var/lib/refserver\n  refserver server -dev\n  refserver server -data-dir /var/lib/refserver -bootstrap-expect 3 -raft-addr 10.0.0.1:7648 -join 10.0.0.2:7646,10.0.0.3:7646")
+	addr := fs.String("addr", DefaultServerAddress, "the API's listen address")
+	dataDir := fs.String("data-dir", "", "directory for the server's ID and its raft state (default "+defaultDataDir()+")")
+	dev := fs.Bool("dev", false, "keep the state in memory only and write nothing: for tests and throwaway runs")
 	ttl := fs.Duration("heartbeat-ttl", server.DefaultHeartbeatTTL, "a node is down after this long without a heartbeat")
 	level := fs.String("log-level", "warn", "log level of diagnostics on stderr: trace, debug, info, warn, error")
-	expect := fs.Int("bootstrap-expect", 0, "cluster mode: the number of servers; the cluster forms once they all know each other")
-	raftAddr := fs.String("raft-addr", "127.0.0.1:4800", "cluster mode: the raft transport's listen address")
+	expect := fs.Int("bootstrap-expect", 1, "the number of servers; above 1, cluster mode: the cluster forms once they all know each other")
+	raftAddr := fs.String("raft-addr", "", "cluster mode: the raft transport's listen address (default "+DefaultRaftAddress+"; a single server needs none)")
 	raftAdvertise := fs.String("raft-advertise", "", "cluster mode: the raft address other servers dial (default: -raft-addr)")
 	advertise := fs.String("advertise", "", "cluster mode: the API address other servers reach this one at (default: -addr)")
-	nodeID := fs.String("node-id", "", "cluster mode: this server's ID (default: kept in -data-dir, generated at the first start)")
+	nodeID := fs.String("node-id", "", "this server's ID (default: kept in -data-dir, generated at the first start)")
 	var join listFlag
 	fs.Var(&join, "join", "cluster mode: the API address of another server, host:port; repeatable or comma-separated")
 	code := ExitOK
@@ -114,80 +112,124 @@ func (e *env) server(args []string) int {
 	if err != nil {
 		return e.modeFail("server", err)
 	}
-	log := events.New(e.stdout)
-	if *expect != 0 {
-		return e.clusterServer(cluster.Config{
-			ID: *nodeID, DataDir: *dataDir, BootstrapExpect: *expect, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise,
-			Join: join, Advertise: *advertise, HeartbeatTTL: *ttl, Events: log, Logger: logger,
-		}, *addr)
+	if *ttl <= 0 {
+		return e.modeFail("server", fmt.Errorf("%w: -heartbeat-ttl %s: give a positive duration such as 6s", csi.ErrInvalidRequest, *ttl))
 	}
-	for _, f := range []struct {
-		name string
-		set  bool
-	}{{"join", len(join) > 0}, {"node-id", *nodeID != ""}, {"advertise", *advertise != ""}, {"raft-advertise", *raftAdvertise != ""}} {
-		if f.set {
-			return e.modeFail("server", fmt.Errorf("%w: -%s is a cluster mode flag; give -bootstrap-expect too", csi.ErrInvalidRequest, f.name))
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	cfg := cluster.Config{
+		ID: *nodeID, DataDir: *dataDir, Dev: *dev, BootstrapExpect: *expect, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise,
+		Join: join, Advertise: *advertise, HeartbeatTTL: *ttl, Events: events.New(e.stdout), Logger: logger,
+	}
+	switch {
+	case *expect < 1:
+		return e.modeFail("server", fmt.Errorf("%w: -bootstrap-expect %d: give the number of servers (1, or 3 or 5 for a cluster)", csi.ErrInvalidRequest, *expect))
+	case *dev && set["data-dir"]:
+		return e.modeFail("server", fmt.Errorf("%w: -dev keeps the state in memory; it takes no -data-dir", csi.ErrInvalidRequest))
+	case *dev && *expect > 1:
+		return e.modeFail("server", fmt.Errorf("%w: -dev runs a single server; it takes no -bootstrap-expect", csi.ErrInvalidRequest))
+	case *expect == 1:
+		for _, f := range []string{"join", "advertise", "raft-addr", "raft-advertise"} {
+			if set[f] {
+				return e.modeFail("server", fmt.Errorf("%w: -%s is a cluster mode flag; give -bootstrap-expect 3 (or 5) too", csi.ErrInvalidRequest, f))
+			}
 		}
+	case !set["data-dir"]:
+		return e.modeFail("server", fmt.Errorf("%w: cluster mode needs -data-dir: each server keeps its ID and raft state in a directory of its own", csi.ErrInvalidRequest))
+	case cfg.RaftAddr == "":
+		cfg.RaftAddr = DefaultRaftAddress
 	}
-	store, err := state.NewMemStore(state.Config{Logger: logger.Named("state")})
-	if err != nil {
+	if err := checkAddresses(cfg); err != nil {
 		return e.modeFail("server", err)
 	}
-	snap := ""
-	if *dataDir != "" {
-		snap = filepath.Join(*dataDir, stateFile)
-		restored, err := restoreState(e.ctx, store, snap)
-		if err != nil {
-			return e.modeFail("server", err)
+	if !*dev && cfg.DataDir == "" {
+		cfg.DataDir = defaultDataDir()
+	}
+	if !*dev {
+		if _, err := os.Stat(filepath.Join(cfg.DataDir, oldStateFile)); err == nil {
+			cfg.Events.Printf("server", "%s is the state file of an older refserver, saved only at exit; it is not read: the state now lives in the raft log in %s",
+				filepath.Join(cfg.DataDir, oldStateFile), filepath.Join(cfg.DataDir, cluster.RaftDir))
 		}
-		if restored {
-			log.Printf("server", "state restored from %s", snap)
-		}
-	}
-	srv, err := server.New(server.Config{
-		Store: store, Applier: state.NewLocalApplier(store), HeartbeatTTL: *ttl, Events: log, Logger: logger,
-	})
-	if err != nil {
-		return e.modeFail("server", err)
-	}
-	lis, err := net.Listen("tcp", *addr)
-	if err != nil {
-		return e.modeFail("server", err)
-	}
-	runErr := srv.Run(e.ctx, lis)
-	if snap != "" {
-		if err := saveState(store, snap); err != nil {
-			runErr = errors.Join(runErr, err)
-		} else {
-			log.Printf("server", "state saved to %s", snap)
-		}
-	}
-	if runErr != nil {
-		return e.modeFail("server", runErr)
-	}
-	return ExitOK
-}
-
-// clusterServer runs the server in cluster mode.
-func (e *env) clusterServer(cfg cluster.Config, addr string) int {
-	if cfg.BootstrapExpect < 0 {
-		return e.modeFail("server", fmt.Errorf("%w: -bootstrap-expect %d: give the number of servers (3 or 5)", csi.ErrInvalidRequest, cfg.BootstrapExpect))
-	}
-	if cfg.DataDir == "" {
-		return e.modeFail("server", fmt.Errorf("%w: cluster mode needs -data-dir: the server keeps its ID and raft state there", csi.ErrInvalidRequest))
 	}
 	srv, err := cluster.New(cfg)
 	if err != nil {
 		return e.modeFail("server", err)
 	}
-	lis, err := net.Listen("tcp", addr)
+	lis, err := listen("tcp", *addr, "-addr")
 	if err != nil {
 		return e.modeFail("server", err)
 	}
-	if err := srv.Run(e.ctx, lis); err != nil {
+	if err := srv.Run(ctx, lis); err != nil {
 		return e.modeFail("server", err)
 	}
 	return ExitOK
+}
+
+// Default listen addresses: ports 7646 to 7648, clear of Nomad's
+// 4646-4648 and Consul's 8300-8600, which share this audience's
+// machines.
+const (
+	DefaultServerAddress = "127.0.0.1:7646"
+	DefaultAgentAddress  = "127.0.0.1:7647"
+	DefaultRaftAddress   = "127.0.0.1:7648"
+)
+
+// oldStateFile is where refserver kept its state before the raft log:
+// a snapshot written only at a clean exit.
+const oldStateFile = "state.snap"
+
+// defaultDataDir is the server's -data-dir when none is given:
+// $XDG_STATE_HOME/refserver, or ~/.local/state/refserver.
+func defaultDataDir() string {
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "refserver")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "refserver")
+	}
+	return filepath.Join(os.TempDir(), "refserver-state")
+}
+
+// checkAddresses checks the address flags, so that a bad one is named
+// by its flag rather than by the cluster.Config field it fills.
+func checkAddresses(cfg cluster.Config) error {
+	for _, f := range []struct{ flag, value string }{{"-raft-addr", cfg.RaftAddr}, {"-raft-advertise", cfg.RaftAdvertise}} {
+		if f.value == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(f.value); err != nil {
+			return fmt.Errorf("%w: %s %q is not HOST:PORT, for example 10.0.0.1:7648", csi.ErrInvalidRequest, f.flag, f.value)
+		}
+	}
+	for _, f := range append([]struct{ flag, value string }{{"-advertise", cfg.Advertise}}, joinFlags(cfg.Join)...) {
+		if f.value == "" {
+			continue
+		}
+		cl, err := api.NewClient(f.value, nil)
+		if err != nil {
+			return fmt.Errorf("%w: %s %q is not a server API address: give HOST:PORT or http://HOST:PORT", csi.ErrInvalidRequest, f.flag, f.value)
+		}
+		cl.Close()
+	}
+	return nil
+}
+
+func joinFlags(join []string) []struct{ flag, value string } {
+	out := make([]struct{ flag, value string }, len(join))
+	for i, j := range join {
+		out[i].flag, out[i].value = "-join", j
+	}
+	return out
+}
+
+// listen listens on address, and on "address already in use" says
+// which flag moves it.
+func listen(network, address, flagName string) (net.Listener, error) {
+	lis, err := net.Listen(network, address)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return nil, fmt.Errorf("%s is in use by another process: pass %s HOST:PORT to listen elsewhere (%w)", address, flagName, err)
+	}
+	return lis, err
 }
 
 // listFlag collects a repeatable flag whose values may also be
@@ -205,40 +247,6 @@ func (f *listFlag) Set(s string) error {
 	return nil
 }
 
-// restoreState loads the snapshot at path into store, if there is one.
-func restoreState(ctx context.Context, store *state.MemStore, path string) (bool, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, err
-	}
-	defer f.Close()
-	if err := store.Restore(ctx, f); err != nil {
-		return false, fmt.Errorf("restore the state from %s (move it away to start empty): %w", path, err)
-	}
-	return true, nil
-}
-
-// saveState writes store's snapshot to path atomically. The snapshot
-// holds volume secrets, so only the owner may read it.
-func saveState(store *state.MemStore, path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
-		return err
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	// The temporary file is created owner-only (os.CreateTemp), and the
-	// rename keeps its mode.
-	return atomicfile.Write(path, func(w io.Writer) error {
-		if err := store.Snapshot(ctx, w); err != nil {
-			return fmt.Errorf("write the state snapshot: %w", err)
-		}
-		return nil
-	})
-}
-
 // pluginsFlag collects repeated -plugin flags.
 type pluginsFlag []agent.Plugin
 
@@ -253,8 +261,9 @@ func (f *pluginsFlag) Set(s string) error {
 	return nil
 }
 
-func (e *env) agent(args []string) int {
-	fs := e.modeFlags("agent", "Runs a node agent: it registers with the server, fingerprints its plugins, mounts claimed volumes and serves the server's calls over gRPC.")
+func (e *env) agent(ctx context.Context, args []string) int {
+	fs := e.modeFlags("agent", "Runs a node agent: it registers with the server, fingerprints its plugins, mounts claimed volumes and serves the server's calls over gRPC.",
+		"refserver agent -server 127.0.0.1:7646 -node-id node-1 -hostpath-data-dir /var/lib/refserver-plugin")
 	var servers listFlag
 	fs.Var(&servers, "server", "the server's API address (default "+api.DefaultAddress+"); for a cluster, every server's, repeatable or comma-separated")
 	nodeID := fs.String("node-id", "", "this node's ID (required)")
@@ -276,6 +285,12 @@ func (e *env) agent(args []string) int {
 	}
 	if *nodeID == "" {
 		return e.modeFail("agent", fmt.Errorf("%w: -node-id is required", csi.ErrInvalidRequest))
+	}
+	if err := validateIDs(idNode("-node-id", *nodeID)); err != nil {
+		return e.modeFail("agent", err)
+	}
+	if *heartbeat <= 0 {
+		return e.modeFail("agent", fmt.Errorf("%w: -heartbeat %s: give a positive duration such as 2s", csi.ErrInvalidRequest, *heartbeat))
 	}
 	if len(plugins) == 0 && *hpDir == "" {
 		return e.modeFail("agent", fmt.Errorf("%w: give at least one -plugin, or -hostpath-data-dir to run the hostpath plugin in-process", csi.ErrInvalidRequest))
@@ -321,11 +336,11 @@ func (e *env) agent(args []string) int {
 	if strings.HasPrefix(address, "unix://") {
 		network, address = "unix", strings.TrimPrefix(address, "unix://")
 	}
-	lis, err := net.Listen(network, address)
+	lis, err := listen(network, address, "-addr")
 	if err != nil {
 		return e.modeFail("agent", err)
 	}
-	if err := a.Run(e.ctx, lis); err != nil {
+	if err := a.Run(ctx, lis); err != nil {
 		return e.modeFail("agent", err)
 	}
 	return ExitOK

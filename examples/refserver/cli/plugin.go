@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,13 +11,14 @@ import (
 	"github.com/csikit/csikit/csi"
 )
 
-func (e *env) pluginStatus(args []string) int {
-	c := e.newCommand("plugin status", "[ID]", "Shows the plugins (provider, version, controllers and nodes healthy/expected), or one plugin with its instances.")
+func (e *env) pluginStatus(ctx context.Context, args []string) int {
+	c := e.newCommand("plugin status", "[ID]", "Shows the plugins (provider, version, controllers and nodes healthy/expected), or one plugin with its instances.",
+		"refserver plugin status hostpath")
 	code := ExitOK
 	if !c.parse(args, 0, 1, &code) {
 		return code
 	}
-	cl, ctx, done, err := c.client()
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -39,6 +41,9 @@ func (e *env) pluginStatus(args []string) int {
 		}
 		t.flush()
 		return ExitOK
+	}
+	if err := validateIDs(idPlugin("plugin ID", c.arg(0))); err != nil {
+		return c.fail(err)
 	}
 	p, _, err := cl.Plugin(ctx, c.arg(0), nil)
 	if err != nil {
@@ -74,13 +79,14 @@ func (e *env) pluginStatus(args []string) int {
 	return ExitOK
 }
 
-func (e *env) nodeStatus(args []string) int {
-	c := e.newCommand("node status", "", "Shows the node agents the server knows: ready while they heartbeat, down after the TTL.")
+func (e *env) nodeStatus(ctx context.Context, args []string) int {
+	c := e.newCommand("node status", "", "Shows the node agents the server knows: ready while they heartbeat, down at once when their agent stops, and down after the server's -heartbeat-ttl when it dies.",
+		"refserver node status -json")
 	code := ExitOK
 	if !c.parse(args, 0, 0, &code) {
 		return code
 	}
-	cl, ctx, done, err := c.client()
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}

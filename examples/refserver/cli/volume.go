@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"slices"
@@ -10,8 +11,9 @@ import (
 	"github.com/csikit/csikit/rpcshim"
 )
 
-func (e *env) volumeRegister(args []string) int {
-	c := e.newCommand("volume register", "ID", "Registers a volume that already exists in its plugin. The plugin's controller, if any, confirms the capabilities first.")
+func (e *env) volumeRegister(ctx context.Context, args []string) int {
+	c := e.newCommand("volume register", "ID", "Registers a volume that already exists in its plugin. The plugin's controller, if any, confirms the capabilities first.",
+		"refserver volume register -plugin hostpath -external-id vol-0123 -capability single-node-writer/file-system data")
 	ns := c.fs.String("namespace", api.DefaultNamespace, "the volume's namespace")
 	pluginID := c.fs.String("plugin", "", "the plugin ID (required)")
 	external := c.fs.String("external-id", "", "the plugin's ID of the volume (required)")
@@ -29,15 +31,19 @@ func (e *env) volumeRegister(args []string) int {
 	if *pluginID == "" || *external == "" {
 		return c.fail(fmt.Errorf("%w: -plugin and -external-id are required", csi.ErrInvalidRequest))
 	}
-	cl, ctx, done, err := c.client()
+	if err := validateIDs(idVolume("volume ID", c.arg(0)), idNamespace(*ns), idPlugin("-plugin", *pluginID)); err != nil {
+		return c.fail(err)
+	}
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
 	defer done()
-	resp, err := cl.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+	req := &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
 		ID: c.arg(0), Namespace: *ns, Name: *name, PluginID: *pluginID, ExternalID: *external,
 		Capabilities: defaultCaps(*caps), Secrets: mapOrNil(secrets), Parameters: mapOrNil(params), Context: mapOrNil(vctx),
-	}})
+	}}
+	resp, err := retry(ctx, c, func(ctx context.Context) (*rpcshim.VolumeResponse, error) { return cl.RegisterVolume(ctx, req) })
 	if err != nil {
 		return c.fail(err)
 	}
@@ -48,13 +54,15 @@ func (e *env) volumeRegister(args []string) int {
 	return ExitOK
 }
 
-func (e *env) volumeCreate(args []string) int {
-	c := e.newCommand("volume create", "ID", "Creates a volume through a controller of its plugin and registers it.")
+func (e *env) volumeCreate(ctx context.Context, args []string) int {
+	c := e.newCommand("volume create", "ID", "Creates a volume through a controller of its plugin and registers it.",
+		"refserver volume create -plugin hostpath -capacity-min 1GiB -capability single-node-writer data")
 	ns := c.fs.String("namespace", api.DefaultNamespace, "the volume's namespace")
 	pluginID := c.fs.String("plugin", "", "the plugin ID (required)")
 	name := c.fs.String("name", "", "the name the plugin creates the volume under (default NAMESPACE/ID)")
-	capMin := c.fs.Int64("capacity-min", 0, "smallest capacity in bytes (0: the plugin's choice)")
-	capMax := c.fs.Int64("capacity-max", 0, "largest capacity in bytes (0: no limit)")
+	var capMin, capMax sizeFlag
+	c.fs.Var(&capMin, "capacity-min", "smallest capacity: bytes, or with a unit such as 500M or 1GiB (0: the plugin's choice)")
+	c.fs.Var(&capMax, "capacity-max", "largest capacity: bytes, or with a unit such as 500M or 1GiB (0: no limit)")
 	caps := &capsFlag{}
 	c.fs.Var(caps, "capability", "ACCESS[/ATTACHMENT] a claim may use, repeatable (default single-node-writer/file-system)")
 	secrets, params := kvFlag{}, kvFlag{}
@@ -67,15 +75,21 @@ func (e *env) volumeCreate(args []string) int {
 	if *pluginID == "" {
 		return c.fail(fmt.Errorf("%w: -plugin is required", csi.ErrInvalidRequest))
 	}
-	cl, ctx, done, err := c.client()
+	if err := validateIDs(idVolume("volume ID", c.arg(0)), idNamespace(*ns), idPlugin("-plugin", *pluginID)); err != nil {
+		return c.fail(err)
+	}
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
 	defer done()
-	resp, err := cl.CreateVolume(ctx, &rpcshim.VolumeCreateRequest{Volume: csi.Volume{
+	req := &rpcshim.VolumeCreateRequest{Volume: csi.Volume{
 		ID: c.arg(0), Namespace: *ns, Name: *name, PluginID: *pluginID, Capabilities: defaultCaps(*caps),
-		Secrets: mapOrNil(secrets), Parameters: mapOrNil(params), RequestedCapacityMin: *capMin, RequestedCapacityMax: *capMax,
-	}})
+		Secrets: mapOrNil(secrets), Parameters: mapOrNil(params), RequestedCapacityMin: int64(capMin), RequestedCapacityMax: int64(capMax),
+	}}
+	stop := c.ticking(fmt.Sprintf("waiting for plugin %s to create volume %s…", *pluginID, c.arg(0)))
+	resp, err := retry(ctx, c, func(ctx context.Context) (*rpcshim.VolumeResponse, error) { return cl.CreateVolume(ctx, req) })
+	stop()
 	if err != nil {
 		return c.fail(err)
 	}
@@ -87,8 +101,9 @@ func (e *env) volumeCreate(args []string) int {
 	return ExitOK
 }
 
-func (e *env) volumeDelete(args []string) int {
-	c := e.newCommand("volume delete", "ID", "Deletes a volume in its plugin and deregisters it; with -deregister, only deregisters it.")
+func (e *env) volumeDelete(ctx context.Context, args []string) int {
+	c := e.newCommand("volume delete", "ID", "Deletes a volume in its plugin and deregisters it; with -deregister, only deregisters it.",
+		"refserver volume delete data")
 	ns := c.fs.String("namespace", api.DefaultNamespace, "the volume's namespace")
 	dereg := c.fs.Bool("deregister", false, "only forget the volume; do not delete it in the plugin")
 	force := c.fs.Bool("force", false, "with -deregister: drop its claims too (only when the attachments are known to be gone)")
@@ -99,7 +114,10 @@ func (e *env) volumeDelete(args []string) int {
 	if *force && !*dereg {
 		return c.fail(fmt.Errorf("%w: -force only goes with -deregister", csi.ErrInvalidRequest))
 	}
-	cl, ctx, done, err := c.client()
+	if err := validateIDs(idVolume("volume ID", c.arg(0)), idNamespace(*ns)); err != nil {
+		return c.fail(err)
+	}
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}
@@ -108,9 +126,11 @@ func (e *env) volumeDelete(args []string) int {
 	verb := "deleted and deregistered"
 	if *dereg {
 		verb = "deregistered"
-		resp, err = cl.DeregisterVolume(ctx, *ns, c.arg(0), *force)
+		resp, err = retry(ctx, c, func(ctx context.Context) (*api.WriteResponse, error) {
+			return cl.DeregisterVolume(ctx, *ns, c.arg(0), *force)
+		})
 	} else {
-		resp, err = cl.DeleteVolume(ctx, *ns, c.arg(0))
+		resp, err = retry(ctx, c, func(ctx context.Context) (*api.WriteResponse, error) { return cl.DeleteVolume(ctx, *ns, c.arg(0)) })
 	}
 	if err != nil {
 		return c.fail(err)
@@ -122,14 +142,18 @@ func (e *env) volumeDelete(args []string) int {
 	return ExitOK
 }
 
-func (e *env) volumeStatus(args []string) int {
-	c := e.newCommand("volume status", "[ID]", "Shows the volumes, or one volume with its claims. Secrets are never shown.")
+func (e *env) volumeStatus(ctx context.Context, args []string) int {
+	c := e.newCommand("volume status", "[ID]", "Shows the volumes, or one volume with its claims. Secrets are never shown.",
+		"refserver volume status data")
 	ns := c.fs.String("namespace", "", "namespace (default: every namespace for the list, \""+api.DefaultNamespace+"\" for one volume)")
 	code := ExitOK
 	if !c.parse(args, 0, 1, &code) {
 		return code
 	}
-	cl, ctx, done, err := c.client()
+	if err := validateIDs(idVolume("volume ID", c.arg(0)), idNamespace(*ns)); err != nil {
+		return c.fail(err)
+	}
+	cl, ctx, done, err := c.client(ctx)
 	if err != nil {
 		return c.fail(err)
 	}

@@ -32,8 +32,8 @@ const (
 	RaftDir = "raft"
 )
 
-// Config configures a Server. DataDir, BootstrapExpect and RaftAddr are
-// required.
+// Config configures a Server. BootstrapExpect is required, and DataDir
+// unless Dev is set; RaftAddr is required for more than one server.
 type Config struct {
 	// ID is the server's raft server ID (csi.ValidateID rules). Empty
 	// means the ID kept in DataDir/IDFile, or a new random one written
@@ -45,6 +45,12 @@ type Config struct {
 	// cluster from it and never bootstraps again. Created (0700) if
 	// missing.
 	DataDir string
+	// Dev keeps the raft log, stable store and snapshots in memory
+	// (raftstate.Config.InMemory) and writes nothing: the state is lost
+	// when the server stops. For tests and throwaway runs; it needs
+	// BootstrapExpect 1 (or 0, meaning 1), no DataDir and no Join. The
+	// ID is Config.ID, or "dev".
+	Dev bool
 	// BootstrapExpect is the number of servers in the cluster: the
 	// cluster forms once this many servers know each other (through
 	// Join), never before. Give every server the same number; 3 or 5
@@ -52,7 +58,9 @@ type Config struct {
 	BootstrapExpect int
 
 	// RaftAddr is where the raft transport listens (host:port; port 0
-	// picks a free one). Its address is what the other servers dial, so
+	// picks a free one). Empty, for a single server (BootstrapExpect 1),
+	// means raft's in-memory transport: a one-voter cluster sends
+	// nothing over its transport, so it needs no port. Its address is what the other servers dial, so
 	// it must be a concrete IP unless RaftAdvertise is set, and it must
 	// stay the same across restarts: the raft configuration records it.
 	RaftAddr string
@@ -71,7 +79,8 @@ type Config struct {
 	Advertise string
 
 	// Raft is the base raft configuration (timeouts); nil means
-	// raft.DefaultConfig(). Tests shorten its timeouts.
+	// raft.DefaultConfig(), with the timeouts of SingleRaftConfig for a
+	// single server. Tests shorten its timeouts.
 	Raft *raft.Config
 
 	// HeartbeatTTL and Now configure node liveness, as in
@@ -98,20 +107,34 @@ func (c Config) withDefaults() (Config, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: cluster config: "+format, append([]any{csi.ErrInvalidRequest}, args...)...)
 	}
+	if c.Dev {
+		switch {
+		case c.DataDir != "":
+			return c, bad("Dev keeps the state in memory; it takes no DataDir (%s)", c.DataDir)
+		case c.BootstrapExpect > 1 || len(c.Join) > 0:
+			return c, bad("Dev runs a single server; it takes no BootstrapExpect above 1 and no Join")
+		}
+		c.BootstrapExpect = 1
+		if c.ID == "" {
+			c.ID = DevID
+		}
+	}
 	switch {
-	case c.DataDir == "":
+	case c.DataDir == "" && !c.Dev:
 		return c, bad("DataDir is required: the server keeps its ID and its raft state there")
 	case c.BootstrapExpect < 1:
 		return c, bad("BootstrapExpect is %d; set it to the number of servers in the cluster (3 or 5)", c.BootstrapExpect)
-	case c.RaftAddr == "":
-		return c, bad("RaftAddr is required: the raft transport's listen address, for example 127.0.0.1:4800")
+	case c.RaftAddr == "" && c.BootstrapExpect > 1:
+		return c, bad("RaftAddr is required for a cluster of %d servers: the raft transport's listen address, for example 127.0.0.1:7648", c.BootstrapExpect)
 	case c.HeartbeatTTL < 0:
 		return c, bad("HeartbeatTTL %s is negative; use 0 for the default", c.HeartbeatTTL)
 	case c.ShutdownTimeout < 0:
 		return c, bad("ShutdownTimeout %s is negative; use 0 for the default", c.ShutdownTimeout)
 	}
-	if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
-		return c, bad("RaftAddr %q is not host:port: %v", c.RaftAddr, err)
+	if c.RaftAddr != "" {
+		if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
+			return c, bad("RaftAddr %q is not host:port: %v", c.RaftAddr, err)
+		}
 	}
 	if c.RaftAdvertise != "" {
 		if _, err := net.ResolveTCPAddr("tcp", c.RaftAdvertise); err != nil {
@@ -151,10 +174,27 @@ func (c Config) withDefaults() (Config, error) {
 	if len(c.Join) == 0 && c.BootstrapExpect > 1 {
 		return c, bad("BootstrapExpect is %d but Join lists no server; list the other servers' API addresses", c.BootstrapExpect)
 	}
+	if c.Raft == nil && c.BootstrapExpect == 1 {
+		c.Raft = SingleRaftConfig()
+	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
 	return c, nil
+}
+
+// DevID is the server ID of a Dev server given none.
+const DevID = "dev"
+
+// SingleRaftConfig is the raft configuration of a single server: raft's
+// defaults with short timeouts. A lone voter has no peer to wait for or
+// to lose touch with, so its timeouts only delay the election at start.
+func SingleRaftConfig() *raft.Config {
+	c := raft.DefaultConfig()
+	c.HeartbeatTimeout = 100 * time.Millisecond
+	c.ElectionTimeout = 100 * time.Millisecond
+	c.LeaderLeaseTimeout = 100 * time.Millisecond
+	return c
 }
 
 // loadID returns the server's ID: the one kept in dir, or want (or a

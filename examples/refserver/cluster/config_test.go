@@ -30,6 +30,12 @@ func TestNew_Config(t *testing.T) {
 			c.Join = append(c.Join, "http://127.0.0.1:3", "127.0.0.1:1")
 		}, nil},
 		{"valid single server", func(c *cluster.Config) { c.BootstrapExpect, c.Join = 1, nil }, nil},
+		{"valid single server without a raft address", func(c *cluster.Config) { c.BootstrapExpect, c.Join, c.RaftAddr = 1, nil, "" }, nil},
+		{"valid dev server", func(c *cluster.Config) {
+			c.Dev, c.DataDir, c.BootstrapExpect, c.Join, c.RaftAddr = true, "", 0, nil, ""
+		}, nil},
+		{"dev with a data dir", func(c *cluster.Config) { c.Dev, c.BootstrapExpect, c.Join = true, 1, nil }, csi.ErrInvalidRequest},
+		{"dev cluster", func(c *cluster.Config) { c.Dev, c.DataDir = true, "" }, csi.ErrInvalidRequest},
 		{"no data dir", func(c *cluster.Config) { c.DataDir = "" }, csi.ErrInvalidRequest},
 		{"no bootstrap-expect", func(c *cluster.Config) { c.BootstrapExpect = 0 }, csi.ErrInvalidRequest},
 		{"no raft address", func(c *cluster.Config) { c.RaftAddr = "" }, csi.ErrInvalidRequest},

@@ -16,11 +16,21 @@
 // it answers), which gives the peer's ID and raft address for
 // raftstate's Join, and keeps the peer's API address by ID for
 // forwarding. The cluster bootstraps once Config.BootstrapExpect
-// servers know each other, never before: there is no single-server
-// shortcut. A server restarted on its data dir finds its raft state
+// servers know each other, never before. A server restarted on its data dir finds its raft state
 // there, rejoins without bootstrapping, and its status calls change
 // nothing. The server's ID is Config.ID, or kept in DataDir/IDFile
 // (generated at the first start).
+//
+// # A single server: the same code with one voter
+//
+// With BootstrapExpect 1 (refserver's default server mode) the server is
+// a one-voter cluster: the same raftstate log, boltdb stores and file
+// snapshots in DataDir, so every acknowledged write is on disk and a
+// restart after kill -9 finds it. With no RaftAddr it uses raft's
+// in-memory transport, since a lone voter sends nothing, and short raft
+// timeouts (SingleRaftConfig); its API opens once it leads. Config.Dev
+// keeps the log and snapshots in memory and writes nothing (tests, the
+// throwaway `server -dev`). Run says at start which one runs.
 //
 // # Writes on a follower: forwarded
 //
@@ -35,7 +45,9 @@
 // answering "ask the leader", keeps the CLI and the agents unaware of
 // leadership: they talk to any server. A server that knows no leader
 // (an election, or a cluster not formed yet) refuses writes with a
-// retryable error (HTTP 503); callers retry.
+// retryable error (HTTP 503); callers retry, as the CLI does. A
+// follower's status never names a leader whose API does not answer it
+// (api.ServerStatus.UnreachableLeaderID).
 //
 // Plugin calls (CreateVolume, ControllerPublish, the mount of a claim)
 // are made by the server that took the request, through the node

@@ -37,7 +37,7 @@ func waitCtx(t *testing.T) context.Context {
 	return ctx
 }
 
-func must(t *testing.T, err error) {
+func must(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)

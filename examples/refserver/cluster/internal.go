@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -54,9 +55,13 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		cancel()
 	}
 	leaderAddr, leaderID := rs.Leader()
+	unreachable := ""
+	if leaderID != "" && leaderID != s.id && !s.reachable(r.Context(), leaderID) {
+		unreachable, leaderID, leaderAddr = leaderID, "", ""
+	}
 	st := api.ServerStatus{
 		ID: s.id, RaftAddress: rs.Self().Addr, APIAddress: s.apiAddress(),
-		Leader: s.leading.Load(), LeaderID: leaderID, LeaderRaftAddress: leaderAddr,
+		Leader: s.leading.Load(), LeaderID: leaderID, LeaderRaftAddress: leaderAddr, UnreachableLeaderID: unreachable,
 		BootstrapExpect: s.cfg.BootstrapExpect, AppliedIndex: rs.FSM().AppliedIndex(),
 	}
 	servers, err := rs.Servers()
@@ -74,6 +79,25 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		st.Servers = append(st.Servers, cs)
 	}
 	writeJSON(w, http.StatusOK, st)
+}
+
+// leaderProbeTimeout bounds the status call that checks whether the
+// leader raft names still answers.
+const leaderProbeTimeout = time.Second
+
+// reachable reports whether the API of server id answers a status
+// call. A server whose API address is not known yet counts as
+// reachable: there is nothing to check it with.
+func (s *Server) reachable(ctx context.Context, id string) bool {
+	p := s.peerAPI(id)
+	if p == nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(ctx, leaderProbeTimeout)
+	defer cancel()
+	_, err := p.client.Status(ctx)
+	var ae *api.Error
+	return err == nil || errors.As(err, &ae)
 }
 
 func (s *Server) apiAddress() string {

@@ -5,13 +5,17 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/hashicorp/raft"
+
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/examples/refserver/api"
+	"github.com/csikit/csikit/examples/refserver/internal/quietlog"
 	"github.com/csikit/csikit/examples/refserver/server"
 	"github.com/csikit/csikit/state"
 	"github.com/csikit/csikit/state/raftstate"
@@ -36,6 +40,8 @@ type Server struct {
 	peers   map[string]*peer // by server ID, learned by status calls
 
 	leading atomic.Bool
+	// restarted is set when Run found raft state in the data dir.
+	restarted bool
 }
 
 // peer is another server as this one reaches it.
@@ -53,9 +59,11 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	id, err := loadID(cfg.DataDir, cfg.ID)
-	if err != nil {
-		return nil, err
+	id := cfg.ID
+	if !cfg.Dev {
+		if id, err = loadID(cfg.DataDir, cfg.ID); err != nil {
+			return nil, err
+		}
 	}
 	return &Server{cfg: cfg, id: id, ready: make(chan struct{}), joined: make(chan struct{}), peers: map[string]*peer{}}, nil
 }
@@ -122,6 +130,10 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) (err error) {
 			close(s.ready)
 		}
 	}()
+	// Whether raft state was there before raft opens (and a single
+	// server bootstraps) it.
+	_, statErr := os.Stat(filepath.Join(s.cfg.DataDir, RaftDir, "raft.db"))
+	s.restarted = !s.cfg.Dev && statErr == nil
 	rs, srv, err := s.build(lis)
 	if err != nil {
 		_ = lis.Close()
@@ -134,17 +146,16 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) (err error) {
 		s.mu.Unlock()
 		return errors.Join(fmt.Errorf("cluster server %s: %w", s.id, err), rs.Shutdown())
 	}
+	led := make(chan struct{})
+	var ledOnce sync.Once
 	stopLeading := rs.OnLeadership(func(leader bool) {
 		s.leading.Store(leader)
 		srv.SetLeader(leader)
+		if leader {
+			ledOnce.Do(func() { close(led) })
+		}
 	})
-	if peers, err := rs.Servers(); err == nil && len(peers) > 0 {
-		s.cfg.Events.Printf("server", "server %s: raft state found in %s; rejoining its cluster of %d servers (raft on %s), no bootstrap",
-			s.id, s.cfg.DataDir, len(peers), rs.Self().Addr)
-	} else {
-		s.cfg.Events.Printf("server", "server %s: raft on %s, data in %s; the cluster forms once %d servers know each other",
-			s.id, rs.Self().Addr, s.cfg.DataDir, s.cfg.BootstrapExpect)
-	}
+	s.printStart(rs)
 	started = true
 	close(s.ready)
 
@@ -175,6 +186,14 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) (err error) {
 			}
 		}()
 	}
+	if s.cfg.BootstrapExpect == 1 {
+		// A single server elects itself at once; serving only then
+		// means the API takes writes from its first request.
+		select {
+		case <-led:
+		case <-sctx.Done():
+		}
+	}
 	err = srv.Run(sctx, lis)
 	stopServer()
 	wg.Wait()
@@ -192,6 +211,27 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) (err error) {
 	return err
 }
 
+// printStart says which engine runs: in memory, a single durable
+// server, or one server of a cluster (new, or rejoining from its data).
+func (s *Server) printStart(rs *raftstate.Server) {
+	peers, _ := rs.Servers()
+	found := s.restarted
+	switch {
+	case s.cfg.Dev:
+		s.cfg.Events.Printf("server", "dev mode: server %s keeps its state in memory only; nothing is written, and the state is lost when it stops", s.id)
+	case s.cfg.BootstrapExpect == 1 && found:
+		s.cfg.Events.Printf("server", "durable mode: server %s restores its state from %s (raft log and snapshots on boltdb, one voter)", s.id, s.cfg.DataDir)
+	case s.cfg.BootstrapExpect == 1:
+		s.cfg.Events.Printf("server", "durable mode: server %s keeps its state in %s (raft log and snapshots on boltdb, one voter); every acknowledged write is on disk", s.id, s.cfg.DataDir)
+	case found:
+		s.cfg.Events.Printf("server", "server %s: raft state found in %s; rejoining its cluster of %d servers (raft on %s), no bootstrap",
+			s.id, s.cfg.DataDir, len(peers), rs.Self().Addr)
+	default:
+		s.cfg.Events.Printf("server", "server %s: raft on %s, data in %s; the cluster forms once %d servers know each other",
+			s.id, rs.Self().Addr, s.cfg.DataDir, s.cfg.BootstrapExpect)
+	}
+}
+
 // build makes the raft transport, the raftstate server over a new
 // store, and the reference server writing through it.
 func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, error) {
@@ -203,18 +243,37 @@ func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, err
 		}
 		adv = a
 	}
-	tr, err := raftstate.NewTCPTransport(s.cfg.RaftAddr, adv, s.cfg.Logger)
-	if err != nil {
-		return nil, nil, fmt.Errorf("cluster server %s: %w", s.id, err)
+	var tr interface {
+		raft.Transport
+		raft.WithClose
+	}
+	if s.cfg.RaftAddr == "" {
+		// A single server: nothing is ever sent over it.
+		_, tr = raft.NewInmemTransport(raft.ServerAddress("inmem:" + s.id))
+	} else {
+		tcp, err := raftstate.NewTCPTransport(s.cfg.RaftAddr, adv, s.cfg.Logger)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cluster server %s: %w", s.id, err)
+		}
+		tr = tcp
 	}
 	store, err := state.NewMemStore(state.Config{Logger: s.cfg.Logger.Named("state")})
 	if err != nil {
 		_ = tr.Close()
 		return nil, nil, err
 	}
+	raftDir := ""
+	if !s.cfg.Dev {
+		raftDir = filepath.Join(s.cfg.DataDir, RaftDir)
+	}
+	logger := s.cfg.Logger
+	if s.cfg.BootstrapExpect == 1 {
+		// A lone voter's election at every start is expected.
+		logger = quietlog.New(logger, quietlog.Config{Demote: []string{"heartbeat timeout reached, starting election"}})
+	}
 	rs, err := raftstate.New(raftstate.Config{
-		ID: s.id, Store: store, Transport: tr, DataDir: filepath.Join(s.cfg.DataDir, RaftDir),
-		BootstrapExpect: s.cfg.BootstrapExpect, Forward: s.forward, Raft: s.cfg.Raft, Logger: s.cfg.Logger,
+		ID: s.id, Store: store, Transport: tr, DataDir: raftDir, InMemory: s.cfg.Dev,
+		BootstrapExpect: s.cfg.BootstrapExpect, Forward: s.forward, Raft: s.cfg.Raft, Logger: logger,
 	})
 	if err != nil {
 		_ = tr.Close()
@@ -327,8 +386,38 @@ func (s *Server) forward(ctx context.Context, leaderAddr, leaderID string, cmd [
 		return state.Result{}, fmt.Errorf("%w: the API address of leader %s (raft %s) is not known to server %s yet; list every other server in its -join",
 			csi.ErrUnavailable, leaderID, leaderAddr, s.id)
 	}
-	return p.client.Apply(ctx, cmd)
+	res, err := p.client.Apply(ctx, cmd)
+	var ae *api.Error
+	if err != nil && ctx.Err() == nil && !errors.As(err, &ae) {
+		// The leader did not answer: say so in a person's words,
+		// keeping the error (and its class) underneath.
+		err = &leaderUnreachable{leader: leaderID, api: p.address, err: err}
+	}
+	return res, err
 }
+
+// leaderUnreachable is a forwarded write the leader did not answer. It
+// unwraps to the client's error, so its sentinel and class (Retryable
+// when the connection was never made, Uncertain otherwise) stay.
+type leaderUnreachable struct {
+	leader, api string
+	err         error
+}
+
+func (e *leaderUnreachable) Error() string {
+	cause := e.err.Error()
+	var op *net.OpError
+	if errors.As(e.err, &op) && op.Err != nil {
+		cause = op.Err.Error()
+	}
+	msg := fmt.Sprintf("the leader, server %s (API %s), does not answer: %s", e.leader, e.api, cause)
+	if csi.Classify(e.err) == csi.ClassUncertain {
+		msg += " (the write may or may not have been applied)"
+	}
+	return msg
+}
+
+func (e *leaderUnreachable) Unwrap() error { return e.err }
 
 // findPeer looks for server id among the Join addresses not joined
 // yet, with one status call each, and joins it if found. It serves a

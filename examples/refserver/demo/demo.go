@@ -136,6 +136,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	}
 	res = &Result{Dir: dir}
 	log.Printf("demo", "starting a server and two node agents with the hostpath plugin in %s", dir)
+	log.Printf("demo", "the server runs in dev mode: its state is in memory only, and is lost when the demo stops")
 
 	c, err := StartCluster(ctx, ClusterConfig{Dir: dir, Mount: cfg.Mount, Addr: cfg.Addr, Events: log, Logger: cfg.Logger})
 	if err != nil {

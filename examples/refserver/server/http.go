@@ -37,6 +37,7 @@ func (s *Server) routes() http.Handler {
 	m.HandleFunc("GET /v1/nodes", handle(s.listNodes))
 	m.HandleFunc("PUT /v1/nodes/{id}", handle(s.registerNode))
 	m.HandleFunc("PUT /v1/nodes/{id}/heartbeat", handle(s.heartbeat))
+	m.HandleFunc("DELETE /v1/nodes/{id}/heartbeat", handle(s.leave))
 	m.HandleFunc("PUT /v1/nodes/{id}/plugins", handle(s.reportPlugins))
 	if s.cfg.Internal != nil {
 		m.Handle(api.InternalPrefix, s.cfg.Internal)
@@ -110,8 +111,13 @@ func (s *Server) waitIndex(r *http.Request, table state.Table) (uint64, error) {
 		wait = min(wait, api.MaxWait)
 		ctx, cancel := context.WithTimeout(r.Context(), wait)
 		defer cancel()
-		unhook := context.AfterFunc(s.stopping, cancel)
-		defer unhook()
+		go func() {
+			select {
+			case <-s.stopping:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
 		if _, err := s.store().Wait(ctx, table, minIndex); err != nil && r.Context().Err() != nil {
 			return 0, err
 		}
@@ -570,6 +576,18 @@ func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys
 
 func (s *Server) heartbeat(_ http.ResponseWriter, r *http.Request) (api.WriteResponse, uint64, error) {
 	return api.WriteResponse{}, 0, s.live.Heartbeat(r.PathValue("id"), s.now())
+}
+
+// leave takes a node agent's clean stop: the node is down at once.
+func (s *Server) leave(_ http.ResponseWriter, r *http.Request) (api.WriteResponse, uint64, error) {
+	id := r.PathValue("id")
+	if err := csi.ValidateNodeID(id); err != nil {
+		return api.WriteResponse{}, 0, err
+	}
+	if s.live.Leave(id) {
+		s.cfg.Events.Printf("server", "node %s left: its agent stopped; the node is down until it registers again", id)
+	}
+	return api.WriteResponse{}, 0, nil
 }
 
 // reportPlugins takes a node's fingerprints (fingerprint.Manager's

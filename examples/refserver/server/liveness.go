@@ -14,9 +14,11 @@ import (
 )
 
 // DefaultHeartbeatTTL is how long a node stays ready after its last
-// heartbeat. Agents heartbeat every third of it by default, so two lost
-// heartbeats in a row do not mark a node down.
-const DefaultHeartbeatTTL = 15 * time.Second
+// heartbeat: how long a killed agent's node still looks ready. Agents
+// heartbeat every third of it by default, so two lost heartbeats in a
+// row do not mark a node down. An agent stopped cleanly leaves at once
+// (Leave) and does not wait for it.
+const DefaultHeartbeatTTL = 6 * time.Second
 
 // Liveness decides each node's status from its registration and
 // heartbeats: ready while its last heartbeat is at most TTL old, down
@@ -37,6 +39,7 @@ type liveNode struct {
 	addr string
 	last time.Time
 	gone bool
+	left bool // its agent stopped cleanly: down until it registers again
 }
 
 // NodeLiveness is one node's liveness at a point in time.
@@ -76,8 +79,8 @@ func (l *Liveness) Register(id, addr string, now time.Time) (changed bool, err e
 		n = &liveNode{}
 		l.nodes[id] = n
 	}
-	changed = !ok || n.gone || n.addr != addr
-	n.addr, n.gone = addr, false
+	changed = !ok || n.gone || n.left || n.addr != addr
+	n.addr, n.gone, n.left = addr, false, false
 	if now.After(n.last) {
 		n.last = now
 	}
@@ -91,7 +94,7 @@ func (l *Liveness) Heartbeat(id string, now time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n, ok := l.nodes[id]
-	if !ok || n.gone {
+	if !ok || n.gone || n.left {
 		return fmt.Errorf("%w: node %s has not registered with this server; register it again", csi.ErrNodeNotFound, id)
 	}
 	// A clock that steps back must not make a live node look older.
@@ -99,6 +102,23 @@ func (l *Liveness) Heartbeat(id string, now time.Time) error {
 		n.last = now
 	}
 	return nil
+}
+
+// Leave records that the node's agent stopped cleanly: the node is down
+// at once, without waiting for its heartbeat TTL, and stays down until
+// it registers again (a heartbeat alone is refused). It keeps its
+// address: the agent may come back, and its claims are released through
+// it then. Leave on an unknown or forgotten node does nothing; it
+// reports whether the node was known and had not left yet.
+func (l *Liveness) Leave(id string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n, ok := l.nodes[id]
+	if !ok || n.gone || n.left {
+		return false
+	}
+	n.left = true
+	return true
 }
 
 // Forget marks a node gone for good: its claims skip the node step of
@@ -126,7 +146,7 @@ func (l *Liveness) statusLocked(n *liveNode, now time.Time) csi.NodeStatus {
 	switch {
 	case n.gone:
 		return csi.NodeStatusGone
-	case now.Sub(n.last) > l.ttl:
+	case n.left, now.Sub(n.last) > l.ttl:
 		return csi.NodeStatusDown
 	}
 	return csi.NodeStatusReady

@@ -42,6 +42,15 @@ func TestLiveness_Status(t *testing.T) {
 			l.Forget("n1")
 			mustRegister(t, l, "n1", t0.Add(time.Second))
 		}, t0.Add(time.Second), csi.NodeStatusReady},
+		{"left", func(l *server.Liveness) {
+			mustRegister(t, l, "n1", t0)
+			l.Leave("n1")
+		}, t0, csi.NodeStatusDown},
+		{"registered again after it left", func(l *server.Liveness) {
+			mustRegister(t, l, "n1", t0)
+			l.Leave("n1")
+			mustRegister(t, l, "n1", t0.Add(time.Second))
+		}, t0.Add(time.Second), csi.NodeStatusReady},
 		{"clock steps back", func(l *server.Liveness) {
 			mustRegister(t, l, "n1", t0)
 			mustHeartbeat(t, l, "n1", t0.Add(-time.Hour))
@@ -117,6 +126,25 @@ func TestLiveness_Heartbeat_UnknownNode(t *testing.T) {
 	l.Forget("n1")
 	if err := l.Heartbeat("n1", t0); !errors.Is(err, csi.ErrNodeNotFound) {
 		t.Fatalf("forgotten node: got %v, want csi.ErrNodeNotFound", err)
+	}
+}
+
+// TestLiveness_Leave: a node that left refuses heartbeats until it
+// registers again, keeps its address, and leaves only once.
+func TestLiveness_Leave(t *testing.T) {
+	l := server.NewLiveness(time.Minute)
+	if l.Leave("n1") {
+		t.Error("an unknown node left")
+	}
+	mustRegister(t, l, "n1", t0)
+	if !l.Leave("n1") || l.Leave("n1") {
+		t.Error("Leave should report true once, then false")
+	}
+	if err := l.Heartbeat("n1", t0); !errors.Is(err, csi.ErrNodeNotFound) {
+		t.Errorf("heartbeat after leaving: %v, want csi.ErrNodeNotFound", err)
+	}
+	if addr, err := l.Address("n1"); err != nil || addr == "" {
+		t.Errorf("address after leaving: %q, %v", addr, err)
 	}
 }
 

@@ -29,10 +29,9 @@ type Server struct {
 	worker    *claimgc.Worker
 	handler   http.Handler
 
-	// stopping ends blocking queries when Run stops, so that the
-	// graceful stop does not wait for them.
-	stopping context.Context
-	stop     context.CancelFunc
+	// stopping is closed when Run stops, and ends blocking queries so
+	// that the graceful stop does not wait for them.
+	stopping chan struct{}
 	ran      atomic.Bool
 }
 
@@ -48,8 +47,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, live: NewLiveness(cfg.HeartbeatTTL)}
-	s.stopping, s.stop = context.WithCancel(context.Background())
+	s := &Server{cfg: cfg, live: NewLiveness(cfg.HeartbeatTTL), stopping: make(chan struct{})}
 	s.transport, err = rpcshim.NewGRPCTransport(rpcshim.GRPCTransportConfig{
 		Resolve: func(_ context.Context, nodeID string) (string, error) { return s.live.Address(nodeID) },
 		Logger:  cfg.Logger.Named("transport"),
@@ -152,7 +150,7 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 	case err = <-served:
 		err = fmt.Errorf("serve the API on %s: %w", lis.Addr(), err)
 	}
-	s.stop()
+	close(s.stopping)
 	sctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
 	if serr := srv.Shutdown(sctx); serr != nil && err == nil && !errors.Is(serr, context.DeadlineExceeded) {
 		err = serr

@@ -1,0 +1,58 @@
+package cli_test
+
+import (
+	"context"
+	"os"
+	"slices"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/examples/hostpathplugin/hostpath"
+	"github.com/csikit/csikit/examples/refserver/api"
+	"github.com/csikit/csikit/examples/refserver/demo"
+)
+
+// TestCLI_Demo_InterruptedIntoClosedPipe runs the demo as
+// `refserver | tee log` would, then does what Ctrl-C does there: tee
+// dies (its read end of the pipe closes) and refserver gets SIGINT. The
+// drain must run to its end all the same: no mount is left (checked in
+// /proc/self/mountinfo; bind mounts as root) and the temporary
+// directory is removed.
+func TestCLI_Demo_InterruptedIntoClosedPipe(t *testing.T) {
+	tmp := shortTempDir(t)
+	p := startChild(t, []string{"TMPDIR=" + tmp}, "demo", "-addr", "127.0.0.1:0")
+	url := p.waitLine(t, "[server] API listening on ")
+	p.waitLine(t, "[demo] the cluster keeps serving until interrupted")
+	// Claim the demo's volume again, mounted, so that the drain has a
+	// claim to release and a mount to undo.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	client, err := api.NewClient(url, nil)
+	must(t, err)
+	defer client.Close()
+	claim, err := client.Claim(ctx, demo.Namespace, demo.VolumeID, &api.ClaimRequest{
+		AllocationID: "web-2", NodeID: demo.ClaimNode, Mode: csi.ClaimWrite, Mount: true,
+	})
+	must(t, err)
+	if hostpath.CanBindMount() == nil {
+		if left, err := demo.MountsUnder(tmp); err != nil || !slices.Contains(left, claim.Mount.Path) {
+			t.Fatalf("mounts before the interrupt: %v, %v; want %s among them", left, err, claim.Mount.Path)
+		}
+	}
+	must(t, p.stdout.Close())
+	if code := p.stop(t, syscall.SIGINT); code != 0 {
+		t.Fatalf("the demo exited %d after SIGINT with its stdout closed\nstdout:\n%s\nstderr:\n%s", code, p.out, p.errOut)
+	}
+	left, err := demo.MountsUnder(tmp)
+	must(t, err)
+	if len(left) > 0 {
+		t.Errorf("mounts left after the interrupt: %v", left)
+	}
+	entries, err := os.ReadDir(tmp)
+	must(t, err)
+	for _, e := range entries {
+		t.Errorf("left in the temporary directory: %s", e.Name())
+	}
+}
