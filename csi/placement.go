@@ -77,8 +77,11 @@ type Reasons uint16
 // Reason is one member of Reasons.
 type Reason = Reasons
 
-// The reasons, in the order a claim checks them. The first five do not
-// depend on the node: when one holds, it holds for every node.
+// The reasons, in the order a claim checks them. The first three do
+// not depend on the node: when one holds, it holds for every node. The
+// access-mode reasons (ReasonDetaching to ReasonClaimsTaken) are one
+// check of the claim (CheckClaim), which may meet them in another
+// order.
 const (
 	// ReasonNamespace: the request's namespace is not the volume's
 	// (ErrNamespaceMismatch).
@@ -86,21 +89,13 @@ const (
 	// ReasonVolumeCreating: the volume's CreateVolume has not completed
 	// (ErrVolumeInUse).
 	ReasonVolumeCreating
-	// ReasonModeNotAllowed: the volume does not allow the requested
-	// capability, or a write claim asks for a read-only mode, or a
-	// read-only claim would share the volume with a writer
-	// (ErrAccessModeNotAllowed).
-	ReasonModeNotAllowed
-	// ReasonClaimsTaken: the access mode has no free claim of the
-	// requested kind on any node, for example a second writer of a
-	// single-writer volume (ErrMaxClaims).
-	ReasonClaimsTaken
 	// ReasonPluginNotSchedulable: the plugin has no healthy node
 	// instance, or requires a controller and has no healthy one
 	// (ErrPluginUnhealthy).
 	ReasonPluginNotSchedulable
 	// ReasonNoNodePlugin: the plugin has no node instance on the node
-	// (ErrPluginNotFound).
+	// (ErrPluginNotFound). Topology and MaxVolumes are then unknown and
+	// not reported.
 	ReasonNoNodePlugin
 	// ReasonNodePluginUnhealthy: the node instance is unhealthy or has
 	// not reported its CSI node ID (ErrPluginUnhealthy).
@@ -108,13 +103,22 @@ const (
 	// ReasonTopology: the volume is not reachable from the node's
 	// topology (ErrTopologyMismatch).
 	ReasonTopology
+	// ReasonDetaching: the volume is being detached from the node; retry
+	// once the release finishes (ErrVolumeInUse).
+	ReasonDetaching
+	// ReasonModeNotAllowed: the volume does not allow the requested
+	// capability, or a write claim asks for a read-only mode, or a
+	// read-only claim would share the volume with a writer
+	// (ErrAccessModeNotAllowed).
+	ReasonModeNotAllowed
 	// ReasonAttachedElsewhere: a single-node access mode (the request's
 	// or a holder's) and the volume is held or still attached on
 	// another node (ErrAttachedElsewhere).
 	ReasonAttachedElsewhere
-	// ReasonDetaching: the volume is being detached from the node; retry
-	// once the release finishes (ErrVolumeInUse).
-	ReasonDetaching
+	// ReasonClaimsTaken: the access mode has no free claim of the
+	// requested kind on any node, for example a second writer of a
+	// single-writer volume (ErrMaxClaims).
+	ReasonClaimsTaken
 	// ReasonMaxVolumes: the node has as many volumes of the plugin
 	// attached, in any attachment state, as its MaxVolumes
 	// (ErrMaxVolumes).
@@ -124,15 +128,15 @@ const (
 )
 
 var reasonNames = [...]string{
-	"namespace", "volume-creating", "mode-not-allowed", "claims-taken",
-	"plugin-not-schedulable", "no-node-plugin", "node-plugin-unhealthy",
-	"topology", "attached-elsewhere", "detaching", "max-volumes",
+	"namespace", "volume-creating", "plugin-not-schedulable", "no-node-plugin",
+	"node-plugin-unhealthy", "topology", "detaching", "mode-not-allowed",
+	"attached-elsewhere", "claims-taken", "max-volumes",
 }
 
 var reasonSentinels = [...]*Sentinel{
-	ErrNamespaceMismatch, ErrVolumeInUse, ErrAccessModeNotAllowed, ErrMaxClaims,
-	ErrPluginUnhealthy, ErrPluginNotFound, ErrPluginUnhealthy,
-	ErrTopologyMismatch, ErrAttachedElsewhere, ErrVolumeInUse, ErrMaxVolumes,
+	ErrNamespaceMismatch, ErrVolumeInUse, ErrPluginUnhealthy, ErrPluginNotFound,
+	ErrPluginUnhealthy, ErrTopologyMismatch, ErrVolumeInUse, ErrAccessModeNotAllowed,
+	ErrAttachedElsewhere, ErrMaxClaims, ErrMaxVolumes,
 }
 
 // Has reports whether every reason in o is in r.
@@ -141,8 +145,10 @@ func (r Reasons) Has(o Reasons) bool { return r&o == o && o != 0 }
 // First returns the first reason of r in check order, or 0.
 func (r Reasons) First() Reason { return r & -r }
 
-// Sentinel returns the sentinel error a claim is refused with for r's
-// first reason, or nil when r is empty.
+// Sentinel returns the sentinel error of r's first reason, or nil when
+// r is empty: the error a claim is refused with, unless the first
+// reason is an access-mode one and the claim meets another access-mode
+// reason of r first.
 func (r Reasons) Sentinel() *Sentinel {
 	if i := r.First().index(); i >= 0 {
 		return reasonSentinels[i]
@@ -323,26 +329,23 @@ func modeReasons(v *Volume, req PlacementRequest) Reasons {
 // Node returns the reasons f's node cannot take the claim, or zero.
 func (p *Placement) Node(f NodeFacts) Reasons {
 	r := p.base
-	in := f.Instance
-	switch {
-	case in == nil:
-		r |= ReasonNoNodePlugin
-	case !in.Healthy || in.NodeInfo == nil || in.NodeInfo.ID == "":
-		r |= ReasonNodePluginUnhealthy
-	}
-	var ni *NodeInfo
-	if in != nil {
-		ni = in.NodeInfo
-	}
-	if !Reachable(p.v.Topologies, ni.Topology()) {
-		r |= ReasonTopology
-	}
 	if p.pinned && (p.holders > 1 || (p.holders == 1 && p.holder != f.NodeID)) {
 		r |= ReasonAttachedElsewhere
 	}
 	a := p.v.Attachments[f.NodeID]
 	if a != nil && a.State == AttachmentDetaching {
 		r |= ReasonDetaching
+	}
+	in := f.Instance
+	if in == nil {
+		return r | ReasonNoNodePlugin
+	}
+	ni := in.NodeInfo
+	if !in.Healthy || ni == nil || ni.ID == "" {
+		r |= ReasonNodePluginUnhealthy
+	}
+	if !Reachable(p.v.Topologies, ni.Topology()) {
+		r |= ReasonTopology
 	}
 	if a == nil && ni != nil && ni.MaxVolumes > 0 && f.Attached >= ni.MaxVolumes {
 		r |= ReasonMaxVolumes

@@ -104,7 +104,7 @@ func TestPlacement_Node(t *testing.T) {
 		{"other zone", zonal, schedulable(), write,
 			csi.NodeFacts{NodeID: "n2", Instance: healthyNode("n2", 0, topo("zone", "b"))}, csi.ReasonTopology},
 		{"no node plugin", zonal, schedulable(), write,
-			csi.NodeFacts{NodeID: "n3"}, csi.ReasonNoNodePlugin | csi.ReasonTopology},
+			csi.NodeFacts{NodeID: "n3"}, csi.ReasonNoNodePlugin},
 		{"unhealthy node plugin", zonal, schedulable(), write,
 			csi.NodeFacts{NodeID: "n1", Instance: &csi.PluginInfo{NodeInfo: &csi.NodeInfo{ID: "x", AccessibleTopology: topo("zone", "a")}}},
 			csi.ReasonNodePluginUnhealthy},

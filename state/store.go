@@ -175,6 +175,7 @@ type Reader interface {
 	PluginReader
 	NodeReader
 	AllocationReader
+	PlacementReader
 	Watcher
 }
 

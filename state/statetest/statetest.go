@@ -34,6 +34,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 	t.Run("Replay", s.replay)
 	t.Run("Snapshot", s.snapshots)
 	t.Run("Ownership", s.ownership)
+	t.Run("Placement", s.placement)
 	t.Run("Property", s.property)
 }
 
