@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -27,7 +28,8 @@ type placeEnv struct {
 	ctl     *csitest.Plugin
 	// tr also serves the Server's Claim and Feasibility as node "server",
 	// the way a host exposes them over its transport.
-	tr *rpcshim.InmemTransport
+	tr     *rpcshim.InmemTransport
+	router *rpcshim.Router
 }
 
 // zoneA, zoneB are the topologies of the nodes in the placement tests.
@@ -87,7 +89,7 @@ func newPlaceEnv(t *testing.T, requires bool, nodes map[string]*csi.Topology) *p
 	rpcshim.Handle(mux, "Server.Claim", e.server.Claim)
 	rpcshim.Handle(mux, "Server.Feasibility", e.server.Feasibility)
 	tr.Register("server", mux)
-	e.tr = tr
+	e.tr, e.router = tr, router
 	waitPlugin(t, store, func(p *csi.Plugin) bool {
 		return p.ControllersHealthy == 1 && p.NodesHealthy == len(nodes)
 	})
@@ -229,6 +231,42 @@ func TestServer_CreateVolume_RequirementsDeterministic(t *testing.T) {
 	r2, p2 := again.requirements(t)
 	expectEqual(t, r2, r1)
 	expectEqual(t, p2, p1)
+}
+
+// TestServer_CreateVolume_ResumeAsksTheSame: a create whose record
+// failed keeps its intent with the requirements built then, and the
+// retry asks the plugin the same even after a zone's node went away.
+func TestServer_CreateVolume_ResumeAsksTheSame(t *testing.T) {
+	ctx := context.Background()
+	e := newPlaceEnv(t, true, map[string]*csi.Topology{"n1": zoneA, "n2": zoneB})
+	fail := true
+	srv, err := rpcshim.NewServer(rpcshim.ServerConfig{Store: e.store, Router: e.router, Applier: failApplier{e.applier, func(cmd state.Command) error {
+		if r, ok := cmd.(state.RegisterVolume); ok && !r.Volume.Creating && fail {
+			fail = false
+			return fmt.Errorf("%w: leader lost", csi.ErrUnavailable)
+		}
+		return nil
+	}}})
+	must(t, err)
+	req := &rpcshim.VolumeCreateRequest{Volume: csi.Volume{ID: "vol-1", Namespace: "default", PluginID: rtPlugin, Capabilities: []csi.Capability{snwFS}}}
+	_, err = srv.CreateVolume(ctx, req)
+	expectIs(t, err, csi.ErrUnavailable)
+	r1, p1 := e.requirements(t)
+	expectEqual(t, r1, []string{"zone=a", "zone=b"})
+	intent, err := e.store.Volume("default", "vol-1")
+	must(t, err)
+	expectEqual(t, intent.Creating, true)
+	expectEqual(t, csi.TopologiesString(intent.RequestedTopologies.Required), "{zone=a} or {zone=b}")
+
+	_, err = e.applier.Apply(ctx, state.UpsertNodePlugins{NodeID: "n2"}) // zone b's node is gone
+	must(t, err)
+	resp, err := srv.CreateVolume(ctx, req)
+	must(t, err)
+	r2, p2 := e.requirements(t)
+	expectEqual(t, r2, r1)
+	expectEqual(t, p2, p1)
+	expectEqual(t, resp.Volume.Creating, false)
+	expectEqual(t, len(e.ctl.Volumes()), 1)
 }
 
 func TestServer_CreateVolume_ExplicitTopologyKept(t *testing.T) {
