@@ -103,7 +103,11 @@
 //   - Server (server side) is the host API: register, deregister,
 //     create and delete volumes, read volumes and plugins, claim a
 //     volume (claim first, then ControllerPublish for a new attachment),
-//     and take a node's early unpublish report. It reads the
+//     and take a node's early unpublish report. Feasibility answers a
+//     scheduler's "which nodes can take this claim, and why not the
+//     others" (a csi.Reasons per node), and CreateVolume turns the
+//     host's candidate nodes into the CSI accessibility requirements of
+//     a zonal plugin (see VolumeCreateRequest). It reads the
 //     state.Reader and writes only through a state.Applier.
 //   - NodeEndpoint (node side) answers the router: controller calls go
 //     to the node's local controller plugin, node detach to its mounter.
@@ -139,7 +143,10 @@
 //     a single process) and the host's NodeStatuses.
 //  2. NewRouter with the store, transport and node statuses.
 //  3. NewServer with the store, applier and router, and serve its
-//     methods through the host's own API. Before a workload uses a
+//     methods through the host's own API (their request and response
+//     types are JSON-ready: a Mux can serve them on the host's
+//     transport). Before placing a workload, call Feasibility to keep it
+//     off nodes the claim would be refused on. Before a workload uses a
 //     volume, call Claim and hand the response's Volume and Claim to the
 //     claim's node (they hold the volume's secrets; send them nowhere
 //     else). Retry a claim that failed with a Retryable or Uncertain

@@ -95,8 +95,30 @@ type VolumeRegisterRequest struct {
 // PluginID, Capabilities, MountOptions, Secrets, Parameters,
 // RequestedTopologies, RequestedCapacityMin/Max); the plugin fills the
 // external ID, capacity, context and topologies.
+//
+// Nodes is the host's placement intent: the nodes (host node IDs) the
+// volume should be usable from; empty means every node running the
+// plugin's node instance. When Volume.RequestedTopologies is nil and
+// the plugin advertises VOLUME_ACCESSIBILITY_CONSTRAINTS
+// (csi.PluginInfo.RequiresTopologies on any of its instances), the
+// Server builds the CSI accessibility_requirements from them, like a
+// provisioner that knows the cluster:
+//
+//   - requisite: the distinct accessible topologies (whole node
+//     topologies, every segment) of the healthy node instances on the
+//     candidate nodes, sorted by their String form;
+//   - preferred: the same topologies rotated by a hash of the volume's
+//     CSI name, so it is a permutation of requisite (the spec wants
+//     preferred ⊆ requisite), a retry asks for the same first choice,
+//     and different volumes spread over the topologies.
+//
+// No candidate with a topology (or a plugin without the capability)
+// means no requirements: the plugin places the volume itself. The
+// built requirements are stored in the volume's RequestedTopologies
+// with the creation intent, so a resumed create asks the same.
 type VolumeCreateRequest struct {
 	Volume            csi.Volume
+	Nodes             []string              `json:",omitempty"`
 	MutableParameters map[string]string     `json:",omitempty"`
 	Source            *plugin.ContentSource `json:",omitempty"`
 }
@@ -339,6 +361,10 @@ func (s *Server) CreateVolume(ctx context.Context, req *VolumeCreateRequest) (*V
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	v.ExternalID, v.Capacity, v.Context, v.Topologies = "", 0, nil, nil
+	name := v.Name
+	if name == "" {
+		name = v.Namespace + "/" + v.ID
+	}
 	switch old, err := s.store.Volume(v.Namespace, v.ID); {
 	case err == nil && !old.Creating:
 		return nil, fmt.Errorf("%w: %s: a volume with this ID is registered; delete or deregister it first, or update it with RegisterVolume",
@@ -346,18 +372,24 @@ func (s *Server) CreateVolume(ctx context.Context, req *VolumeCreateRequest) (*V
 	case err == nil:
 		// An intent left by an earlier call that did not complete: the
 		// same CSI name makes the plugin return the volume it made then,
-		// if it made one.
+		// if it made one; the requirements built then are asked again.
+		if v.RequestedTopologies == nil {
+			v.RequestedTopologies = old.RequestedTopologies
+		}
 	case !errors.Is(err, csi.ErrVolumeNotFound):
 		return nil, fmt.Errorf("%s: %w", op, err)
 	default:
+		if v.RequestedTopologies == nil {
+			p, err := s.store.Plugin(v.PluginID)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", op, err)
+			}
+			v.RequestedTopologies = accessibilityRequirements(p, req.Nodes, name)
+		}
 		v.Creating = true
 		if _, err := s.applier.Apply(ctx, state.RegisterVolume{Volume: *v}); err != nil {
 			return nil, fmt.Errorf("%s: writing the creation intent failed, so the plugin was not called: %w", op, err)
 		}
-	}
-	name := v.Name
-	if name == "" {
-		name = v.Namespace + "/" + v.ID
 	}
 	cr, err := s.router.CreateVolume(ctx, &CreateVolumeRequest{
 		CSIControllerQuery: CSIControllerQuery{PluginID: v.PluginID},

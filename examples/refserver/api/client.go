@@ -219,6 +219,16 @@ func (c *Client) Claim(ctx context.Context, namespace, volumeID string, req *Cla
 	return &out, nil
 }
 
+// Place asks which nodes can take a claim on a volume, and why not the
+// others.
+func (c *Client) Place(ctx context.Context, namespace, volumeID string, req *PlaceRequest) (*PlaceResponse, error) {
+	var out PlaceResponse
+	if _, err := c.do(ctx, http.MethodPost, volumePath(namespace, volumeID)+"/place", nil, req, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Plugins lists every plugin.
 func (c *Client) Plugins(ctx context.Context, q *QueryOptions) ([]*csi.Plugin, *QueryMeta, error) {
 	var out []*csi.Plugin

@@ -20,6 +20,7 @@
 //	DELETE /v1/volumes/{namespace}/{id}             delete in the plugin and deregister
 //	DELETE /v1/volumes/{namespace}/{id}?deregister=true[&force=true]   deregister only
 //	POST   /v1/volumes/{namespace}/{id}/claim       claim for an allocation (ClaimRequest → ClaimResponse)
+//	POST   /v1/volumes/{namespace}/{id}/place       which nodes can take a claim, and why not (PlaceRequest → PlaceResponse)
 //
 // Plugins:
 //

@@ -47,6 +47,25 @@ type ClaimRequest struct {
 	Mount bool `json:",omitempty"`
 }
 
+// PlaceRequest asks which nodes can take a claim on a volume, before an
+// allocation is placed (POST /v1/volumes/{namespace}/{id}/place).
+type PlaceRequest struct {
+	// Namespace is the allocation's; empty means the volume's.
+	Namespace string `json:",omitempty"`
+	Mode      csi.ClaimMode
+	// AccessMode and AttachmentMode may be left unknown when the volume
+	// allows exactly one capability: the server uses it.
+	AccessMode     csi.AccessMode
+	AttachmentMode csi.AttachmentMode
+	// Nodes are the candidate nodes; empty means every node running the
+	// volume's node plugin.
+	Nodes []string `json:",omitempty"`
+}
+
+// PlaceResponse is rpcshim's answer per node: Reasons is "feasible" or
+// the reasons a claim there would be refused, such as "topology".
+type PlaceResponse = rpcshim.FeasibilityResponse
+
 // ClaimResponse is a claim after it was written and, if asked, mounted.
 // It never holds the volume's secrets.
 type ClaimResponse struct {

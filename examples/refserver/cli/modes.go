@@ -64,9 +64,10 @@ func (e *env) modeFail(name string, err error) int {
 
 func (e *env) demo(ctx context.Context, args []string) int {
 	fs := e.modeFlags("demo", "Runs a server and two node agents in this process, each with the hostpath plugin, and a volume's whole life: create, claim, mount, write, release, free. Then serves until interrupted. Its server runs in dev mode: the state is in memory and is lost at exit.",
-		"refserver demo -exit-after-demo")
+		"refserver demo -exit-after-demo\n  refserver demo -placement")
 	dataDir := fs.String("data-dir", "", "directory for sockets and state (default: a temporary directory, removed at exit)")
 	exitAfter := fs.Bool("exit-after-demo", false, "exit once the demo is done instead of serving")
+	placement := fs.Bool("placement", false, "run the placement demo instead: three nodes in two zones (hostpath -topology), a zonal volume refused on the other zone's node and claimed in its own; exits when done")
 	mount := fs.String("mount", string(hostpath.MountAuto), "hostpath mount method: auto, bind (needs root) or symlink")
 	addr := fs.String("addr", DefaultServerAddress, "the server API's listen address")
 	level := fs.String("log-level", "warn", "log level of diagnostics on stderr: trace, debug, info, warn, error")
@@ -78,9 +79,14 @@ func (e *env) demo(ctx context.Context, args []string) int {
 	if err != nil {
 		return e.modeFail("demo", err)
 	}
-	_, err = demo.Run(ctx, demo.Config{
+	cfg := demo.Config{
 		DataDir: *dataDir, Out: e.stdout, ExitAfterDemo: *exitAfter, Mount: hostpath.MountMethod(*mount), Addr: *addr, Logger: logger,
-	})
+	}
+	if *placement {
+		_, err = demo.RunPlacement(ctx, cfg)
+	} else {
+		_, err = demo.Run(ctx, cfg)
+	}
 	if err != nil {
 		return e.modeFail("demo", err)
 	}

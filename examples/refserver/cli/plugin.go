@@ -103,17 +103,20 @@ func (e *env) nodeStatus(ctx context.Context, args []string) int {
 		return ExitOK
 	}
 	now := time.Now()
-	t := newTable(e.stdout, "ID", "STATUS", "ADDRESS", "LAST HEARTBEAT", "PLUGINS")
+	t := newTable(e.stdout, "ID", "STATUS", "ADDRESS", "LAST HEARTBEAT", "TOPOLOGY", "PLUGINS")
 	for _, n := range nodes {
-		var ps []string
+		var ps, tops []string
 		for _, p := range n.Plugins {
 			h := "healthy"
 			if !p.Healthy {
 				h = "unhealthy"
 			}
 			ps = append(ps, fmt.Sprintf("%s (%s, %s)", p.PluginID, p.Type, h))
+			if top := p.NodeInfo.Topology(); top != nil && len(top.Segments) > 0 && !slices.Contains(tops, top.String()) {
+				tops = append(tops, top.String())
+			}
 		}
-		t.row(n.ID, n.Status, n.Address, ago(n.LastHeartbeat, now), strings.Join(ps, ", "))
+		t.row(n.ID, n.Status, n.Address, ago(n.LastHeartbeat, now), orDash(strings.Join(tops, " ")), strings.Join(ps, ", "))
 	}
 	t.flush()
 	return ExitOK

@@ -68,6 +68,8 @@ func (e *env) volumeCreate(ctx context.Context, args []string) int {
 	secrets, params := kvFlag{}, kvFlag{}
 	c.fs.Var(secrets, "secret", "KEY=VALUE secret for the plugin's calls, repeatable (never printed)")
 	c.fs.Var(params, "param", "KEY=VALUE CreateVolume parameter, repeatable")
+	var nodes listFlag
+	c.fs.Var(&nodes, "node", "a node the volume should be usable from, repeatable or comma-separated: a zonal plugin is asked for their topologies (default: every node running the plugin)")
 	code := ExitOK
 	if !c.parse(args, 1, 1, &code) {
 		return code
@@ -75,7 +77,11 @@ func (e *env) volumeCreate(ctx context.Context, args []string) int {
 	if *pluginID == "" {
 		return c.fail(fmt.Errorf("%w: -plugin is required", csi.ErrInvalidRequest))
 	}
-	if err := validateIDs(idVolume("volume ID", c.arg(0)), idNamespace(*ns), idPlugin("-plugin", *pluginID)); err != nil {
+	ids := []idCheck{idVolume("volume ID", c.arg(0)), idNamespace(*ns), idPlugin("-plugin", *pluginID)}
+	for _, n := range nodes {
+		ids = append(ids, idNode("-node", n))
+	}
+	if err := validateIDs(ids...); err != nil {
 		return c.fail(err)
 	}
 	cl, ctx, done, err := c.client(ctx)
@@ -86,7 +92,7 @@ func (e *env) volumeCreate(ctx context.Context, args []string) int {
 	req := &rpcshim.VolumeCreateRequest{Volume: csi.Volume{
 		ID: c.arg(0), Namespace: *ns, Name: *name, PluginID: *pluginID, Capabilities: defaultCaps(*caps),
 		Secrets: mapOrNil(secrets), Parameters: mapOrNil(params), RequestedCapacityMin: int64(capMin), RequestedCapacityMax: int64(capMax),
-	}}
+	}, Nodes: nodes}
 	stop := c.ticking(fmt.Sprintf("waiting for plugin %s to create volume %s…", *pluginID, c.arg(0)))
 	resp, err := retry(ctx, c, func(ctx context.Context) (*rpcshim.VolumeResponse, error) { return cl.CreateVolume(ctx, req) })
 	stop()
@@ -97,7 +103,8 @@ func (e *env) volumeCreate(ctx context.Context, args []string) int {
 		return c.printJSON(resp)
 	}
 	v := resp.Volume
-	fmt.Fprintf(e.stdout, "Volume %s/%s created by plugin %s (external ID %s, capacity %s)\n", v.Namespace, v.ID, v.PluginID, v.ExternalID, orDash(bytesText(v.Capacity)))
+	fmt.Fprintf(e.stdout, "Volume %s/%s created by plugin %s (external ID %s, capacity %s, accessible from %s)\n",
+		v.Namespace, v.ID, v.PluginID, v.ExternalID, orDash(bytesText(v.Capacity)), csi.TopologiesString(v.Topologies))
 	return ExitOK
 }
 
@@ -198,6 +205,7 @@ func (e *env) volumeStatus(ctx context.Context, args []string) int {
 	t.row("External ID", v.ExternalID)
 	t.row("Capabilities", capsText(v.Capabilities))
 	t.row("Capacity", bytesText(v.Capacity))
+	t.row("Topology", csi.TopologiesString(v.Topologies))
 	t.row("Schedulable", fmt.Sprintf("%s (controllers %s, nodes %s)", yesNo(v.Schedulable),
 		ratio(v.ControllersHealthy, v.ControllersExpected), ratio(v.NodesHealthy, v.NodesExpected)))
 	t.flush()

@@ -41,6 +41,12 @@ type ClusterConfig struct {
 	// Mount is the hostpath plugin's mount method; "" means auto (bind
 	// mounts as root, symbolic links otherwise).
 	Mount hostpath.MountMethod
+	// Topologies gives nodes a hostpath topology (hostpath.Config.Topology),
+	// by node ID, such as {"node-3": {"zone": "b"}}; a node not listed
+	// has none. The plugin then advertises
+	// VOLUME_ACCESSIBILITY_CONSTRAINTS and csikit keeps each volume to
+	// the nodes of its topology.
+	Topologies map[string]map[string]string
 	// Addr is the server API's listen address; "" means 127.0.0.1:0.
 	Addr string
 	// Now, HeartbeatTTL: see server.Config. HeartbeatInterval: see
@@ -147,6 +153,7 @@ func (c *Cluster) startAgent(id string, mode hostpath.Mode) error {
 		DataDir: filepath.Join(c.cfg.Dir, id),
 		Hostpath: &hostpath.Config{
 			DataDir: c.PluginDataDir(), Mode: mode, ControllerPublish: true, Staging: true, Mount: c.cfg.Mount,
+			Topology: c.cfg.Topologies[id],
 		},
 		HeartbeatInterval: c.cfg.HeartbeatInterval,
 		Events:            c.cfg.Events,

@@ -21,6 +21,12 @@
 // stays mounted, and a temporary directory is removed only once
 // /proc/self/mountinfo shows nothing mounted under it.
 //
+// RunPlacement is the placement demo: three nodes in two zones
+// (ClusterConfig.Topologies, the hostpath plugin's topology), a volume
+// created in zone a, the per-node feasibility of a write claim, the
+// claim on the zone b node refused with csi.ErrTopologyMismatch and its
+// message, and the claim on a zone a node accepted.
+//
 // The hostpath plugin bind-mounts as root and falls back to symbolic
 // links otherwise, so the demo runs for any user.
 package demo

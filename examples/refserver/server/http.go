@@ -30,6 +30,7 @@ func (s *Server) routes() http.Handler {
 	m.HandleFunc("POST /v1/volumes/{namespace}/{id}/create", handle(s.createVolume))
 	m.HandleFunc("DELETE /v1/volumes/{namespace}/{id}", handle(s.deleteVolume))
 	m.HandleFunc("POST /v1/volumes/{namespace}/{id}/claim", handle(s.claimVolume))
+	m.HandleFunc("POST /v1/volumes/{namespace}/{id}/place", handle(s.placeVolume))
 	m.HandleFunc("GET /v1/plugins", handle(s.listPlugins))
 	m.HandleFunc("GET /v1/plugins/{id}", handle(s.getPlugin))
 	m.HandleFunc("POST /v1/allocations/{id}/release", handle(s.release))
@@ -336,6 +337,48 @@ func (s *Server) claimVolume(w http.ResponseWriter, r *http.Request) (*api.Claim
 		out.Mount = &api.MountInfo{NodeID: req.NodeID, Path: mr.Path, Usage: mr.Usage}
 	}
 	return out, out.Index, nil
+}
+
+// placeVolume answers which nodes can take a claim on the volume.
+func (s *Server) placeVolume(w http.ResponseWriter, r *http.Request) (*api.PlaceResponse, uint64, error) {
+	ns, id, req, err := volumeRequest[api.PlaceRequest](w, r)
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, n := range req.Nodes {
+		if err := csi.ValidateNodeID(n); err != nil {
+			return nil, 0, err
+		}
+	}
+	ctx := r.Context()
+	idx, err := s.store().Index(state.TableVolumes)
+	if err != nil {
+		return nil, 0, err
+	}
+	vol, err := s.api.Volume(ctx, ns, id)
+	if err != nil {
+		return nil, 0, err
+	}
+	if req.AccessMode == csi.AccessModeUnknown && req.AttachmentMode == csi.AttachmentModeUnknown {
+		if len(vol.Capabilities) != 1 {
+			return nil, 0, fmt.Errorf("%w: volume %s/%s allows %d capabilities (%v): name the access and attachment modes of the claim",
+				csi.ErrInvalidRequest, ns, id, len(vol.Capabilities), vol.Capabilities)
+		}
+		req.AccessMode, req.AttachmentMode = vol.Capabilities[0].AccessMode, vol.Capabilities[0].AttachmentMode
+	}
+	if req.Namespace == "" {
+		req.Namespace = ns
+	}
+	resp, err := s.api.Feasibility(ctx, &rpcshim.FeasibilityRequest{
+		Namespace: ns, VolumeID: id, Nodes: req.Nodes,
+		Claim: csi.PlacementRequest{Namespace: req.Namespace, Mode: req.Mode,
+			Capability: csi.Capability{AccessMode: req.AccessMode, AttachmentMode: req.AttachmentMode}},
+	})
+	if err != nil {
+		return nil, 0, err
+	}
+	resp.Nodes = orEmpty(resp.Nodes)
+	return resp, idx, nil
 }
 
 // placeAllocation records a running allocation on node, unless it is

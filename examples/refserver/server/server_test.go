@@ -224,6 +224,19 @@ func TestServer_API_Errors(t *testing.T) {
 				AccessMode: csi.AccessModeMultiNodeReaderOnly, AttachmentMode: csi.AttachmentModeFileSystem})
 			return err
 		}, csi.ErrAccessModeNotAllowed, http.StatusBadRequest},
+		{"place an unknown volume", func() error {
+			_, err := c.Place(ctx, "default", "nope", &api.PlaceRequest{Mode: csi.ClaimWrite})
+			return err
+		}, csi.ErrVolumeNotFound, http.StatusNotFound},
+		{"place on a bad node ID", func() error {
+			_, err := c.Place(ctx, "default", "two-caps", &api.PlaceRequest{Mode: csi.ClaimWrite, Nodes: []string{"../n1"},
+				AccessMode: snwFS.AccessMode, AttachmentMode: snwFS.AttachmentMode})
+			return err
+		}, csi.ErrInvalidID, http.StatusBadRequest},
+		{"place without modes of a two-capability volume", func() error {
+			_, err := c.Place(ctx, "default", "two-caps", &api.PlaceRequest{Mode: csi.ClaimWrite})
+			return err
+		}, csi.ErrInvalidRequest, http.StatusBadRequest},
 		{"blocking query with a bad index", func() error {
 			_, _, err := c.Volumes(ctx, "", "", nil)
 			if err != nil {
@@ -527,4 +540,32 @@ func TestServer_SetLeader(t *testing.T) {
 	}
 	requireLine(t, ts.out.String(), "[server] leading: the claim release worker is on")
 	requireLine(t, ts.out.String(), "[server] following: the claim release worker is off")
+}
+
+// TestServer_Place answers per node, with the volume's only capability
+// and namespace as defaults, and writes nothing.
+func TestServer_Place(t *testing.T) {
+	ts := startServer(t, server.Config{})
+	fakeNode(t, ts, "n1")
+	fakeNode(t, ts, "n2")
+	registerFakeVolume(t, ts, "db", nil, snwFS)
+	ctx := context.Background()
+	resp, err := ts.client.Place(ctx, "default", "db", &api.PlaceRequest{Mode: csi.ClaimWrite, Nodes: []string{"n2", "n3"}})
+	must(t, err)
+	if len(resp.Nodes) != 2 || resp.Nodes[0].NodeID != "n2" || resp.Nodes[0].Reasons != 0 ||
+		resp.Nodes[1].NodeID != "n3" || resp.Nodes[1].Reasons != csi.ReasonNoNodePlugin {
+		t.Fatalf("place: %+v", resp.Nodes)
+	}
+	other, err := ts.client.Place(ctx, "default", "db", &api.PlaceRequest{Namespace: "other", Mode: csi.ClaimWrite})
+	must(t, err)
+	for _, n := range other.Nodes {
+		if !n.Reasons.Has(csi.ReasonNamespace) {
+			t.Errorf("node %s: %v, want namespace for an allocation of another namespace", n.NodeID, n.Reasons)
+		}
+	}
+	v, _, err := ts.client.Volume(ctx, "default", "db", nil)
+	must(t, err)
+	if v.InUse() {
+		t.Errorf("place wrote a claim: %+v", v)
+	}
 }
