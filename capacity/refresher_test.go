@@ -100,6 +100,9 @@ type harness struct {
 	logs    *logBuffer
 	r       *capacity.Refresher
 	applies *countingApplier
+	// reportN1 applies n1's fingerprints, zonal's controller advertising
+	// GET_CAPACITY or not.
+	reportN1 func(getCapacity bool) error
 
 	ctx  context.Context
 	stop func()
@@ -150,8 +153,16 @@ func newHarness(t *testing.T, o options) *harness {
 	plain := csi.PluginInfo{PluginID: "plain", Type: csi.PluginTypeMonolith, Healthy: true, UpdateTime: t0, RequiresController: true,
 		ControllerInfo: &csi.ControllerInfo{Capabilities: csi.ControllerCapabilities{CreateDeleteVolume: true}},
 		NodeInfo:       &csi.NodeInfo{ID: "csi-n1"}}
+	h.reportN1 = func(getCapacity bool) error {
+		c := ctrl
+		c.ControllerInfo = &csi.ControllerInfo{Capabilities: csi.ControllerCapabilities{CreateDeleteVolume: true, GetCapacity: getCapacity}}
+		_, err := app.Apply(context.Background(), state.UpsertNodePlugins{NodeID: "n1", Plugins: []csi.PluginInfo{c, node("zonal", "csi-n1", zone("a")), plain}})
+		return err
+	}
+	if err := h.reportN1(true); err != nil {
+		t.Fatal(err)
+	}
 	for _, c := range []state.Command{
-		state.UpsertNodePlugins{NodeID: "n1", Plugins: []csi.PluginInfo{ctrl, node("zonal", "csi-n1", zone("a")), plain}},
 		state.UpsertNodePlugins{NodeID: "n2", Plugins: []csi.PluginInfo{node("zonal", "csi-n2", zone("b"))}},
 		state.UpsertNodePlugins{NodeID: "n3", Plugins: []csi.PluginInfo{node("zonal", "csi-n3", zone("a"))}},
 	} {
@@ -501,5 +512,27 @@ func TestNew_Config(t *testing.T) {
 	}
 	if err := r.Run(ctx); !errors.Is(err, csi.ErrInvalidRequest) {
 		t.Errorf("second Run: %v, want ErrInvalidRequest", err)
+	}
+}
+
+// A plugin whose controller stops advertising GET_CAPACITY loses its
+// records: they would never be refreshed again.
+func TestRefresher_Refresh_CapabilityDropped(t *testing.T) {
+	h := newHarness(t, options{})
+	h.run(t)
+	h.next(t, "zonal")
+	if err := h.reportN1(false); err != nil {
+		t.Fatal(err)
+	}
+	calls := h.zonal.CallCount(csitest.MethodGetCapacity)
+	h.r.Refresh("zonal")
+	if e := h.next(t, "zonal"); e.calls != 0 || !e.changed {
+		t.Errorf("refresh without GET_CAPACITY %+v, want no call and a write", e)
+	}
+	if got := h.available(t); len(got) != 0 {
+		t.Errorf("records %v left after GET_CAPACITY went away", got)
+	}
+	if n := h.zonal.CallCount(csitest.MethodGetCapacity); n != calls {
+		t.Errorf("%d GetCapacity calls after the capability went away", n-calls)
 	}
 }

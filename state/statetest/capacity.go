@@ -1,6 +1,8 @@
 package statetest
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"reflect"
 	"testing"
@@ -134,6 +136,23 @@ func (s suite) capacity(t *testing.T) {
 		if got := read(t, w); len(got) != 0 {
 			t.Errorf("a plugin made again has the records of the old one: %s", toJSON(got))
 		}
+	})
+
+	t.Run("Snapshot", func(t *testing.T) {
+		w := s.zonal(t)
+		sn := snapshotter(t, w)
+		w.must(t, state.SetCapacity{PluginID: pluginEBS, Records: recs(t0, 10<<30)})
+		want := read(t, w)
+		r := s.zonal(t)
+		if err := snapshotter(t, r).Restore(context.Background(), bytes.NewReader(snapshot(t, sn))); err != nil {
+			t.Fatalf("Restore: %v", err)
+		}
+		if got := read(t, r); !reflect.DeepEqual(got, want) {
+			t.Errorf("restored records %s\nwant %s", toJSON(got), toJSON(want))
+		}
+		// A restored store knows them: the same report is no change.
+		r.idx = w.idx
+		r.noop(t, state.SetCapacity{PluginID: pluginEBS, Records: recs(t1, 10<<30)})
 	})
 
 	t.Run("Replayed", func(t *testing.T) {
