@@ -101,8 +101,20 @@ type call struct {
 	err    error
 }
 
+// failKey names the call in Refresher.failing.
+func (c *call) failKey() string {
+	rec := state.Capacity{Topology: c.req.Topology, Class: c.class}
+	return c.id + "\x00" + rec.Key()
+}
+
 // pass refreshes the plugins ids, or all of them when ids is nil.
 func (r *Refresher) pass(ctx context.Context, ids []string) {
+	if ids == nil {
+		// A full pass covers every kick made before it reads the plugins.
+		r.mu.Lock()
+		clear(r.pending)
+		r.mu.Unlock()
+	}
 	plugins, err := r.plugins(ids)
 	if err != nil {
 		r.cfg.Logger.Warn("capacity: cannot list plugins; retrying on the next pass", "error", err)
@@ -123,6 +135,15 @@ func (r *Refresher) pass(ctx context.Context, ids []string) {
 	r.run(ctx, calls)
 	if ctx.Err() != nil {
 		return // a pass cut short writes nothing: its failures are the stop's
+	}
+	if ids == nil {
+		// Forget the failures of plugins, topologies and classes no
+		// longer asked about, so that failing does not grow for good.
+		asked := make(map[string]bool, len(calls))
+		for _, c := range calls {
+			asked[c.failKey()] = true
+		}
+		maps.DeleteFunc(r.failing, func(k string, _ bool) bool { return !asked[k] })
 	}
 	for i, p := range plugins {
 		var own []*call
@@ -202,7 +223,7 @@ func (r *Refresher) finish(ctx context.Context, p *csi.Plugin, calls []*call) {
 	recs := make([]state.Capacity, 0, len(calls))
 	for _, c := range calls {
 		rec := state.Capacity{Topology: c.req.Topology, Class: c.class}
-		key := p.ID + "\x00" + rec.Key()
+		key := c.failKey()
 		err := c.err
 		if err == nil && c.resp == nil {
 			err = errors.New("GetCapacity returned no response")

@@ -536,3 +536,53 @@ func TestRefresher_Refresh_CapabilityDropped(t *testing.T) {
 		t.Errorf("%d GetCapacity calls after the capability went away", n-calls)
 	}
 }
+
+// A failure of a topology no longer asked about is forgotten by the next
+// full pass: when the topology comes back and fails again, it is logged
+// again.
+func TestRefresher_Run_ForgetsGoneFailures(t *testing.T) {
+	h := newHarness(t, options{})
+	h.zonal.FailAlways(csitest.MethodGetCapacity, codes.Internal)
+	h.run(t)
+	h.next(t, "zonal")
+	if n := h.logs.count("GetCapacity failed"); n != 4 {
+		t.Fatalf("%d failure lines after the first pass, want 4", n)
+	}
+	n2 := func(cmd state.Command) {
+		t.Helper()
+		if _, err := h.applies.Apply(context.Background(), cmd); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n2(state.DeleteNode{NodeID: "n2"}) // zone b goes
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	if err := h.clock.BlockUntil(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(interval) // a full pass: zone a only
+	if e := h.next(t, "zonal"); e.calls != 2 {
+		t.Fatalf("full pass without zone b: %+v, want 2 calls", e)
+	}
+	n2(state.UpsertNodePlugins{NodeID: "n2", Plugins: []csi.PluginInfo{{PluginID: "zonal", Type: csi.PluginTypeNode, Healthy: true,
+		UpdateTime: t0, NodeInfo: &csi.NodeInfo{ID: "csi-n2", AccessibleTopology: zone("b")}}}})
+	h.r.Refresh("zonal")
+	h.next(t, "zonal")
+	if n := h.logs.count("GetCapacity failed"); n != 6 {
+		t.Errorf("%d failure lines, want 6: zone b's two failing again are news", n)
+	}
+}
+
+// A kick made before a full pass reads the plugins is covered by it:
+// the plugin is not asked twice.
+func TestRefresher_Refresh_CoveredByFullPass(t *testing.T) {
+	h := newHarness(t, options{})
+	h.r.Refresh("zonal") // before Run: its first pass is a full one
+	h.run(t)
+	h.next(t, "zonal") // the full pass reports plain, then zonal
+	h.r.Refresh("plain")
+	h.next(t, "plain") // serialized after any pass the early kick made
+	if n := h.zonal.CallCount(csitest.MethodGetCapacity); n != 4 {
+		t.Errorf("zonal asked %d times, want 4: the full pass covered the kick", n)
+	}
+}
