@@ -110,6 +110,7 @@ type harness struct {
 
 type options struct {
 	parallelism int
+	callTimeout time.Duration
 	controllers func(h *harness) capacity.Controllers
 }
 
@@ -182,6 +183,7 @@ func newHarness(t *testing.T, o options) *harness {
 		Classes:     []map[string]string{nil, gp3},
 		Interval:    interval,
 		Parallelism: o.parallelism,
+		CallTimeout: o.callTimeout,
 		Clock:       h.clock,
 		Observer:    h.events,
 		Logger:      hclog.New(&hclog.LoggerOptions{Output: h.logs, Level: hclog.Info}),
@@ -584,5 +586,20 @@ func TestRefresher_Refresh_CoveredByFullPass(t *testing.T) {
 	h.next(t, "plain") // serialized after any pass the early kick made
 	if n := h.zonal.CallCount(csitest.MethodGetCapacity); n != 4 {
 		t.Errorf("zonal asked %d times, want 4: the full pass covered the kick", n)
+	}
+}
+
+// CallTimeout ends a call to a controller that does not answer: the
+// pass goes on, and the call counts as failed.
+func TestRefresher_Run_CallTimeout(t *testing.T) {
+	h := newHarness(t, options{callTimeout: 50 * time.Millisecond})
+	gate := h.zonal.Hold(csitest.MethodGetCapacity) // never let go
+	defer gate.Open()
+	h.run(t)
+	if e := h.next(t, "zonal"); e.calls != 4 || e.failed != 4 || e.changed {
+		t.Errorf("pass against a hung controller %+v, want 4 failed calls and no write", e)
+	}
+	if n := h.logs.count("deadline"); n == 0 {
+		t.Errorf("the failures do not say the deadline ended them:\n%s", h.logs.b.String())
 	}
 }
