@@ -101,6 +101,9 @@ func (w *writer) finishPlugin(id string, pc *pluginChange) error {
 		}
 		return w.insert(tPlugins, p)
 	case !exists:
+		if err := w.dropCapacity(id); err != nil {
+			return err
+		}
 		return w.delete(tPlugins, row)
 	}
 	p := row.Copy()

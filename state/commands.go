@@ -548,6 +548,8 @@ func decodeEnvelopeBody(env envelope) (Command, error) {
 		return decodeBody[UpsertAllocations](env.Kind, body)
 	case KindDeleteAllocations:
 		return decodeBody[DeleteAllocations](env.Kind, body)
+	case KindSetCapacity:
+		return decodeBody[SetCapacity](env.Kind, body)
 	case KindBatch:
 		return decodeBody[Batch](env.Kind, body)
 	}

@@ -48,6 +48,11 @@ func everyCommand() []state.Command {
 			Plugins: []csi.AllocPlugin{{PluginID: "ebs", Type: csi.PluginTypeMonolith}},
 		}}, ReleasedAt: at},
 		state.DeleteAllocations{AllocationIDs: []string{"ebs-1", "web-1"}},
+		state.SetCapacity{PluginID: "ebs", Records: []state.Capacity{
+			{Topology: &csi.Topology{Segments: map[string]string{"zone": "a"}}, Class: state.ClassOf(map[string]string{"type": "gp3"}),
+				Available: 10 << 30, MaximumVolumeSize: new(int64(4 << 30)), SeenAt: at},
+			{Available: 0, MinimumVolumeSize: new(int64(1 << 20)), SeenAt: at},
+		}},
 		state.Batch{Commands: []state.Command{
 			state.DeleteNode{NodeID: "n2"},
 			state.ReleaseClaims{AllocationID: "web-2", ReleasedAt: at},
@@ -84,7 +89,7 @@ func TestEncodeCommand_RoundTrip(t *testing.T) {
 		state.KindRegisterVolume, state.KindDeregisterVolume, state.KindClaimVolume, state.KindSetPublishContext,
 		state.KindRemoveClaim, state.KindReleaseClaims, state.KindCheckpointClaim, state.KindRecordClaimError,
 		state.KindFreeClaim, state.KindUpsertNodePlugins, state.KindDeleteNode, state.KindUpsertAllocations,
-		state.KindDeleteAllocations, state.KindBatch,
+		state.KindDeleteAllocations, state.KindSetCapacity, state.KindBatch,
 	} {
 		if !kinds[k] {
 			t.Errorf("kind %s has no round-trip case", k)

@@ -91,7 +91,10 @@
 //     change and applies CheckpointClaim, RecordClaimError,
 //     DetachVolume (before ControllerUnpublishVolume), RemoveAttachment
 //     and FreeClaim through the Applier.
-//  7. Serve reads (volume and plugin status) from the Reader; use Wait
+//  7. Run the capacity refresher (package capacity) on the leader: it
+//     applies SetCapacity with what each controller's GetCapacity
+//     reported, and the Capacity read serves it to placement.
+//  8. Serve reads (volume and plugin status) from the Reader; use Wait
 //     for blocking queries instead of polling.
 //
 // # Upgrading across attachment records

@@ -58,7 +58,7 @@ func tableOf(t string) Table {
 	switch t {
 	case tVolumes:
 		return TableVolumes
-	case tPlugins, tInstances:
+	case tPlugins, tInstances, tCapacity: // capacity.go says why
 		return TablePlugins
 	case tNodes:
 		return TableNodes
@@ -111,6 +111,7 @@ func schema() *memdb.DBSchema {
 		tAllocations: {Name: tAllocations, Indexes: map[string]*memdb.IndexSchema{
 			iID: {Name: iID, Unique: true, Indexer: single(1, func(a *csi.Allocation) []string { return []string{a.ID} })},
 		}},
+		tCapacity: capacityTable(),
 		tRefs: {Name: tRefs, Indexes: map[string]*memdb.IndexSchema{
 			iID: {Name: iID, Unique: true, Indexer: refKeyIndex{}},
 		}},

@@ -33,7 +33,9 @@ var ErrBadSnapshot = errors.New("bad state snapshot")
 // C is the IEEE CRC-32 of every byte before the trailer line. Plugin
 // instances are not written: they are rebuilt from the node rows.
 //
-// Version 2 added attachment records (csi.Volume.Attachments). Version 1
+// Version 2 added attachment records (csi.Volume.Attachments), and later
+// capacity rows (table "capacity"), which older version 2 snapshots
+// simply lack. Version 1
 // kept the publish context on each claim; it still restores, with the
 // attachments derived from the claims (see upgradeVolumeV1).
 const (
@@ -44,7 +46,7 @@ const (
 // snapshotTables are the tables whose rows are written, in order, after
 // the table indexes (table "index", one row per Table, ordered by name).
 func snapshotTables() []string {
-	return []string{tVolumes, tPlugins, tNodes, tAllocations}
+	return []string{tVolumes, tPlugins, tNodes, tAllocations, tCapacity}
 }
 
 type snapshotHeader struct {
@@ -289,6 +291,8 @@ func restoreRow(txn *memdb.Txn, line []byte, version int, indexes map[Table]uint
 		obj, err = decodeRow[Node](l.Row)
 	case tAllocations:
 		obj, err = decodeRow[csi.Allocation](l.Row)
+	case tCapacity:
+		obj, err = decodeRow[capacityRow](l.Row)
 	default:
 		return fmt.Errorf("unknown table %q", l.Table)
 	}
@@ -352,6 +356,8 @@ func checkRow(obj any) error {
 		if slices.Contains(r.Plugins, nil) {
 			return fmt.Errorf("node %s: null plugin instance", r.ID)
 		}
+	case *capacityRow:
+		return checkCapacityRow(r)
 	}
 	return nil
 }

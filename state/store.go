@@ -176,6 +176,7 @@ type Reader interface {
 	NodeReader
 	AllocationReader
 	PlacementReader
+	CapacityReader
 	Watcher
 }
 

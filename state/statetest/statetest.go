@@ -35,6 +35,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 	t.Run("Snapshot", s.snapshots)
 	t.Run("Ownership", s.ownership)
 	t.Run("Placement", s.placement)
+	t.Run("Capacity", s.capacity)
 	t.Run("Property", s.property)
 }
 
