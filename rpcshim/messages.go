@@ -30,6 +30,9 @@ const (
 	// MethodControllerListVolumes: ListVolumesRequest →
 	// ListVolumesResponse (ListVolumes).
 	MethodControllerListVolumes = "ClientCSI.ControllerListVolumes"
+	// MethodControllerGetCapacity: GetCapacityRequest →
+	// GetCapacityResponse (GetCapacity).
+	MethodControllerGetCapacity = "ClientCSI.ControllerGetCapacity"
 	// MethodControllerExpandVolume: ExpandVolumeRequest →
 	// ExpandVolumeResponse (ControllerExpandVolume).
 	MethodControllerExpandVolume = "ClientCSI.ControllerExpandVolume"
@@ -160,6 +163,19 @@ type ListVolumesRequest struct {
 type ListVolumesResponse struct {
 	CSIControllerReply
 	plugin.ListVolumesResponse
+}
+
+// GetCapacityRequest asks the controller how much it can still
+// provision for a topology and class.
+type GetCapacityRequest struct {
+	CSIControllerQuery
+	plugin.GetCapacityRequest
+}
+
+// GetCapacityResponse is the controller's capacity.
+type GetCapacityResponse struct {
+	CSIControllerReply
+	plugin.GetCapacityResponse
 }
 
 // ExpandVolumeRequest asks the controller to grow a volume.

@@ -21,6 +21,7 @@ func (e *NodeEndpoint) handleControllerCalls() {
 	handleController(e, MethodControllerCreateVolume, "CreateVolume", createVolume)
 	handleController(e, MethodControllerDeleteVolume, "DeleteVolume", deleteVolume)
 	handleController(e, MethodControllerListVolumes, "ListVolumes", listVolumes)
+	handleController(e, MethodControllerGetCapacity, "GetCapacity", getCapacity)
 	handleController(e, MethodControllerExpandVolume, "ControllerExpandVolume", expandVolume)
 	handleController(e, MethodControllerCreateSnapshot, "CreateSnapshot", createSnapshot)
 	handleController(e, MethodControllerDeleteSnapshot, "DeleteSnapshot", deleteSnapshot)
@@ -113,6 +114,14 @@ func deleteVolume(ctx context.Context, c plugin.ControllerClient, req *DeleteVol
 		return nil, err
 	}
 	return &DeleteVolumeResponse{}, nil
+}
+
+func getCapacity(ctx context.Context, c plugin.ControllerClient, req *GetCapacityRequest) (*GetCapacityResponse, error) {
+	r, err := c.GetCapacity(ctx, &req.GetCapacityRequest)
+	if err != nil {
+		return nil, err
+	}
+	return &GetCapacityResponse{GetCapacityResponse: *r}, nil
 }
 
 func listVolumes(ctx context.Context, c plugin.ControllerClient, req *ListVolumesRequest) (*ListVolumesResponse, error) {

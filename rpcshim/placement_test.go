@@ -43,16 +43,27 @@ var (
 // plugin.
 func newPlaceEnv(t *testing.T, requires bool, nodes map[string]*csi.Topology) *placeEnv {
 	t.Helper()
+	return newPlaceEnvWith(t, requires, nodes, nil)
+}
+
+// newPlaceEnvWith is newPlaceEnv with the controller's csitest.Config
+// changed by ctl first, when not nil.
+func newPlaceEnvWith(t *testing.T, requires bool, nodes map[string]*csi.Topology, ctl func(*csitest.Config)) *placeEnv {
+	t.Helper()
 	store, err := state.NewMemStore(state.Config{})
 	must(t, err)
 	e := &placeEnv{store: store, applier: state.NewLocalApplier(store)}
 	tr := rpcshim.NewInmemTransport()
 	t.Cleanup(func() { _ = tr.Close() })
 	statuses := &rpcshim.InmemNodeStatuses{}
-	e.ctl = csitest.Start(t, csitest.Config{
+	ctlCfg := csitest.Config{
 		Type: csi.PluginTypeController, Name: e2eProvider, RequiresTopologies: requires,
 		Controller: csi.ControllerCapabilities{PublishUnpublishVolume: true, CreateDeleteVolume: true},
-	})
+	}
+	if ctl != nil {
+		ctl(&ctlCfg)
+	}
+	e.ctl = csitest.Start(t, ctlCfg)
 	for id, top := range nodes {
 		p := csitest.Start(t, csitest.Config{
 			Type: csi.PluginTypeMonolith, Name: e2eProvider, NodeID: "csi-" + id,

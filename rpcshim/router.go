@@ -215,6 +215,27 @@ func (r *Router) ListVolumes(ctx context.Context, req *ListVolumesRequest) (*Lis
 	return callController[ListVolumesRequest, ListVolumesResponse](ctx, r, MethodControllerListVolumes, req)
 }
 
+// GetCapacity asks a controller of the plugin how much it can still
+// provision. capacity.ControllerFunc adapts it for the capacity
+// refresher (see Router.CapacityOf).
+func (r *Router) GetCapacity(ctx context.Context, req *GetCapacityRequest) (*GetCapacityResponse, error) {
+	return callController[GetCapacityRequest, GetCapacityResponse](ctx, r, MethodControllerGetCapacity, req)
+}
+
+// CapacityOf is GetCapacity with the capacity refresher's signature
+// (capacity.Controllers): wrap it as capacity.ControllerFunc(r.CapacityOf).
+func (r *Router) CapacityOf(ctx context.Context, pluginID string, req *plugin.GetCapacityRequest) (*plugin.GetCapacityResponse, error) {
+	q := &GetCapacityRequest{CSIControllerQuery: CSIControllerQuery{PluginID: pluginID}}
+	if req != nil {
+		q.GetCapacityRequest = *req
+	}
+	resp, err := r.GetCapacity(ctx, q)
+	if err != nil {
+		return nil, err
+	}
+	return &resp.GetCapacityResponse, nil
+}
+
 // ExpandVolume grows a volume through a controller.
 func (r *Router) ExpandVolume(ctx context.Context, req *ExpandVolumeRequest) (*ExpandVolumeResponse, error) {
 	return callController[ExpandVolumeRequest, ExpandVolumeResponse](ctx, r, MethodControllerExpandVolume, req)

@@ -31,6 +31,16 @@ type ServerConfig struct {
 	// Logger gets a line per claim whose ControllerPublishVolume failed.
 	// Nil means no logging. Requests are never logged.
 	Logger hclog.Logger
+	// Capacity, if set, is told after each volume the Server creates or
+	// deletes, so the plugin's capacity is read again (a
+	// *capacity.Refresher).
+	Capacity CapacityRefresher
+}
+
+// CapacityRefresher is told when a plugin's capacity may have changed.
+// Refresh must not block.
+type CapacityRefresher interface {
+	Refresh(pluginID string)
 }
 
 // Server is csikit's server endpoints: the volume, plugin and claim
@@ -53,6 +63,8 @@ type Server struct {
 	router  *Router
 	clock   clock.Clock
 	logger  hclog.Logger
+	// capacity, if set, hears of each create and delete.
+	capacity CapacityRefresher
 
 	vols keyedLocks[volKey]
 }
@@ -76,11 +88,12 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	return &Server{
-		store:   cfg.Store,
-		applier: cfg.Applier,
-		router:  cfg.Router,
-		clock:   clock.Or(cfg.Clock),
-		logger:  cfg.Logger,
+		store:    cfg.Store,
+		applier:  cfg.Applier,
+		router:   cfg.Router,
+		clock:    clock.Or(cfg.Clock),
+		logger:   cfg.Logger,
+		capacity: cfg.Capacity,
 	}, nil
 }
 
@@ -431,7 +444,16 @@ func (s *Server) CreateVolume(ctx context.Context, req *VolumeCreateRequest) (*V
 		return nil, fmt.Errorf("%s: plugin %s created external volume %q but recording it failed; the intent is kept, so retry the create to complete it: %w",
 			op, v.PluginID, v.ExternalID, err)
 	}
+	s.capacityChanged(v.PluginID)
 	return s.volumeResponse(op, v.Namespace, v.ID, res.Index, cr.ControllerNodeID)
+}
+
+// capacityChanged tells the capacity refresher, if any, that a create
+// or delete of pluginID changed what it can still provision.
+func (s *Server) capacityChanged(pluginID string) {
+	if s.capacity != nil {
+		s.capacity.Refresh(pluginID)
+	}
 }
 
 // DeleteVolume deletes a volume in its plugin (DeleteVolume through a
@@ -471,6 +493,7 @@ func (s *Server) DeleteVolume(ctx context.Context, req *VolumeDeleteRequest) (*W
 	if dr != nil { // nil when the plugin no longer had the volume
 		ctrlNode = dr.ControllerNodeID
 	}
+	s.capacityChanged(v.PluginID)
 	res, err := s.applier.Apply(ctx, state.DeregisterVolume{Namespace: req.Namespace, VolumeID: req.VolumeID})
 	if err != nil {
 		return nil, fmt.Errorf("%s: deleted in the plugin but not deregistered: %w", op, err)
