@@ -61,6 +61,11 @@ func benchVolume(i int) csi.Volume {
 // cluster adds nodes n0..n(nodes-1), each with a healthy node instance of
 // plugin "bench" (limit maxVolumes) and one workload allocation w<i>.
 func (b *benchStore) cluster(nodes int, maxVolumes int64) {
+	b.clusterWith(nodes, func(i int, ni *csi.NodeInfo) { ni.MaxVolumes = maxVolumes })
+}
+
+// clusterWith is cluster with node i's NodeInfo set by info.
+func (b *benchStore) clusterWith(nodes int, info func(i int, ni *csi.NodeInfo)) {
 	allocs := make([]csi.Allocation, 0, 2*nodes)
 	for i := range nodes {
 		node := fmt.Sprintf("n%d", i)
@@ -74,11 +79,13 @@ func (b *benchStore) cluster(nodes int, maxVolumes int64) {
 	var cmds []state.Command
 	for i := range nodes {
 		node := fmt.Sprintf("n%d", i)
+		ni := &csi.NodeInfo{ID: "csi-" + node}
+		info(i, ni)
 		cmds = append(cmds, state.UpsertNodePlugins{NodeID: node, Plugins: []csi.PluginInfo{{
 			PluginID: "bench", AllocationID: "bench-" + node, Type: csi.PluginTypeMonolith, Healthy: true,
 			UpdateTime: at, Provider: "bench.csi.example.com", RequiresController: true,
 			ControllerInfo: &csi.ControllerInfo{Capabilities: csi.ControllerCapabilities{PublishUnpublishVolume: true}},
-			NodeInfo:       &csi.NodeInfo{ID: "csi-" + node, MaxVolumes: maxVolumes},
+			NodeInfo:       ni,
 		}}})
 	}
 	b.batched(cmds)

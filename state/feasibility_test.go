@@ -14,30 +14,11 @@ import (
 // "target" in zone a to place.
 func zonalCluster(tb testing.TB, nodes int) *benchStore {
 	b := newBenchStore(tb)
-	allocs := make([]csi.Allocation, 0, 2*nodes)
-	for i := range nodes {
-		node := fmt.Sprintf("n%d", i)
-		allocs = append(allocs,
-			csi.Allocation{ID: "bench-" + node, Namespace: "default", NodeID: node, JobID: "bench-nodes",
-				Plugins: []csi.AllocPlugin{{PluginID: "bench", Type: csi.PluginTypeMonolith}}},
-			csi.Allocation{ID: fmt.Sprintf("w%d", i), Namespace: "default", NodeID: node, JobID: "web"})
-	}
-	b.apply(state.UpsertAllocations{Allocations: allocs})
-	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	b.clusterWith(nodes, func(i int, ni *csi.NodeInfo) {
+		ni.MaxVolumes = 16
+		ni.AccessibleTopology = &csi.Topology{Segments: map[string]string{"zone": string(rune('a' + i%2)), "rack": fmt.Sprint("r", i%7)}}
+	})
 	var cmds []state.Command
-	for i := range nodes {
-		node := fmt.Sprintf("n%d", i)
-		zone := string(rune('a' + i%2))
-		cmds = append(cmds, state.UpsertNodePlugins{NodeID: node, Plugins: []csi.PluginInfo{{
-			PluginID: "bench", AllocationID: "bench-" + node, Type: csi.PluginTypeMonolith, Healthy: true,
-			UpdateTime: at, Provider: "bench.csi.example.com", RequiresController: true,
-			ControllerInfo: &csi.ControllerInfo{Capabilities: csi.ControllerCapabilities{PublishUnpublishVolume: true}},
-			NodeInfo: &csi.NodeInfo{ID: "csi-" + node, MaxVolumes: 16,
-				AccessibleTopology: &csi.Topology{Segments: map[string]string{"zone": zone, "rack": fmt.Sprint("r", i%7)}}},
-		}}})
-	}
-	b.batched(cmds)
-	cmds = cmds[:0]
 	for i := range nodes {
 		v := benchVolume(i)
 		cmds = append(cmds, state.RegisterVolume{Volume: v}, state.ClaimVolume{Namespace: "default", VolumeID: v.ID,
