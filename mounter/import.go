@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	bolt "go.etcd.io/bbolt"
@@ -19,71 +21,61 @@ import (
 // imports once into the database and then removes:
 //
 //	<StateDir>/volumes/<namespace>/<volume>.json  versions 1 and 2: the record in plain JSON
-//	<StateDir>/records/<n>.state                  version 3: two slots, each a header and the record
+//	<StateDir>/records/<n>.state                  version 3: two slots of a record each
 //
-// A version 3 slot is a 32-byte header (little-endian: magic
-// "csikitMS", format version 3, slot size S, generation, record length
-// L, CRC-32C of bytes 0-27 and the record) and L bytes of record; a
-// file is two slots of S bytes. The valid slot with the higher
-// generation holds the file's record (L = 0: a free file), and of two
-// files naming one volume the higher generation wins. Pool records win
-// over version 1 and 2 files. A file that cannot be read fails New and
-// nothing is imported.
+// A version 3 file is two slots of S bytes; a slot is a 32-byte header
+// (little-endian: magic "csikitMS", version 3, S, generation, record
+// length L, CRC-32C of bytes 0-27 and the record) and L bytes of
+// record. The valid slot with the higher generation holds the file's
+// record (L = 0: a free file); of two files naming one volume the
+// higher generation wins, and slot files win over JSON files.
 const (
-	legacyDir      = "volumes"
-	poolDir        = "records"
-	slotMagic      = "csikitMS"
-	slotHeaderSize = 32
-	minSlotSize    = 4096
+	jsonDir   = "volumes"
+	slotDir   = "records"
+	slotMagic = "csikitMS"
 )
 
-// importOld adds the records of older files to recs and to the
-// database (in one synced transaction), then removes the files. A
-// volume the database already holds keeps its record: its file is a
-// leftover of an import whose removals were cut short.
-func (s *store) importOld(recs map[volKey]*volumeRecord) error {
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// importOld adds the records of older files to recs and vals and to the
+// database, in one synced transaction, then removes the files. A file
+// that cannot be read fails New, and nothing is imported. A volume the
+// database already holds keeps its record: its file is the leftover of
+// an import whose removals were cut short.
+func (s *store) importOld(dir string, recs map[volKey]*volumeRecord, vals map[string][]byte) error {
 	found := map[volKey]*volumeRecord{}
 	var done []string // files read, removed after the import
-	pool, err := s.readPool(found, &done)
-	if err != nil {
+	if err := readSlotFiles(filepath.Join(dir, slotDir), found, &done, s.logger.Warn); err != nil {
 		return err
 	}
-	if err := s.readLegacy(found, pool, &done); err != nil {
+	if err := readJSONFiles(filepath.Join(dir, jsonDir), found, &done, s.logger.Warn); err != nil {
 		return err
 	}
 	if len(done) == 0 {
 		return nil
 	}
-	var add []*volumeRecord
+	add := map[string][]byte{}
 	for k, rec := range found {
 		if recs[k] == nil {
-			recs[k] = rec
-			add = append(add, rec)
-		}
-	}
-	err = s.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(volumesBucket)
-		for _, rec := range add {
-			data, err := json.Marshal(rec)
+			key, data, err := encode(k, rec)
 			if err != nil {
 				return err
 			}
-			if err := b.Put(volumeKey(rec.Namespace, rec.VolumeID), data); err != nil {
-				return err
-			}
+			recs[k], vals[string(key)], add[string(key)] = rec, data, data
 		}
-		return nil
-	})
-	if err != nil {
+	}
+	// Not through update: the import's commit is not marked as ours, so
+	// that notes of this boot (older than the files) are dropped.
+	if err := s.db.Update(func(tx *bolt.Tx) error { return putAll(tx.Bucket(volumesBucket), add) }); err != nil {
 		return &StateError{Path: s.db.Path(), Reason: "cannot import the older state files", Err: err}
 	}
 	for _, p := range done {
-		if err := s.removeSynced(p); err != nil {
+		if err := os.Remove(p); err != nil {
 			s.logger.Warn("cannot remove an imported mount state file; the next start does", "path", p, "error", err)
 		}
 	}
-	for _, d := range []string{filepath.Join(s.dir, poolDir), filepath.Join(s.dir, legacyDir)} {
-		removeEmptyTree(d)
+	for _, d := range []string{slotDir, jsonDir} {
+		removeEmptyTree(filepath.Join(dir, d))
 	}
 	s.logger.Info("imported older mount state files into the state database", "files", len(done), "volumes", len(add))
 	return nil
@@ -101,16 +93,20 @@ func removeEmptyTree(dir string) {
 	_ = os.Remove(dir)
 }
 
-// readPool reads the version 3 files into found and returns the
-// volumes they hold.
-func (s *store) readPool(found map[volKey]*volumeRecord, done *[]string) (map[volKey]bool, error) {
-	dir := filepath.Join(s.dir, poolDir)
+// listDir lists dir, or nothing if it does not exist.
+func listDir(dir string) ([]os.DirEntry, error) {
 	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return nil, &StateError{Path: dir, Reason: "cannot list the state directory", Err: err}
+	}
+	return entries, nil
+}
+
+// readSlotFiles reads the version 3 files in dir into found.
+func readSlotFiles(dir string, found map[volKey]*volumeRecord, done *[]string, warn func(string, ...any)) error {
+	entries, err := listDir(dir)
+	if err != nil {
+		return err
 	}
 	gens := map[volKey]uint64{}
 	for _, e := range entries {
@@ -120,18 +116,18 @@ func (s *store) readPool(found map[volKey]*volumeRecord, done *[]string) (map[vo
 			*done = append(*done, p)
 			continue
 		case !strings.HasSuffix(e.Name(), ".state"):
-			s.logger.Warn("ignoring unexpected entry in the mounter state directory", "path", p)
+			warn("ignoring unexpected entry in the mounter state directory", "path", p)
 			continue
 		case !e.Type().IsRegular():
-			return nil, &StateError{Path: p, Reason: "is not a regular file"}
+			return &StateError{Path: p, Reason: "is not a regular file"}
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
-			return nil, &StateError{Path: p, Reason: "cannot read", Err: err}
+			return &StateError{Path: p, Reason: "cannot read", Err: err}
 		}
 		gen, record, err := newestSlot(data)
 		if err != nil {
-			return nil, &StateError{Path: p, Reason: err.Error()}
+			return &StateError{Path: p, Reason: err.Error()}
 		}
 		*done = append(*done, p)
 		if len(record) == 0 {
@@ -139,87 +135,51 @@ func (s *store) readPool(found map[volKey]*volumeRecord, done *[]string) (map[vo
 		}
 		rec, err := decodeRecord(record)
 		if err != nil {
-			return nil, &StateError{Path: p, Reason: fmt.Sprintf("generation %d is not a valid record", gen), Err: err}
+			return &StateError{Path: p, Reason: fmt.Sprintf("generation %d is not a valid record", gen), Err: err}
 		}
-		k := volKey{rec.Namespace, rec.VolumeID}
-		if gen > gens[k] {
+		if k := rec.key(); gen > gens[k] {
 			gens[k], found[k] = gen, rec
 		}
 	}
-	pool := map[volKey]bool{}
-	for k := range gens {
-		pool[k] = true
-	}
-	return pool, nil
+	return nil
 }
 
 // newestSlot returns the generation and record of the newest valid
 // slot of a version 3 file.
-func newestSlot(data []byte) (uint64, []byte, error) {
-	n := len(data)
-	if n < 2*minSlotSize || n%(2*minSlotSize) != 0 {
-		return 0, nil, fmt.Errorf("is %d bytes long; a version 3 file is two equal slots of a multiple of %d bytes", n, minSlotSize)
+func newestSlot(data []byte) (gen uint64, record []byte, err error) {
+	if len(data) == 0 || len(data)%8192 != 0 {
+		return 0, nil, fmt.Errorf("is %d bytes long; a version 3 file is two equal slots of a multiple of 4096 bytes", len(data))
 	}
-	size := n / 2
-	var gen uint64
-	var record []byte
-	var errs [2]error
+	size, le := len(data)/2, binary.LittleEndian
 	for i := range 2 {
-		g, r, err := decodeSlot(data[i*size : (i+1)*size])
-		switch {
-		case err != nil:
-			errs[i] = err
-		case g == gen:
-			return 0, nil, fmt.Errorf("has two records of generation %d", g)
-		case g > gen:
+		slot := data[i*size : (i+1)*size]
+		n := int64(le.Uint32(slot[24:]))
+		if string(slot[:8]) != slotMagic || le.Uint32(slot[8:]) != formatVersion || int(le.Uint32(slot[12:])) != size || n > int64(size-32) {
+			continue
+		}
+		r := slot[32 : 32+n]
+		sum := crc32.Update(crc32.Checksum(slot[:28], castagnoli), castagnoli, r)
+		if g := le.Uint64(slot[16:]); le.Uint32(slot[28:]) == sum && g > gen {
 			gen, record = g, r
 		}
 	}
 	if gen == 0 {
-		return 0, nil, fmt.Errorf("has no valid slot (slot 0: %v; slot 1: %v)", errs[0], errs[1])
+		return 0, nil, errors.New("has no valid slot (a torn or damaged write)")
 	}
 	return gen, record, nil
 }
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-func decodeSlot(slot []byte) (uint64, []byte, error) {
-	le := binary.LittleEndian
-	switch {
-	case string(slot[:len(slotMagic)]) != slotMagic:
-		return 0, nil, errors.New("no slot header")
-	case le.Uint32(slot[8:]) != formatVersion:
-		return 0, nil, fmt.Errorf("format version %d; version 3 files hold version 3 slots", le.Uint32(slot[8:]))
-	case int64(le.Uint32(slot[12:])) != int64(len(slot)):
-		return 0, nil, fmt.Errorf("written for %d-byte slots, but the file's size makes them %d bytes", le.Uint32(slot[12:]), len(slot))
-	case le.Uint64(slot[16:]) == 0:
-		return 0, nil, errors.New("generation 0")
-	case int64(le.Uint32(slot[24:])) > int64(len(slot)-slotHeaderSize):
-		return 0, nil, fmt.Errorf("record length %d overflows the slot", le.Uint32(slot[24:]))
-	}
-	record := slot[slotHeaderSize : slotHeaderSize+int(le.Uint32(slot[24:]))]
-	sum := crc32.Update(crc32.Checksum(slot[:28], castagnoli), castagnoli, record)
-	if le.Uint32(slot[28:]) != sum {
-		return 0, nil, errors.New("checksum mismatch (a torn or damaged write)")
-	}
-	return le.Uint64(slot[16:]), record, nil
-}
-
-// readLegacy reads the version 1 and 2 files of volumes that the pool
-// does not hold into found.
-func (s *store) readLegacy(found map[volKey]*volumeRecord, pool map[volKey]bool, done *[]string) error {
-	root := filepath.Join(s.dir, legacyDir)
-	nss, err := os.ReadDir(root)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
+// readJSONFiles reads the version 1 and 2 files below dir of volumes
+// that found does not hold yet.
+func readJSONFiles(dir string, found map[volKey]*volumeRecord, done *[]string, warn func(string, ...any)) error {
+	nss, err := listDir(dir)
 	if err != nil {
-		return &StateError{Path: root, Reason: "cannot list the state directory", Err: err}
+		return err
 	}
 	for _, ns := range nss {
-		nsDir := filepath.Join(root, ns.Name())
+		nsDir := filepath.Join(dir, ns.Name())
 		if !ns.IsDir() || csi.ValidateNamespace(ns.Name()) != nil {
-			s.logger.Warn("ignoring unexpected entry in the mounter state directory", "path", nsDir)
+			warn("ignoring unexpected entry in the mounter state directory", "path", nsDir)
 			continue
 		}
 		files, err := os.ReadDir(nsDir)
@@ -228,38 +188,34 @@ func (s *store) readLegacy(found map[volKey]*volumeRecord, pool map[volKey]bool,
 		}
 		for _, f := range files {
 			p := filepath.Join(nsDir, f.Name())
+			volumeID, isJSON := strings.CutSuffix(f.Name(), ".json")
 			switch {
 			case strings.HasSuffix(f.Name(), ".tmp") && f.Type().IsRegular():
 				*done = append(*done, p)
 				continue
-			case !strings.HasSuffix(f.Name(), ".json"):
-				s.logger.Warn("ignoring unexpected entry in the mounter state directory", "path", p)
+			case !isJSON:
+				warn("ignoring unexpected entry in the mounter state directory", "path", p)
 				continue
-			}
-			volumeID := strings.TrimSuffix(f.Name(), ".json")
-			if err := csi.ValidateVolumeID(volumeID); err != nil {
-				return &StateError{Path: p, Reason: "the file name is not a valid volume ID", Err: err}
-			}
-			if !f.Type().IsRegular() {
+			case csi.ValidateVolumeID(volumeID) != nil:
+				return &StateError{Path: p, Reason: "the file name is not a valid volume ID", Err: csi.ValidateVolumeID(volumeID)}
+			case !f.Type().IsRegular():
 				return &StateError{Path: p, Reason: "is not a regular file"}
 			}
 			*done = append(*done, p)
 			k := volKey{ns.Name(), volumeID}
-			if pool[k] {
+			if found[k] != nil {
 				continue
 			}
-			rec, err := readJSONRecord(p, ns.Name(), volumeID)
-			if err != nil {
+			if found[k], err = readJSONRecord(p, k); err != nil {
 				return err
 			}
-			found[k] = rec
 		}
 	}
 	return nil
 }
 
-// readJSONRecord reads a version 1 or 2 file.
-func readJSONRecord(p, namespace, volumeID string) (*volumeRecord, error) {
+// readJSONRecord reads a version 1 or 2 file, named after volume k.
+func readJSONRecord(p string, k volKey) (*volumeRecord, error) {
 	data, err := os.ReadFile(p)
 	if err != nil {
 		return nil, &StateError{Path: p, Reason: "cannot read", Err: err}
@@ -270,7 +226,7 @@ func readJSONRecord(p, namespace, volumeID string) (*volumeRecord, error) {
 	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, &StateError{Path: p, Reason: "is not a valid record", Err: err}
 	}
-	var rec *volumeRecord
+	rec := new(volumeRecord)
 	switch head.Version {
 	case 1:
 		old := new(volumeRecordV1)
@@ -280,9 +236,7 @@ func readJSONRecord(p, namespace, volumeID string) (*volumeRecord, error) {
 		if rec, err = old.upgrade(); err != nil {
 			return nil, &StateError{Path: p, Reason: "is a version 1 record that cannot be upgraded", Err: err}
 		}
-	case 2:
-		// Version 2 records are version 3 records.
-		rec = new(volumeRecord)
+	case 2: // version 2 records are version 3 records
 		if err := decodeStrict(data, rec); err != nil {
 			return nil, &StateError{Path: p, Reason: "is not a valid version 2 record", Err: err}
 		}
@@ -290,8 +244,53 @@ func readJSONRecord(p, namespace, volumeID string) (*volumeRecord, error) {
 	default:
 		return nil, &StateError{Path: p, Reason: fmt.Sprintf("has format version %d; this build imports versions 1 and 2 from volumes/<namespace>/<volume>.json files and keeps version %d records in %s (written by another csikit version, or not a mounter state file?)", head.Version, formatVersion, dbName)}
 	}
-	if err := rec.check(namespace, volumeID); err != nil {
+	if err := rec.check(k.namespace, k.volumeID); err != nil {
 		return nil, &StateError{Path: p, Reason: "is not a valid record", Err: err}
 	}
 	return rec, nil
+}
+
+// volumeRecordV1 is the version 1 record: one stage per full usage, so
+// the readers and the writers of a volume had separate staging paths.
+type volumeRecordV1 struct {
+	Version                                   int
+	Namespace, VolumeID, ExternalID, PluginID string
+	Usages                                    map[Usage]*struct {
+		Stage       stageState              `json:",omitempty"`
+		StagingPath string                  `json:",omitempty"`
+		Allocations map[string]*allocRecord `json:",omitempty"`
+	}
+}
+
+// upgrade merges the usages that share a stage usage into one stage. It
+// fails when two of them may both be staged, at two paths, which the
+// current format cannot hold.
+func (r *volumeRecordV1) upgrade() (*volumeRecord, error) {
+	out := &volumeRecord{Version: formatVersion, Namespace: r.Namespace, VolumeID: r.VolumeID,
+		ExternalID: r.ExternalID, PluginID: r.PluginID, Stages: map[StageUsage]*stageRecord{}}
+	for _, usage := range slices.SortedFunc(maps.Keys(r.Usages), func(a, b Usage) int { return strings.Compare(a.String(), b.String()) }) {
+		u, sk := r.Usages[usage], usage.StageUsage()
+		if u == nil {
+			return nil, fmt.Errorf("usage %s has no record", usage)
+		}
+		s := out.Stages[sk]
+		if s == nil {
+			s = &stageRecord{}
+			out.Stages[sk] = s
+		}
+		if u.Stage != stageNone || u.StagingPath != "" {
+			if s.Stage != stageNone || s.StagingPath != "" {
+				return nil, fmt.Errorf("two usages of stage %s may both be staged, at %s and %s; this version stages a volume at one path per node and cannot take them over: unmount their allocations with the csikit version that wrote the file (or by hand) first",
+					sk, s.StagingPath, u.StagingPath)
+			}
+			s.Stage, s.StagingPath = u.Stage, u.StagingPath
+		}
+		for id, a := range u.Allocations {
+			if a == nil {
+				return nil, fmt.Errorf("usage %s: allocation %s has no record", usage, id)
+			}
+			s.setPub(usage.ClaimMode, id, a)
+		}
+	}
+	return out, nil
 }

@@ -3,6 +3,7 @@ package mounter
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
@@ -51,7 +52,7 @@ type tree struct {
 // directories beneath it, which must not be links.
 func newTree(given string) (*tree, error) {
 	given = filepath.Clean(given)
-	if err := ensureDir(given, 0o750); err != nil {
+	if err := os.MkdirAll(given, 0o750); err != nil {
 		return nil, err
 	}
 	resolved, err := filepath.EvalSymlinks(given)

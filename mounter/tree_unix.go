@@ -28,12 +28,7 @@ func openAt(dirfd int, name string, flags int) (int, error) {
 // the system has O_PATH.
 const dirFlags = unix.O_DIRECTORY | unix.O_NOFOLLOW | oPath
 
-// isLinkAt reports whether name in dirfd is a symbolic link. It runs
-// only where an open failed or on the walk, which a kernel with openat2
-// takes only after an error: it reads the timestamps (fstatat), which
-// on Linux 6.13 and later would make the element's next change take a
-// fine-grained time (see quietfs), and kernels without openat2 predate
-// that.
+// isLinkAt reports whether name in dirfd is a symbolic link.
 func isLinkAt(dirfd int, name string) bool {
 	var st unix.Stat_t
 	return unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK

@@ -4,38 +4,35 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/plugin"
 )
 
 // UnmountVolume implements VolumeMounter.
 //
 // It unpublishes the volume for the allocation and unstages it when no
-// allocation is left on its stage: the readers and the writers of a
-// volume share one stage, and the last of them unstages it. It also
-// finishes teardowns of the volume that a crash or an earlier failure
-// interrupted (in the selected stage). The plugin, external ID and paths
-// come from the tracker, so it works after a restart. Nothing tracked
-// means nothing to do: it returns nil without asking for the plugin.
-// NotFound from the plugin counts as done (csi.TeardownDone). A missing
-// plugin returns the Retryable csi.ErrPluginNotFound, wrapped; a
-// staging or target path through a symbolic link beneath the mount root
-// fails it with ErrUnsafePath (Final: an operator must remove the link)
-// before the plugin call that would use the path; any failure leaves
-// the teardown recorded, and a retry resumes it.
+// allocation is left on its stage (the readers and the writers of a
+// volume share one stage, and the last of them unstages it). It also
+// finishes the teardowns of the selected stages that a crash or an
+// earlier failure interrupted. The plugin, external ID and paths come
+// from the tracker, so it works after a restart; nothing tracked means
+// nothing to do. NotFound from the plugin counts as done
+// (csi.TeardownDone). A missing plugin returns the Retryable
+// csi.ErrPluginNotFound, wrapped; a staging or target path through a
+// symbolic link beneath the mount root fails it with ErrUnsafePath
+// (Final: an operator must remove the link) before the plugin call that
+// would use the path. Any failure leaves the teardown recorded, and a
+// retry resumes it.
 func (m *Mounter) UnmountVolume(ctx context.Context, req *UnmountRequest) error {
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("unmount volume: %w", err)
 	}
-	what := fmt.Sprintf("unmount volume %s/%s for allocation %s", req.Namespace, req.VolumeID, req.AllocationID)
-	k := volKey{req.Namespace, req.VolumeID}
-	v, err := m.acquire(ctx, k)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+	v, err := m.acquire(ctx, volKey{req.Namespace, req.VolumeID})
+	if err == nil {
+		err = m.unmount(ctx, v, req)
+		m.release(v)
 	}
-	defer m.release(k, v)
-	if err := m.unmount(ctx, v, req); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+	if err != nil {
+		return fmt.Errorf("unmount volume %s/%s for allocation %s: %w", req.Namespace, req.VolumeID, req.AllocationID, err)
 	}
 	return nil
 }
@@ -49,10 +46,47 @@ type teardown struct {
 
 // unmount runs with the volume locked.
 func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) error {
-	rec := v.rec
-	if rec == nil {
+	if v.rec == nil {
 		return nil
 	}
+	plan := planTeardown(v.rec, req)
+	if len(plan) == 0 {
+		if len(v.rec.Stages) == 0 {
+			// Left empty by a mount that finished old teardowns and then
+			// failed: the record goes.
+			m.settle(v, false)
+		}
+		return nil
+	}
+	client, _, err := m.nodePlugin(v.rec.PluginID)
+	if err != nil {
+		return err
+	}
+	done, err := m.slot(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := m.saveTeardown(v, plan); err != nil {
+		return err
+	}
+	err = m.carryOut(ctx, client, v.rec, plan)
+	// What was torn down is noted, or the record removed if nothing is
+	// left; if that write is lost, the record holds teardowns that the
+	// next call repeats harmlessly.
+	m.settle(v, false)
+	if err != nil {
+		return err
+	}
+	m.logger.Debug("volume unmounted", "namespace", req.Namespace, "volume", req.VolumeID, "allocation", req.AllocationID)
+	return nil
+}
+
+// planTeardown returns the teardowns an unmount makes: the
+// allocation's publications in the selected stages (every stage, or the
+// one of req.Usage), the interrupted unpublishes of other allocations
+// there, and the unstage of a stage that nothing is left on.
+func planTeardown(rec *volumeRecord, req *UnmountRequest) []teardown {
 	stages := rec.sortedStages()
 	if !req.Usage.IsZero() {
 		stages = []StageUsage{req.Usage.StageUsage()}
@@ -75,50 +109,29 @@ func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) e
 			plan = append(plan, t)
 		}
 	}
-	if len(plan) == 0 {
-		if rec.empty() {
-			// Left empty by a mount that finished old teardowns and then
-			// failed: drop the record.
-			m.settle(v, false)
-		}
-		return nil
-	}
+	return plan
+}
 
-	client, _, err := m.nodePlugin(rec.PluginID)
-	if err != nil {
-		return err
-	}
-	done, err := m.slot(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-
-	// Record the intents of every call in one durable write.
-	prev := rec.clone()
+// saveTeardown saves the intents of every call of the plan in one
+// durable write, before the first call. It is also what makes the
+// unmount's success durable: once it has returned, no crash brings back
+// a record listing the allocation as a live user. If it fails, the
+// record stays as it was.
+func (m *Mounter) saveTeardown(v *volume, plan []teardown) error {
+	next := v.rec.clone()
 	for _, t := range plan {
-		s := rec.Stages[t.stage]
+		s := next.Stages[t.stage]
 		for _, p := range t.unpublish {
-			p.rec.State = publishUnpublishing
+			s.pub(p.mode, p.alloc).State = publishUnpublishing
 		}
 		if t.unstage {
 			s.Stage = stageUnstaging
 		}
 	}
-	if err := m.store.save(rec); err != nil {
-		v.rec = prev
+	if err := m.store.save(v.key, next); err != nil {
 		return err
 	}
-
-	err = m.carryOut(ctx, client, rec, plan)
-	// What was torn down is noted, or the file freed if nothing is left
-	// (done all the same if that fails: the record left behind holds
-	// only teardowns that the next call repeats harmlessly).
-	m.settle(v, false)
-	if err != nil {
-		return err
-	}
-	m.logger.Debug("volume unmounted", "namespace", req.Namespace, "volume", req.VolumeID, "allocation", req.AllocationID)
+	v.rec = next
 	return nil
 }
 
@@ -127,54 +140,18 @@ func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) e
 func (m *Mounter) carryOut(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, plan []teardown) error {
 	for _, t := range plan {
 		s := rec.Stages[t.stage]
-		// Each target's parents go once it is unpublished, except the
-		// last one's when an unstage follows: those go while the plugin
-		// unstages.
-		keep := -1
-		if t.unstage {
-			keep = len(t.unpublish) - 1
-		}
-		for i, p := range t.unpublish {
-			if err := m.nodeUnpublish(ctx, client, rec, p.alloc, p.rec.TargetPath); err != nil {
+		for _, p := range t.unpublish {
+			if err := m.unpublish(ctx, client, rec, p.alloc, p.rec.TargetPath); err != nil {
 				return err
 			}
 			s.setPub(p.mode, p.alloc, nil)
-			if i != keep {
-				m.removeTargetParent(p.rec.TargetPath)
+		}
+		if t.unstage {
+			if err := m.unstage(ctx, client, rec, s); err != nil {
+				return err
 			}
+			s.Stage, s.StagingPath = stageNone, ""
 		}
-		if !t.unstage {
-			continue
-		}
-		unstage := func() error { return m.unstage(ctx, client, rec, s) }
-		var err error
-		if keep >= 0 {
-			last := t.unpublish[keep].rec.TargetPath
-			_, err = alongside(func() error { m.removeTargetParent(last); return nil }, unstage)
-		} else {
-			err = unstage()
-		}
-		if err != nil {
-			return err
-		}
-		s.Stage, s.StagingPath = stageNone, ""
 	}
-	return nil
-}
-
-// unstage calls NodeUnstageVolume and removes the staging directory (the
-// mounter created it) and its empty parents. NotFound counts as done. A
-// staging path below a link is not sent (refuseLinks): the plugin
-// would unmount what the link points at.
-func (m *Mounter) unstage(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, s *stageRecord) error {
-	if err := m.refuseLinks(s.StagingPath, false); err != nil {
-		return fmt.Errorf("NodeUnstageVolume not sent: %w", err)
-	}
-	m.calls.Add(1)
-	err := client.NodeUnstageVolume(ctx, &plugin.NodeUnstageRequest{ExternalID: rec.ExternalID, StagingPath: s.StagingPath})
-	if !csi.TeardownDone(err) {
-		return fmt.Errorf("NodeUnstageVolume: %w", err)
-	}
-	m.removeEmpty(s.StagingPath, stagingDir)
 	return nil
 }
