@@ -20,29 +20,23 @@
 // No element beneath the root is reached through a symbolic link: a
 // link planted there (<root>/per-alloc/<allocation> pointing at /etc,
 // say) would take the mounter's mkdir and rmdir, and the plugin's mount
-// or delete, wherever it points. The mounter makes, checks and removes
-// its directories with openat2(2) and RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS
-// on Linux 5.6 and later, else one element at a time with O_NOFOLLOW
-// (tree.go). A link on the way to a staging or target path fails the
-// call with ErrUnsafePath (Final) before the plugin call that would use
-// the path; New refuses a link at <root>/staging or <root>/per-alloc.
-// The staging directory once the plugin may have staged on it, and the
-// target once a publish was sent, are the plugin's mount points, which
-// it may make links of its own. The root itself is resolved once, at
-// New; the mounter's directories are made 0750.
+// or delete, wherever it points (tree.go). A link on the way to a
+// staging or target path fails the call with ErrUnsafePath (Final)
+// before the plugin call that would use the path. The staging directory
+// once the plugin may have staged on it, and the target once a publish
+// was sent, are the plugin's mount points, which it may make links of
+// its own. The mounter's directories are made 0750.
 //
 // # One stage per volume
 //
 // The CSI spec says "The CO SHALL ensure that there is only one
 // `staging_target_path` per volume", and NodeStageVolume has no
-// read-only flag, so the mounter stages a volume per StageUsage: the
-// readers and the writers of a volume on one node share one stage, and
-// are published from it at targets of their own. The stage is made with
-// the options, secrets and contexts of the mount that staged it. While
-// allocations use a stage, a mount under another StageUsage is refused
-// with csi.ErrVolumeInUse (Retryable), before any write or plugin call;
-// a stage that no allocation uses any more is torn down first instead.
-// A plugin that does not stage may publish any modes side by side.
+// read-only flag, so the readers and the writers of a volume on one
+// node share one stage (per StageUsage, made with the options and
+// secrets of the mount that staged it), and are published from it at
+// targets of their own. While allocations use a stage, a mount under
+// another StageUsage is refused with csi.ErrVolumeInUse (Retryable); a
+// stage that no allocation uses any more is torn down first instead.
 //
 // # Failed plugin calls
 //
@@ -50,9 +44,8 @@
 // although the plugin may have acted. So only a Final error from
 // NodeStageVolume or NodePublishVolume (the plugin refused) is taken to
 // mean that the call did nothing; after any other, the volume stays
-// recorded as possibly staged, and possibly published for the
-// allocation, until an UnmountVolume has torn it down (the teardown
-// calls are idempotent, and NotFound counts as done).
+// recorded as possibly staged and published until an UnmountVolume has
+// torn it down (NotFound counts as done).
 //
 // # State
 //
@@ -99,20 +92,17 @@
 //
 // New loads this boot's notes if mounter.db's last commit is its own
 // (an agent restarted); otherwise (a reboot, or an older version that
-// wrote mounter.db since) it drops them and starts anew from
-// mounter.db, which is always safe to start from. Every intent loaded
-// counts as "may have happened": a volume staged before the restart is
-// not staged again and is unstaged when its last user goes; an
-// interrupted publish is re-issued by the next mount and undone by the
-// unmount (a plugin answers OK or NotFound for a target it never
-// published); interrupted teardowns are finished by the next call on the
+// wrote mounter.db since) it drops them and starts from mounter.db,
+// which is always safe to start from. Every intent loaded counts as
+// "may have happened": the next mount re-issues it, the unmount undoes
+// it (a plugin answers OK or NotFound for a target it never published),
+// and interrupted teardowns are finished by the next call on the
 // volume. A mounter.db that bbolt cannot open or check, or a record that
-// is not a valid record of version 3, fails New with ErrCorruptState: it
-// never starts from an empty state while mounts may exist. Older
-// versions kept a file per volume (versions 1 and 2 in JSON, version 3
-// in slot files); New imports them once, then removes them (import.go).
-// An operator who must repair a volume's state can stop the agent,
-// remove the notes, and edit the key in mounter.db with any bbolt tool.
+// is not a valid record of version 3, fails New with ErrCorruptState:
+// it never starts from an empty state while mounts may exist. The files
+// of older versions (JSON, then slot files) are imported once, then
+// removed (import.go). To repair a volume's state by hand, stop the
+// agent, remove the notes, and edit the key in mounter.db.
 //
 // # Usage
 //

@@ -1,6 +1,7 @@
 package mounter
 
 import (
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/csikit/csikit/csi"
@@ -43,16 +45,9 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // database already holds keeps its record: its file is the leftover of
 // an import whose removals were cut short.
 func (s *store) importOld(dir string, recs map[volKey]*volumeRecord, vals map[string][]byte) error {
-	found := map[volKey]*volumeRecord{}
-	var done []string // files read, removed after the import
-	if err := readSlotFiles(filepath.Join(dir, slotDir), found, &done, s.logger.Warn); err != nil {
+	found, done, err := readOldFiles(dir, s.logger)
+	if err != nil || len(done) == 0 {
 		return err
-	}
-	if err := readJSONFiles(filepath.Join(dir, jsonDir), found, &done, s.logger.Warn); err != nil {
-		return err
-	}
-	if len(done) == 0 {
-		return nil
 	}
 	add := map[string][]byte{}
 	for k, rec := range found {
@@ -93,34 +88,12 @@ func removeEmptyTree(dir string) {
 	_ = os.Remove(dir)
 }
 
-// listDir lists dir, or nothing if it does not exist.
-func listDir(dir string) ([]os.DirEntry, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, &StateError{Path: dir, Reason: "cannot list the state directory", Err: err}
-	}
-	return entries, nil
-}
-
-// readSlotFiles reads the version 3 files in dir into found.
-func readSlotFiles(dir string, found map[volKey]*volumeRecord, done *[]string, warn func(string, ...any)) error {
-	entries, err := listDir(dir)
-	if err != nil {
-		return err
-	}
-	gens := map[volKey]uint64{}
-	for _, e := range entries {
-		p := filepath.Join(dir, e.Name())
-		switch {
-		case strings.HasSuffix(e.Name(), ".tmp"):
-			*done = append(*done, p)
-			continue
-		case !strings.HasSuffix(e.Name(), ".state"):
-			warn("ignoring unexpected entry in the mounter state directory", "path", p)
-			continue
-		case !e.Type().IsRegular():
-			return &StateError{Path: p, Reason: "is not a regular file"}
-		}
+// readOldFiles reads the files of versions 1 to 3 in dir: the records
+// they hold, and every file read (leftover temporary files too).
+func readOldFiles(dir string, logger hclog.Logger) (map[volKey]*volumeRecord, []string, error) {
+	found, gens := map[volKey]*volumeRecord{}, map[volKey]uint64{}
+	var done []string
+	err := eachFile(filepath.Join(dir, slotDir), ".state", logger, &done, func(p, _ string) error {
 		data, err := os.ReadFile(p)
 		if err != nil {
 			return &StateError{Path: p, Reason: "cannot read", Err: err}
@@ -129,9 +102,8 @@ func readSlotFiles(dir string, found map[volKey]*volumeRecord, done *[]string, w
 		if err != nil {
 			return &StateError{Path: p, Reason: err.Error()}
 		}
-		*done = append(*done, p)
 		if len(record) == 0 {
-			continue
+			return nil // a free file
 		}
 		rec, err := decodeRecord(record)
 		if err != nil {
@@ -140,8 +112,61 @@ func readSlotFiles(dir string, found map[volKey]*volumeRecord, done *[]string, w
 		if k := rec.key(); gen > gens[k] {
 			gens[k], found[k] = gen, rec
 		}
+		return nil
+	})
+	nss, lerr := listDir(filepath.Join(dir, jsonDir))
+	for _, ns := range nss {
+		nsDir := filepath.Join(dir, jsonDir, ns.Name())
+		if !ns.IsDir() || csi.ValidateNamespace(ns.Name()) != nil {
+			logger.Warn("ignoring unexpected entry in the mounter state directory", "path", nsDir)
+			continue
+		}
+		err = cmp.Or(err, eachFile(nsDir, ".json", logger, &done, func(p, volumeID string) error {
+			if err := csi.ValidateVolumeID(volumeID); err != nil {
+				return &StateError{Path: p, Reason: "the file name is not a valid volume ID", Err: err}
+			}
+			k := volKey{ns.Name(), volumeID}
+			if found[k] != nil {
+				return nil // slot files win
+			}
+			rec, err := readJSONRecord(p, k)
+			found[k] = rec
+			return err
+		}))
 	}
-	return nil
+	return found, done, cmp.Or(err, lerr)
+}
+
+func listDir(dir string) ([]os.DirEntry, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, &StateError{Path: dir, Reason: "cannot list the state directory", Err: err}
+	}
+	return entries, nil
+}
+
+// eachFile calls fn for each regular file in dir named <stem><suffix>
+// and adds it to done; leftover temporary files go to done unread.
+func eachFile(dir, suffix string, logger hclog.Logger, done *[]string, fn func(p, stem string) error) error {
+	entries, err := listDir(dir)
+	for _, e := range entries {
+		p := filepath.Join(dir, e.Name())
+		stem, ok := strings.CutSuffix(e.Name(), suffix)
+		switch {
+		case strings.HasSuffix(e.Name(), ".tmp") && e.Type().IsRegular():
+			*done = append(*done, p)
+		case !ok:
+			logger.Warn("ignoring unexpected entry in the mounter state directory", "path", p)
+		case !e.Type().IsRegular():
+			return &StateError{Path: p, Reason: "is not a regular file"}
+		default:
+			if err := fn(p, stem); err != nil {
+				return err
+			}
+			*done = append(*done, p)
+		}
+	}
+	return err
 }
 
 // newestSlot returns the generation and record of the newest valid
@@ -167,51 +192,6 @@ func newestSlot(data []byte) (gen uint64, record []byte, err error) {
 		return 0, nil, errors.New("has no valid slot (a torn or damaged write)")
 	}
 	return gen, record, nil
-}
-
-// readJSONFiles reads the version 1 and 2 files below dir of volumes
-// that found does not hold yet.
-func readJSONFiles(dir string, found map[volKey]*volumeRecord, done *[]string, warn func(string, ...any)) error {
-	nss, err := listDir(dir)
-	if err != nil {
-		return err
-	}
-	for _, ns := range nss {
-		nsDir := filepath.Join(dir, ns.Name())
-		if !ns.IsDir() || csi.ValidateNamespace(ns.Name()) != nil {
-			warn("ignoring unexpected entry in the mounter state directory", "path", nsDir)
-			continue
-		}
-		files, err := os.ReadDir(nsDir)
-		if err != nil {
-			return &StateError{Path: nsDir, Reason: "cannot list the namespace directory", Err: err}
-		}
-		for _, f := range files {
-			p := filepath.Join(nsDir, f.Name())
-			volumeID, isJSON := strings.CutSuffix(f.Name(), ".json")
-			switch {
-			case strings.HasSuffix(f.Name(), ".tmp") && f.Type().IsRegular():
-				*done = append(*done, p)
-				continue
-			case !isJSON:
-				warn("ignoring unexpected entry in the mounter state directory", "path", p)
-				continue
-			case csi.ValidateVolumeID(volumeID) != nil:
-				return &StateError{Path: p, Reason: "the file name is not a valid volume ID", Err: csi.ValidateVolumeID(volumeID)}
-			case !f.Type().IsRegular():
-				return &StateError{Path: p, Reason: "is not a regular file"}
-			}
-			*done = append(*done, p)
-			k := volKey{ns.Name(), volumeID}
-			if found[k] != nil {
-				continue
-			}
-			if found[k], err = readJSONRecord(p, k); err != nil {
-				return err
-			}
-		}
-	}
-	return nil
 }
 
 // readJSONRecord reads a version 1 or 2 file, named after volume k.

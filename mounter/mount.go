@@ -10,28 +10,14 @@ import (
 	"github.com/csikit/csikit/csi/plugin"
 )
 
-// MountVolume implements VolumeMounter.
-//
-// A request that fails validation (bad IDs: csi.ErrInvalidID; bad modes
-// or options: csi.ErrInvalidRequest) is refused before any write or
-// plugin call. A missing node plugin returns the Retryable
-// csi.ErrPluginNotFound from Config.Plugins, wrapped; a symbolic link
-// beneath the mount root on the way to the staging or target path,
-// ErrUnsafePath (Final), before any write or plugin call.
-//
-// A volume has one staging path per node: a mount whose StageUsage
-// differs from the one the volume is staged under for other allocations
-// is refused with csi.ErrVolumeInUse, wrapped (Retryable: it can succeed
-// once those allocations have unmounted), before any write or plugin
-// call. A stage under another StageUsage that no allocation uses any
-// more is torn down first instead.
-//
-// A failed plugin call returns its *csi.RPCError, wrapped. Only a Final
-// error (the plugin refused) is taken to mean the call did nothing;
-// after any other error the volume counts as possibly staged, and
-// possibly published for the allocation, until an UnmountVolume (which
-// the host owes every allocation it mounted for, failed or not) has
-// torn it down.
+// MountVolume implements VolumeMounter. A request that fails
+// validation (csi.ErrInvalidID, csi.ErrInvalidRequest), a missing node
+// plugin (csi.ErrPluginNotFound, Retryable), a symbolic link on the way
+// to the staging or target path (ErrUnsafePath, Final) and a second
+// stage usage in use (csi.ErrVolumeInUse, Retryable) fail it before any
+// write or plugin call. A failed plugin call returns its
+// *csi.RPCError, wrapped; only a Final one is taken to mean that the
+// call did nothing (see the package doc).
 func (m *Mounter) MountVolume(ctx context.Context, req *MountRequest) (*MountInfo, error) {
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("mount volume: %w", err)
@@ -52,13 +38,13 @@ type mountOp struct {
 	info   *csi.PluginInfo
 
 	rec       *volumeRecord // the volume's record, or a new one
-	staging   string        // the staging path (the stage's own, if it has one)
-	target    string        // the target path (the allocation's own, if it has one)
+	staging   string        // the stage's own staging path, if it has one
+	target    string        // the allocation's own target path, if it has one
 	stages    bool          // the volume is published from a stage
 	needStage bool          // and NodeStageVolume must be called
-	prior     *allocRecord  // a copy of the allocation's publication before this mount
-	// The stage before the mount's intent, restored if the plugin
-	// refuses to stage.
+	prior     *allocRecord  // a copy of the allocation's publication before
+	// The stage before the intent, restored if the plugin refuses to
+	// stage.
 	prevStage   stageState
 	prevStaging string
 }
@@ -109,12 +95,10 @@ func (m *Mounter) mount(ctx context.Context, v *volume, op *mountOp) (*MountInfo
 	return m.publish(ctx, v, op)
 }
 
-// prepare reads the volume's record for the mount. It refuses a volume
-// tracked under another external ID or plugin, or staged under another
-// stage usage for allocations that use it; tears down the unused stages
-// of other usages and the interrupted unpublishes of this one; and
-// decides whether the mount stages, and where. It returns the MountInfo
-// of a mount already made.
+// prepare checks the mount against the volume's record (same external
+// ID and plugin, no other stage usage in use), finishes the teardowns
+// left over on the volume, and decides whether the mount stages, and
+// where. It returns the MountInfo of a mount already made.
 func (m *Mounter) prepare(ctx context.Context, v *volume, op *mountOp) (*MountInfo, error) {
 	req := op.req
 	if rec := v.rec; rec != nil {
@@ -164,12 +148,11 @@ func (m *Mounter) prepare(ctx context.Context, v *volume, op *mountOp) (*MountIn
 }
 
 // makeDirs checks the target for links and makes the directories the
-// plugin calls need, before the mount's intent is written. No path the
-// plugin gets may pass through a link beneath the root: the target is
-// checked here, the staging directory as it is made. The target itself
-// is held to it until a publish was sent for it, the staging directory
-// until a stage may have been made there (see paths.go). When the
-// volume must be staged, the target's parent is made once it is.
+// plugin calls need, before the intent is written: the staging
+// directory, checked as it is made, and the target's parent (once the
+// volume is staged, if it must be). The target and the staging
+// directory themselves are checked while they are still the mounter's
+// (see paths.go).
 func (m *Mounter) makeDirs(op *mountOp) error {
 	if err := m.refuseLinks(op.target, op.prior == nil); err != nil {
 		return fmt.Errorf("check the target path: %w", err)
@@ -187,10 +170,9 @@ func (m *Mounter) makeDirs(op *mountOp) error {
 	return nil
 }
 
-// saveIntent saves, before the first plugin call, the publication for
-// the allocation and, when the volume is not known to be staged, the
-// stage too: one durable write, as the publish follows the stage at
-// once. If it fails, the record stays as it was.
+// saveIntent saves the publication for the allocation, and the stage
+// when the volume is not known to be staged: one durable write, as the
+// publish follows the stage at once. If it fails, the record stays.
 func (m *Mounter) saveIntent(v *volume, op *mountOp) error {
 	next := op.rec.clone()
 	s := next.Stages[op.sk]
@@ -211,9 +193,8 @@ func (m *Mounter) saveIntent(v *volume, op *mountOp) error {
 
 // stage calls NodeStageVolume, makes the target's parent and notes the
 // stage, so that a restarted agent does not stage again. A failure
-// withdraws the publish intent, and the stage's too when the plugin
-// refused (a Final error); after any other error the volume may be
-// staged, as the record says.
+// withdraws the publish intent, and the stage's too on a refusal (a
+// Final error): after any other, the volume may be staged.
 func (m *Mounter) stage(ctx context.Context, v *volume, op *mountOp) error {
 	req := op.req
 	m.calls.Add(1)
@@ -259,12 +240,10 @@ func (m *Mounter) publish(ctx context.Context, v *volume, op *mountOp) (*MountIn
 	return mountInfo(op.target, op.usage), nil
 }
 
-// withdraw undoes the mount's publish intent after a plugin call that
-// did not publish, and its stage intent when unstaged says the plugin
-// refused the stage. The write is durable when the allocation had no
-// publication before: the host's UnmountVolume then finds nothing to
-// tear down and writes nothing, so an OS crash must not bring the
-// intent back as a live user.
+// withdraw undoes the publish intent after a call that did not publish,
+// and the stage intent if unstaged. It is saved when the allocation had
+// no publication before: the host's UnmountVolume then finds nothing to
+// do and writes nothing, so an OS crash must not bring the intent back.
 func (m *Mounter) withdraw(v *volume, op *mountOp, unstaged bool) {
 	s := v.rec.Stages[op.sk]
 	s.setPub(op.usage.ClaimMode, op.req.AllocationID, op.prior)
@@ -274,10 +253,10 @@ func (m *Mounter) withdraw(v *volume, op *mountOp, unstaged bool) {
 	m.settle(v, op.prior == nil)
 }
 
-// settle writes the volume's record after a change that narrowed it,
-// or removes it when nothing is tracked any more: noted, or saved when
-// durable. A failure is logged: the state keeps the intent, which makes
-// the next call repeat an idempotent plugin call.
+// settle writes the volume's record (nil once it tracks nothing) after
+// a change that narrowed it: noted, or saved when durable. A failure is
+// logged: the state keeps the intent, and the next call repeats an
+// idempotent plugin call.
 func (m *Mounter) settle(v *volume, durable bool) {
 	if v.rec == nil {
 		return
@@ -292,11 +271,9 @@ func (m *Mounter) settle(v *volume, durable bool) {
 	}
 }
 
-// stageConflict refuses a mount under a stage usage other than the one
-// the volume may be staged under for allocations that still use it: a
-// second stage usage would need a second staging path (see the package
-// doc). The error is Retryable: the first stage goes with its last
-// user.
+// stageConflict refuses a mount under another stage usage than one the
+// volume may be staged under for allocations that use it: it would need
+// a second staging path. Retryable: the stage goes with its last user.
 func stageConflict(rec *volumeRecord, want Usage) error {
 	for _, sk := range rec.sortedStages() {
 		s := rec.Stages[sk]
@@ -311,26 +288,21 @@ func stageConflict(rec *volumeRecord, want Usage) error {
 	return nil
 }
 
-// listUsers lists allocations for an error message, at most a few.
+// listUsers lists allocations for an error message, at most five.
 func listUsers(users []string) string {
-	const most = 5
-	word := "allocation "
+	word, more := "allocation ", ""
 	if len(users) > 1 {
 		word = "allocations "
 	}
-	if len(users) > most {
-		return word + strings.Join(users[:most], ", ") + fmt.Sprintf(" and %d more", len(users)-most)
+	if len(users) > 5 {
+		users, more = users[:5], fmt.Sprintf(" and %d more", len(users)-5)
 	}
-	if len(users) > 1 {
-		return word + strings.Join(users[:len(users)-1], ", ") + " and " + users[len(users)-1]
-	}
-	return word + users[0]
+	return word + strings.Join(users, ", ") + more
 }
 
 // finishStages tears down the volume's stages other than keep that no
-// allocation uses any more (stageConflict refuses the mount while one
-// does): the unpublishes that a crash or a failure interrupted, then
-// the unstage. Stages of a plugin that does not stage are left alone.
+// allocation uses any more: the interrupted unpublishes, then the
+// unstage.
 func (m *Mounter) finishStages(ctx context.Context, client plugin.NodeClient, v *volume, keep StageUsage) error {
 	rec := v.rec
 	for _, sk := range rec.sortedStages() {
@@ -366,9 +338,9 @@ func mountInfo(target string, u Usage) *MountInfo {
 	return &MountInfo{Path: target, Block: u.AttachmentMode == csi.AttachmentModeBlockDevice, Usage: u}
 }
 
-// completeUnpublishes finishes the teardowns of other allocations of the
-// stage that a crash or a failure interrupted. A failure is logged: it
-// does not stop the mount, and the next call tries again.
+// completeUnpublishes finishes the interrupted unpublishes of other
+// allocations of the stage. A failure is logged, and the next call
+// tries again.
 func (m *Mounter) completeUnpublishes(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, s *stageRecord, mode csi.ClaimMode, except string) {
 	for _, p := range s.publications() {
 		if p.mode == mode && p.alloc == except || p.rec.State != publishUnpublishing {
@@ -383,9 +355,8 @@ func (m *Mounter) completeUnpublishes(ctx context.Context, client plugin.NodeCli
 	}
 }
 
-// unpublish calls NodeUnpublishVolume, NotFound counting as done, and
-// removes the target's empty parents. A target below a link is not
-// sent: the plugin would unmount and delete what the link points at.
+// unpublish calls NodeUnpublishVolume (NotFound is done) and removes
+// the target's empty parents. A target below a link is not sent.
 func (m *Mounter) unpublish(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, allocID, target string) error {
 	if err := m.refuseLinks(target, false); err != nil {
 		return fmt.Errorf("NodeUnpublishVolume for allocation %s not sent: %w", allocID, err)
@@ -399,10 +370,9 @@ func (m *Mounter) unpublish(ctx context.Context, client plugin.NodeClient, rec *
 	return nil
 }
 
-// unstage calls NodeUnstageVolume, NotFound counting as done, and
-// removes the staging directory and its empty parents. A staging path
-// below a link is not sent: the plugin would unmount what the link
-// points at.
+// unstage calls NodeUnstageVolume (NotFound is done) and removes the
+// staging directory and its empty parents. A path below a link is not
+// sent.
 func (m *Mounter) unstage(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, s *stageRecord) error {
 	if err := m.refuseLinks(s.StagingPath, false); err != nil {
 		return fmt.Errorf("NodeUnstageVolume not sent: %w", err)

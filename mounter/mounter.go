@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"reflect"
 	"sync"
 	"sync/atomic"
 
@@ -42,7 +41,8 @@ type VolumeMounter interface {
 	HasMount(ctx context.Context, namespace, volumeID, allocID string) (bool, error)
 }
 
-// Plugins finds the node plugin for a plugin ID on this node. fingerprint.Manager satisfies it.
+// Plugins finds the node plugin for a plugin ID on this node; the
+// Mounter calls it from any goroutine. fingerprint.Manager satisfies it.
 type Plugins interface {
 	NodePlugin(pluginID string) (plugin.NodeClient, *csi.PluginInfo, error)
 }
@@ -55,7 +55,7 @@ const DefaultMaxParallel = 16
 // Config configures a Mounter.
 type Config struct {
 	// Root is the absolute directory under which volumes are staged and
-	// published. Required. It is created if missing.
+	// published, created if missing. Required.
 	Root string
 	// StateDir is the absolute directory where the usage tracker is
 	// persisted (mounter.db and the notes: see the package doc).
@@ -80,7 +80,7 @@ type Config struct {
 // Mounter is the VolumeMounter over CSI node plugins, with a usage
 // tracker persisted in Config.StateDir.
 type Mounter struct {
-	root    string // tree.root: paths handed out are built on the resolved root
+	root    string // tree.root, resolved: the paths handed out are built on it
 	tree    *tree
 	plugins Plugins
 	logger  hclog.Logger
@@ -91,7 +91,6 @@ type Mounter struct {
 
 	mu   sync.Mutex
 	vols map[volKey]*volume
-	caps map[string]capsEntry // by plugin ID
 
 	calls atomic.Uint64
 }
@@ -106,11 +105,6 @@ type volume struct {
 	lock chan struct{} // held while an operation runs on the volume
 	refs int           // holders and waiters; guarded by Mounter.mu
 	rec  *volumeRecord // guarded by lock; nil when nothing is tracked
-}
-
-type capsEntry struct {
-	client plugin.NodeClient
-	stage  bool
 }
 
 // New validates cfg, opens the state in cfg.StateDir (locking it until
@@ -136,9 +130,8 @@ func New(cfg Config) (*Mounter, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	// The root and the two directories below it exist from New on: a
-	// mount creates only the directories of its own volume and
-	// allocation, and a teardown never removes these.
+	// The root and the two directories below it exist from New on, and
+	// a teardown never removes them.
 	t, err := newTree(cfg.Root)
 	if err != nil {
 		return nil, fmt.Errorf("mounter: create mount root: %w", err)
@@ -148,7 +141,7 @@ func New(cfg Config) (*Mounter, error) {
 		return nil, fmt.Errorf("mounter: %w", err)
 	}
 	m := &Mounter{root: t.root, tree: t, plugins: cfg.Plugins, logger: cfg.Logger, store: st,
-		sem: make(chan struct{}, cfg.MaxParallel), vols: map[volKey]*volume{}, caps: map[string]capsEntry{}}
+		sem: make(chan struct{}, cfg.MaxParallel), vols: map[volKey]*volume{}}
 	for k, rec := range recs {
 		m.vols[k] = &volume{key: k, lock: make(chan struct{}, 1), rec: rec}
 	}
@@ -183,12 +176,9 @@ func (m *Mounter) Stats() Stats {
 func (m *Mounter) Close() error { return m.store.close() }
 
 // HasMount implements VolumeMounter. It waits for an operation running
-// on the volume. After a crash it may report true for an allocation
-// whose MountVolume died during NodeStageVolume (the publish intent is
-// written with the stage's), or, after an OS crash, for one whose
-// UnmountVolume had succeeded (the unsynced write that followed its
-// teardown had not reached the disk); a further UnmountVolume clears
-// it.
+// on the volume. After an OS crash it may also report true for an
+// allocation whose UnmountVolume had succeeded (the note of its
+// teardown was lost); a further UnmountVolume clears it.
 func (m *Mounter) HasMount(ctx context.Context, namespace, volumeID, allocID string) (bool, error) {
 	if err := validateTriple(namespace, volumeID, allocID); err != nil {
 		return false, err
@@ -259,30 +249,16 @@ func (m *Mounter) slot(ctx context.Context) (func(), error) {
 }
 
 // stages reports whether the plugin wants NodeStageVolume: from its
-// fingerprint when the registry has one, else by asking
-// NodeGetCapabilities once per client.
+// fingerprint when the registry has one (fingerprint.Manager does),
+// else by asking NodeGetCapabilities.
 func (m *Mounter) stages(ctx context.Context, pluginID string, c plugin.NodeClient, info *csi.PluginInfo) (bool, error) {
 	if info != nil && info.NodeInfo != nil {
 		return info.NodeInfo.Capabilities.StageUnstageVolume, nil
-	}
-	cacheable := reflect.ValueOf(c).Comparable()
-	if cacheable {
-		m.mu.Lock()
-		e, ok := m.caps[pluginID]
-		m.mu.Unlock()
-		if ok && reflect.ValueOf(e.client).Comparable() && e.client == c {
-			return e.stage, nil
-		}
 	}
 	m.calls.Add(1)
 	caps, err := c.NodeGetCapabilities(ctx)
 	if err != nil {
 		return false, fmt.Errorf("node plugin %s: NodeGetCapabilities: %w", pluginID, err)
-	}
-	if cacheable {
-		m.mu.Lock()
-		m.caps[pluginID] = capsEntry{client: c, stage: caps.StageUnstageVolume}
-		m.mu.Unlock()
 	}
 	return caps.StageUnstageVolume, nil
 }

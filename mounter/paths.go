@@ -9,11 +9,9 @@ import (
 )
 
 // Layout under Config.Root (see the package doc). Every element below
-// the root is a validated ID (no separator, no "." or "..") or the
-// String form of a StageUsage or Usage, so no request can name a path
-// outside the root. A record of format version 1 may still name an
-// older staging path (.../<usage>), which the tracker keeps using until
-// it is unstaged.
+// the root is a validated ID or the String form of a (Stage)Usage, so
+// no request can name a path outside the root. A version 1 record may
+// name an older staging path (.../<usage>), used until it is unstaged.
 const (
 	stagingDir  = "staging"
 	perAllocDir = "per-alloc"
@@ -46,25 +44,16 @@ func (m *Mounter) underRoot(elems ...string) (string, error) {
 	return p, nil
 }
 
-// The CSI spec (v1.13, csi.proto) splits the creation of node paths
-// between the CO and the plugin: the CO "SHALL be responsible for
-// creating the directory" of NodeStageVolume's staging_target_path, and
-// "SHALL ensure that the parent directory" of NodePublishVolume's
-// target_path exists, whose "Creation ... is the responsibility of the
-// SP", which "MUST delete the file or directory it created at this
-// path" on NodeUnpublishVolume. So the mounter creates the staging
-// directory but only the parent of a target, and after a teardown
-// removes only directories it created, and only when they are empty
-// (rmdir, never RemoveAll: a path under the root may still hold a
-// mount). It reaches all of them through m.tree, which follows no link
-// beneath the root, and checks a path before handing it to the plugin
-// (refuseLinks).
-//
-// Two elements are the plugin's rather than the mounter's: the staging
-// directory once NodeStageVolume may have run, and the target from the
-// first NodePublishVolume on. A plugin mounts on them, and may make them
-// links of its own (the hostpath example's symlink mode does), so they
-// are held to the rule only until then.
+// The CSI spec has the CO create the staging directory, and the parent
+// of a target, whose creation and deletion are the plugin's. So the
+// mounter makes those, and after a teardown removes only directories it
+// made, and only when they are empty (rmdir, never RemoveAll: a path
+// under the root may still hold a mount), all through m.tree, and
+// checks a path for links before the plugin gets it (refuseLinks). The
+// staging directory once NodeStageVolume may have run, and the target
+// from the first NodePublishVolume on, are the plugin's mount points,
+// which it may make links of its own: they are held to the rule only
+// until then.
 
 // makeStagingDir creates the staging directory and its parents. fresh
 // says that no stage may have been made there (the directory is still

@@ -156,13 +156,7 @@ func decodeRecord(v []byte) (*volumeRecord, error) {
 	if err := decodeStrict(v, rec); err != nil {
 		return nil, err
 	}
-	if err := csi.ValidateNamespace(rec.Namespace); err != nil {
-		return nil, err
-	}
-	if err := csi.ValidateVolumeID(rec.VolumeID); err != nil {
-		return nil, err
-	}
-	return rec, rec.check(rec.Namespace, rec.VolumeID)
+	return rec, cmp.Or(csi.ValidateNamespace(rec.Namespace), csi.ValidateVolumeID(rec.VolumeID), rec.check(rec.Namespace, rec.VolumeID))
 }
 
 // decodeStrict decodes one JSON value into v, refusing unknown fields
@@ -182,10 +176,10 @@ func decodeStrict(data []byte, v any) error {
 // openNotes opens this boot's notes. If this boot wrote them (an agent
 // restarted) and db's last commit is ours, they hold every write since
 // and are what the Mounter loads; db catches up with its next commit.
-// Otherwise they may miss writes (to the crash that ended another boot,
-// or of another writer), and are dropped, as are notes that cannot be
-// read; new notes start as a copy of db. Without a boot ID there are no
-// notes.
+// Otherwise they may miss writes (lost to the crash that ended another
+// boot, or made by another writer to db), and go unread, as do notes
+// that cannot be read; new notes start as a copy of db. Without a boot
+// ID there are no notes.
 func (s *store) openNotes(dir string, recs map[volKey]*volumeRecord, vals map[string][]byte) (map[volKey]*volumeRecord, error) {
 	boot, err := os.ReadFile(bootIDFile)
 	if err != nil {
@@ -193,23 +187,26 @@ func (s *store) openNotes(dir string, recs map[volKey]*volumeRecord, vals map[st
 		return recs, nil
 	}
 	p := filepath.Join(dir, notesPrefix+strings.TrimSpace(string(boot))+".db")
-	others, _ := filepath.Glob(filepath.Join(dir, notesPrefix+"*.db"))
-	for _, o := range others {
-		if o != p {
-			_ = os.Remove(o) // unread: another boot's
+	var ours bool
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(ownBucket)
+		ours = b != nil && bytes.Equal(b.Get(ownBucket), binary.BigEndian.AppendUint64(nil, uint64(tx.ID())))
+		return nil
+	})
+	old, _ := filepath.Glob(filepath.Join(dir, notesPrefix+"*.db"))
+	for _, o := range old {
+		if o != p || !ours {
+			_ = os.Remove(o)
 		}
 	}
-	s.notes, err = openDB(p, true)
 	var notes map[string][]byte
 	var nrecs map[volKey]*volumeRecord
-	if err == nil {
+	if s.notes, err = openDB(p, true); err == nil {
 		notes, nrecs, err = load(s.notes)
 	}
-	if err == nil && notes != nil && s.lastCommitOurs() {
+	if err == nil && notes != nil {
 		for k, v := range notes {
-			if !bytes.Equal(vals[k], v) {
-				s.pending[k] = v
-			}
+			s.pending[k] = v
 		}
 		for k := range vals {
 			if _, ok := notes[k]; !ok {
@@ -218,7 +215,7 @@ func (s *store) openNotes(dir string, recs map[volKey]*volumeRecord, vals map[st
 		}
 		return nrecs, nil
 	}
-	if err != nil || notes != nil {
+	if err != nil {
 		s.logger.Warn("dropping the state notes; starting from the state database", "path", p, "error", err)
 		if s.notes != nil {
 			_ = s.notes.Close()
@@ -236,15 +233,6 @@ func (s *store) openNotes(dir string, recs map[volKey]*volumeRecord, vals map[st
 		return nil, &StateError{Path: p, Reason: "cannot prepare the state notes", Err: err}
 	}
 	return recs, nil
-}
-
-func (s *store) lastCommitOurs() (ours bool) {
-	_ = s.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(ownBucket)
-		ours = b != nil && bytes.Equal(b.Get(ownBucket), binary.BigEndian.AppendUint64(nil, uint64(tx.ID())))
-		return nil
-	})
-	return ours
 }
 
 // save writes the volume's record (nil: it tracks nothing) so that no

@@ -1,6 +1,7 @@
 package mounter
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -22,15 +23,10 @@ const formatVersion = 3
 type stageState string
 
 const (
-	stageNone stageState = ""
-	// stageStaging: NodeStageVolume is being called, or its outcome is
-	// unknown; the volume may be staged.
-	stageStaging stageState = "staging"
-	// stageStaged: NodeStageVolume succeeded.
-	stageStaged stageState = "staged"
-	// stageUnstaging: NodeUnstageVolume is being called or failed; the
-	// volume may still be staged.
-	stageUnstaging stageState = "unstaging"
+	stageNone      stageState = ""
+	stageStaging   stageState = "staging" // being called, or outcome unknown: may be staged
+	stageStaged    stageState = "staged"
+	stageUnstaging stageState = "unstaging" // being called, or failed: may still be staged
 )
 
 // publishState is where the publication for one allocation stands.
@@ -51,11 +47,8 @@ const (
 // that widens what may be staged or published is saved before the
 // plugin call; a change that narrows it is noted after.
 type volumeRecord struct {
-	Version    int
-	Namespace  string
-	VolumeID   string
-	ExternalID string
-	PluginID   string
+	Version                                   int
+	Namespace, VolumeID, ExternalID, PluginID string
 	// Stages maps a stage usage to its stage and the publications made
 	// from it. The Mounter never stages a volume under a second stage
 	// usage while one has users, so at most one entry has a stage state
@@ -66,12 +59,12 @@ type volumeRecord struct {
 }
 
 // stageRecord tracks the stage of a volume under one stage usage and the
-// allocations published from it: writers read-write, readers read-only.
+// allocations published from it (by ID): writers read-write, readers
+// read-only.
 type stageRecord struct {
-	Stage       stageState              `json:",omitempty"`
-	StagingPath string                  `json:",omitempty"`
-	Writers     map[string]*allocRecord `json:",omitempty"`
-	Readers     map[string]*allocRecord `json:",omitempty"`
+	Stage            stageState              `json:",omitempty"`
+	StagingPath      string                  `json:",omitempty"`
+	Writers, Readers map[string]*allocRecord `json:",omitempty"`
 }
 
 type allocRecord struct {
@@ -190,10 +183,7 @@ func (r *volumeRecord) check(namespace, volumeID string) error {
 	if r.Namespace != namespace || r.VolumeID != volumeID {
 		return fmt.Errorf("holds volume %q in namespace %q, but its name says volume %q in namespace %q", r.VolumeID, r.Namespace, volumeID, namespace)
 	}
-	if err := csi.ValidatePluginID(r.PluginID); err != nil {
-		return err
-	}
-	if err := csi.ValidateExternalID("external volume ID", r.ExternalID); err != nil {
+	if err := cmp.Or(csi.ValidatePluginID(r.PluginID), csi.ValidateExternalID("external volume ID", r.ExternalID)); err != nil {
 		return err
 	}
 	if len(r.Stages) == 0 {

@@ -7,21 +7,13 @@ import (
 	"github.com/csikit/csikit/csi/plugin"
 )
 
-// UnmountVolume implements VolumeMounter.
-//
-// It unpublishes the volume for the allocation and unstages it when no
-// allocation is left on its stage (the readers and the writers of a
-// volume share one stage, and the last of them unstages it). It also
-// finishes the teardowns of the selected stages that a crash or an
-// earlier failure interrupted. The plugin, external ID and paths come
-// from the tracker, so it works after a restart; nothing tracked means
-// nothing to do. NotFound from the plugin counts as done
-// (csi.TeardownDone). A missing plugin returns the Retryable
-// csi.ErrPluginNotFound, wrapped; a staging or target path through a
-// symbolic link beneath the mount root fails it with ErrUnsafePath
-// (Final: an operator must remove the link) before the plugin call that
-// would use the path. Any failure leaves the teardown recorded, and a
-// retry resumes it.
+// UnmountVolume implements VolumeMounter. It also finishes the
+// teardowns of the selected stages that a crash or an earlier failure
+// interrupted. The plugin, external ID and paths come from the tracker,
+// so it works after a restart; nothing tracked means nothing to do. A
+// missing plugin (csi.ErrPluginNotFound, Retryable) or a symbolic link
+// on a path (ErrUnsafePath, Final) fails it before the plugin call that
+// needs it; any failure leaves the teardown recorded for a retry.
 func (m *Mounter) UnmountVolume(ctx context.Context, req *UnmountRequest) error {
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("unmount volume: %w", err)
@@ -71,10 +63,7 @@ func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) e
 		return err
 	}
 	err = m.carryOut(ctx, client, v.rec, plan)
-	// What was torn down is noted, or the record removed if nothing is
-	// left; if that write is lost, the record holds teardowns that the
-	// next call repeats harmlessly.
-	m.settle(v, false)
+	m.settle(v, false) // what was torn down, or the record's removal
 	if err != nil {
 		return err
 	}
@@ -82,10 +71,9 @@ func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) e
 	return nil
 }
 
-// planTeardown returns the teardowns an unmount makes: the
-// allocation's publications in the selected stages (every stage, or the
-// one of req.Usage), the interrupted unpublishes of other allocations
-// there, and the unstage of a stage that nothing is left on.
+// planTeardown returns the teardowns of an unmount, in the selected
+// stages (every stage, or req.Usage's): the allocation's publications,
+// interrupted unpublishes, and the unstage of a stage left empty.
 func planTeardown(rec *volumeRecord, req *UnmountRequest) []teardown {
 	stages := rec.sortedStages()
 	if !req.Usage.IsZero() {
@@ -112,11 +100,10 @@ func planTeardown(rec *volumeRecord, req *UnmountRequest) []teardown {
 	return plan
 }
 
-// saveTeardown saves the intents of every call of the plan in one
-// durable write, before the first call. It is also what makes the
-// unmount's success durable: once it has returned, no crash brings back
-// a record listing the allocation as a live user. If it fails, the
-// record stays as it was.
+// saveTeardown saves the intents of the plan's calls in one durable
+// write, which also keeps a crash from bringing the allocation back as
+// a live user once the unmount has returned. If it fails, the record
+// stays as it was.
 func (m *Mounter) saveTeardown(v *volume, plan []teardown) error {
 	next := v.rec.clone()
 	for _, t := range plan {
