@@ -206,71 +206,71 @@ func readJSONRecord(p string, k volKey) (*volumeRecord, error) {
 	if err := json.Unmarshal(data, &head); err != nil {
 		return nil, &StateError{Path: p, Reason: "is not a valid record", Err: err}
 	}
-	rec := new(volumeRecord)
-	switch head.Version {
-	case 1:
-		old := new(volumeRecordV1)
-		if err := decodeStrict(data, old); err != nil {
-			return nil, &StateError{Path: p, Reason: "is not a valid version 1 record", Err: err}
-		}
-		if rec, err = old.upgrade(); err != nil {
-			return nil, &StateError{Path: p, Reason: "is a version 1 record that cannot be upgraded", Err: err}
-		}
-	case 2: // version 2 records are version 3 records
-		if err := decodeStrict(data, rec); err != nil {
-			return nil, &StateError{Path: p, Reason: "is not a valid version 2 record", Err: err}
-		}
-		rec.Version = formatVersion
-	default:
+	if head.Version != 1 && head.Version != 2 {
 		return nil, &StateError{Path: p, Reason: fmt.Sprintf("has format version %d; this build imports versions 1 and 2 from volumes/<namespace>/<volume>.json files and keeps version %d records in %s (written by another csikit version, or not a mounter state file?)", head.Version, formatVersion, dbName)}
 	}
+	// Version 2 records are version 3 records; version 1 records have
+	// Usages instead of Stages.
+	var r struct {
+		volumeRecord
+		Usages map[Usage]*usageV1
+	}
+	err = decodeStrict(data, &r)
+	if err == nil && (head.Version == 1 && r.Stages != nil || head.Version == 2 && r.Usages != nil) {
+		err = errors.New("holds fields of the other version")
+	}
+	if err != nil {
+		return nil, &StateError{Path: p, Reason: fmt.Sprintf("is not a valid version %d record", head.Version), Err: err}
+	}
+	rec := &r.volumeRecord
+	if head.Version == 1 {
+		if err := rec.upgrade(r.Usages); err != nil {
+			return nil, &StateError{Path: p, Reason: "is a version 1 record that cannot be upgraded", Err: err}
+		}
+	}
+	rec.Version = formatVersion
 	if err := rec.check(k.namespace, k.volumeID); err != nil {
 		return nil, &StateError{Path: p, Reason: "is not a valid record", Err: err}
 	}
 	return rec, nil
 }
 
-// volumeRecordV1 is the version 1 record: one stage per full usage, so
-// the readers and the writers of a volume had separate staging paths.
-type volumeRecordV1 struct {
-	Version                                   int
-	Namespace, VolumeID, ExternalID, PluginID string
-	Usages                                    map[Usage]*struct {
-		Stage       stageState              `json:",omitempty"`
-		StagingPath string                  `json:",omitempty"`
-		Allocations map[string]*allocRecord `json:",omitempty"`
-	}
+// usageV1 is a usage of a version 1 record: one stage per full usage,
+// so the readers and the writers of a volume had separate staging paths.
+type usageV1 struct {
+	Stage       stageState              `json:",omitempty"`
+	StagingPath string                  `json:",omitempty"`
+	Allocations map[string]*allocRecord `json:",omitempty"`
 }
 
-// upgrade merges the usages that share a stage usage into one stage. It
-// fails when two of them may both be staged, at two paths, which the
-// current format cannot hold.
-func (r *volumeRecordV1) upgrade() (*volumeRecord, error) {
-	out := &volumeRecord{Version: formatVersion, Namespace: r.Namespace, VolumeID: r.VolumeID,
-		ExternalID: r.ExternalID, PluginID: r.PluginID, Stages: map[StageUsage]*stageRecord{}}
-	for _, usage := range slices.SortedFunc(maps.Keys(r.Usages), func(a, b Usage) int { return strings.Compare(a.String(), b.String()) }) {
-		u, sk := r.Usages[usage], usage.StageUsage()
+// upgrade sets r's stages from the usages of a version 1 record, merging
+// the usages that share a stage usage. It fails when two of them may
+// both be staged, at two paths, which one stage cannot hold.
+func (r *volumeRecord) upgrade(usages map[Usage]*usageV1) error {
+	r.Stages = map[StageUsage]*stageRecord{}
+	for _, usage := range slices.SortedFunc(maps.Keys(usages), func(a, b Usage) int { return strings.Compare(a.String(), b.String()) }) {
+		u, sk := usages[usage], usage.StageUsage()
 		if u == nil {
-			return nil, fmt.Errorf("usage %s has no record", usage)
+			return fmt.Errorf("usage %s has no record", usage)
 		}
-		s := out.Stages[sk]
+		s := r.Stages[sk]
 		if s == nil {
 			s = &stageRecord{}
-			out.Stages[sk] = s
+			r.Stages[sk] = s
 		}
 		if u.Stage != stageNone || u.StagingPath != "" {
 			if s.Stage != stageNone || s.StagingPath != "" {
-				return nil, fmt.Errorf("two usages of stage %s may both be staged, at %s and %s; this version stages a volume at one path per node and cannot take them over: unmount their allocations with the csikit version that wrote the file (or by hand) first",
+				return fmt.Errorf("two usages of stage %s may both be staged, at %s and %s; this version stages a volume at one path per node and cannot take them over: unmount their allocations with the csikit version that wrote the file (or by hand) first",
 					sk, s.StagingPath, u.StagingPath)
 			}
 			s.Stage, s.StagingPath = u.Stage, u.StagingPath
 		}
 		for id, a := range u.Allocations {
 			if a == nil {
-				return nil, fmt.Errorf("usage %s: allocation %s has no record", usage, id)
+				return fmt.Errorf("usage %s: allocation %s has no record", usage, id)
 			}
 			s.setPub(usage.ClaimMode, id, a)
 		}
 	}
-	return out, nil
+	return nil
 }

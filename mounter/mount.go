@@ -157,13 +157,15 @@ func (m *Mounter) makeDirs(op *mountOp) error {
 	if err := m.refuseLinks(op.target, op.prior == nil); err != nil {
 		return fmt.Errorf("check the target path: %w", err)
 	}
+	// A link at the staging directory is refused while no stage may
+	// have been made there; then it is the plugin's.
 	if op.stages {
-		if err := m.makeStagingDir(op.staging, op.prevStage == stageNone); err != nil {
+		if err := m.tree.mkdirAll(op.staging, op.prevStage != stageNone); err != nil {
 			return fmt.Errorf("create staging directory: %w", err)
 		}
 	}
 	if !op.needStage {
-		if err := m.makeTargetParent(op.target); err != nil {
+		if err := m.tree.mkdirAll(filepath.Dir(op.target), false); err != nil {
 			return fmt.Errorf("create the target's parent directory: %w", err)
 		}
 	}
@@ -205,7 +207,7 @@ func (m *Mounter) stage(ctx context.Context, v *volume, op *mountOp) error {
 		return fmt.Errorf("NodeStageVolume: %w", err)
 	}
 	v.rec.Stages[op.sk].Stage = stageStaged
-	if err := m.makeTargetParent(op.target); err != nil {
+	if err := m.tree.mkdirAll(filepath.Dir(op.target), false); err != nil {
 		// The publish cannot run. The stage stays, with no user, for the
 		// host's UnmountVolume to tear down.
 		m.withdraw(v, op, false)
@@ -302,34 +304,23 @@ func listUsers(users []string) string {
 
 // finishStages tears down the volume's stages other than keep that no
 // allocation uses any more: the interrupted unpublishes, then the
-// unstage.
+// unstage, as an unmount does.
 func (m *Mounter) finishStages(ctx context.Context, client plugin.NodeClient, v *volume, keep StageUsage) error {
-	rec := v.rec
-	for _, sk := range rec.sortedStages() {
-		s := rec.Stages[sk]
+	for _, sk := range v.rec.sortedStages() {
+		s := v.rec.Stages[sk]
 		if sk == keep || s.Stage == stageNone || len(s.liveUsers(sk)) > 0 {
 			continue
 		}
-		if s.Stage == stageStaged {
-			// Once NodeUnstageVolume may have run, a restart must not take
-			// the volume for staged.
-			s.Stage = stageUnstaging
-			if err := m.store.save(v.key, rec); err != nil {
-				s.Stage = stageStaged
-				return err
-			}
+		plan := []teardown{{stage: sk, unpublish: s.publications(), unstage: true}}
+		err := m.saveTeardown(v, plan)
+		if err == nil {
+			err = m.carryOut(ctx, client, v.rec, plan)
 		}
-		for _, p := range s.publications() {
-			if err := m.unpublish(ctx, client, rec, p.alloc, p.rec.TargetPath); err != nil {
-				return fmt.Errorf("finish the teardown of the volume's stage %s: %w", sk, err)
-			}
-			s.setPub(p.mode, p.alloc, nil)
-		}
-		if err := m.unstage(ctx, client, rec, s); err != nil {
+		if err != nil {
 			return fmt.Errorf("finish the teardown of the volume's stage %s: %w", sk, err)
 		}
-		delete(rec.Stages, sk)
-		m.logger.Debug("finished the teardown of an unused stage", "namespace", rec.Namespace, "volume", rec.VolumeID, "stage", sk.String())
+		delete(v.rec.Stages, sk)
+		m.logger.Debug("finished the teardown of an unused stage", "namespace", v.key.namespace, "volume", v.key.volumeID, "stage", sk.String())
 	}
 	return nil
 }

@@ -87,8 +87,6 @@ type Mounter struct {
 	store   *store
 	sem     chan struct{}
 
-	dirMu sync.Mutex // serializes creating and removing shared parent directories
-
 	mu   sync.Mutex
 	vols map[volKey]*volume
 

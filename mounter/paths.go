@@ -55,23 +55,6 @@ func (m *Mounter) underRoot(elems ...string) (string, error) {
 // which it may make links of its own: they are held to the rule only
 // until then.
 
-// makeStagingDir creates the staging directory and its parents. fresh
-// says that no stage may have been made there (the directory is still
-// the mounter's): a link there is then refused, and otherwise left to
-// the plugin.
-func (m *Mounter) makeStagingDir(p string, fresh bool) error {
-	m.dirMu.Lock()
-	defer m.dirMu.Unlock()
-	return m.tree.mkdirAll(p, !fresh)
-}
-
-// makeTargetParent creates the parent directories of a target path.
-func (m *Mounter) makeTargetParent(target string) error {
-	m.dirMu.Lock()
-	defer m.dirMu.Unlock()
-	return m.tree.mkdirAll(filepath.Dir(target), false)
-}
-
 // refuseLinks refuses (*UnsafePathError) a staging or target path that
 // passes through a symbolic link beneath the root before it goes to the
 // plugin, which would follow it. leaf says that p itself is still the
@@ -89,8 +72,6 @@ func (m *Mounter) refuseLinks(p string, leaf bool) error {
 // logged, not returned: a leftover empty directory harms nothing, and a
 // non-empty one, or a link, must stay.
 func (m *Mounter) removeEmpty(p, stop string) {
-	m.dirMu.Lock()
-	defer m.dirMu.Unlock()
 	if at, err := m.tree.removeEmpty(p, stop); err != nil {
 		m.logger.Warn("cannot remove directory under the mount root", "path", at, "error", err)
 	}

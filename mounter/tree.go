@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 )
@@ -21,6 +22,7 @@ import (
 // (links above it are the host's), and the paths handed to the plugin
 // are built on it, so the directory checked is the one the plugin gets.
 type tree struct {
+	mu sync.Mutex // serializes making and removing shared parent directories
 	// root is the mount root with no link in it.
 	root string
 	// alias is Config.Root as given when it differs from root (a
@@ -97,6 +99,8 @@ func (t *tree) mkdirAll(p string, leafAnyKind bool) error {
 	if err != nil {
 		return err
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	return t.mkdirElems(e, leafAnyKind)
 }
 
@@ -126,6 +130,8 @@ func (t *tree) removeEmpty(p, stop string) (string, error) {
 	if err != nil {
 		return "", nil
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	for len(e) > 1 && e[0] == stop {
 		err := t.removeElems(e)
 		switch {
