@@ -163,7 +163,7 @@ type Stats struct {
 
 // Stats returns the counters.
 func (m *Mounter) Stats() Stats {
-	return Stats{PluginCalls: m.calls.Load(), Syncs: m.store.commits.Load()}
+	return Stats{PluginCalls: m.calls.Load(), Syncs: m.store.syncs()}
 }
 
 // Close writes into mounter.db the notes it lacks, so that a reboot

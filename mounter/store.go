@@ -53,9 +53,8 @@ type store struct {
 	mu      sync.Mutex
 	pending map[string][]byte // notes that db lacks, by key; nil: a removal
 
-	writers atomic.Int32  // db writes in flight
-	lastTx  atomic.Uint64 // the highest db transaction counted
-	commits atomic.Uint64 // synced db commits
+	writers atomic.Int32 // db writes in flight
+	firstTx uint64       // db's last commit at open
 }
 
 func (k volKey) bytes() []byte { return []byte(k.namespace + "/" + k.volumeID) }
@@ -92,7 +91,22 @@ func openStore(dir string, sync bool, logger hclog.Logger) (*store, map[volKey]*
 		_ = s.closeFiles()
 		return nil, nil, err
 	}
+	s.firstTx = s.lastTx()
 	return s, recs, nil
+}
+
+// lastTx is the ID of db's last commit.
+func (s *store) lastTx() (id uint64) {
+	_ = s.db.View(func(tx *bolt.Tx) error { id = uint64(tx.ID()); return nil })
+	return id
+}
+
+// syncs counts db's commits since open, each synced unless NoSync.
+func (s *store) syncs() uint64 {
+	if !s.sync {
+		return 0
+	}
+	return s.lastTx() - s.firstTx
 }
 
 func openDB(p string, noSync bool) (*bolt.DB, error) {
@@ -291,19 +305,9 @@ func (s *store) putNote(key, data []byte) error {
 // batch without the fn that failed).
 func (s *store) update(fn func(*bolt.Bucket) error) error {
 	count := func(tx *bolt.Tx) error {
-		id := uint64(tx.ID())
-		for {
-			last := s.lastTx.Load()
-			if id <= last || s.lastTx.CompareAndSwap(last, id) {
-				if id > last && s.sync {
-					s.commits.Add(1)
-				}
-				break
-			}
-		}
 		own, err := tx.CreateBucketIfNotExists(ownBucket)
 		if err == nil {
-			err = own.Put(ownBucket, binary.BigEndian.AppendUint64(nil, id))
+			err = own.Put(ownBucket, binary.BigEndian.AppendUint64(nil, uint64(tx.ID())))
 		}
 		if err != nil {
 			return err
