@@ -302,79 +302,8 @@ func listUsers(users []string) string {
 	return word + strings.Join(users, ", ") + more
 }
 
-// finishStages tears down the volume's stages other than keep that no
-// allocation uses any more: the interrupted unpublishes, then the
-// unstage, as an unmount does.
-func (m *Mounter) finishStages(ctx context.Context, client plugin.NodeClient, v *volume, keep StageUsage) error {
-	for _, sk := range v.rec.sortedStages() {
-		s := v.rec.Stages[sk]
-		if sk == keep || s.Stage == stageNone || len(s.liveUsers(sk)) > 0 {
-			continue
-		}
-		plan := []teardown{{stage: sk, unpublish: s.publications(), unstage: true}}
-		err := m.saveTeardown(v, plan)
-		if err == nil {
-			err = m.carryOut(ctx, client, v.rec, plan)
-		}
-		if err != nil {
-			return fmt.Errorf("finish the teardown of the volume's stage %s: %w", sk, err)
-		}
-		delete(v.rec.Stages, sk)
-		m.logger.Debug("finished the teardown of an unused stage", "namespace", v.key.namespace, "volume", v.key.volumeID, "stage", sk.String())
-	}
-	return nil
-}
-
 func mountInfo(target string, u Usage) *MountInfo {
 	return &MountInfo{Path: target, Block: u.AttachmentMode == csi.AttachmentModeBlockDevice, Usage: u}
-}
-
-// completeUnpublishes finishes the interrupted unpublishes of other
-// allocations of the stage. A failure is logged, and the next call
-// tries again.
-func (m *Mounter) completeUnpublishes(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, s *stageRecord, mode csi.ClaimMode, except string) {
-	for _, p := range s.publications() {
-		if p.mode == mode && p.alloc == except || p.rec.State != publishUnpublishing {
-			continue
-		}
-		if err := m.unpublish(ctx, client, rec, p.alloc, p.rec.TargetPath); err != nil {
-			m.logger.Warn("cannot complete an interrupted unmount", "namespace", rec.Namespace, "volume", rec.VolumeID,
-				"allocation", p.alloc, "error", err)
-			continue
-		}
-		s.setPub(p.mode, p.alloc, nil)
-	}
-}
-
-// unpublish calls NodeUnpublishVolume (NotFound is done) and removes
-// the target's empty parents. A target below a link is not sent.
-func (m *Mounter) unpublish(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, allocID, target string) error {
-	if err := m.refuseLinks(target, false); err != nil {
-		return fmt.Errorf("NodeUnpublishVolume for allocation %s not sent: %w", allocID, err)
-	}
-	m.calls.Add(1)
-	err := client.NodeUnpublishVolume(ctx, &plugin.NodeUnpublishRequest{ExternalID: rec.ExternalID, TargetPath: target})
-	if !csi.TeardownDone(err) {
-		return fmt.Errorf("NodeUnpublishVolume for allocation %s: %w", allocID, err)
-	}
-	m.removeEmpty(filepath.Dir(target), perAllocDir)
-	return nil
-}
-
-// unstage calls NodeUnstageVolume (NotFound is done) and removes the
-// staging directory and its empty parents. A path below a link is not
-// sent.
-func (m *Mounter) unstage(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, s *stageRecord) error {
-	if err := m.refuseLinks(s.StagingPath, false); err != nil {
-		return fmt.Errorf("NodeUnstageVolume not sent: %w", err)
-	}
-	m.calls.Add(1)
-	err := client.NodeUnstageVolume(ctx, &plugin.NodeUnstageRequest{ExternalID: rec.ExternalID, StagingPath: s.StagingPath})
-	if !csi.TeardownDone(err) {
-		return fmt.Errorf("NodeUnstageVolume: %w", err)
-	}
-	m.removeEmpty(s.StagingPath, stagingDir)
-	return nil
 }
 
 // nodePlugin asks the registry for a plugin's node client.
