@@ -84,7 +84,9 @@
 // safely (after an OS crash, an unsynced commit may point at pages that
 // never reached the disk), so the unsynced writes go to a database of
 // their own, which is read only in the boot that wrote it: there the
-// page cache holds every write whole, synced or not. Losing a note, as
+// page cache holds every write whole, synced or not. (Without a boot ID,
+// /proc/sys/kernel/random/boot_id on Linux, there are no notes and
+// every write is saved.) Losing a note, as
 // an OS crash may, is safe: the record it replaced is more pessimistic,
 // so the next call repeats an idempotent plugin call (stages again,
 // tears down again), and HasMount may report an allocation whose

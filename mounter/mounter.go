@@ -67,10 +67,11 @@ type Config struct {
 	Plugins Plugins
 	// Logger; nil means no logging. Secrets are never logged.
 	Logger hclog.Logger
-	// NoSync commits mounter.db without syncing it (bbolt's NoSync): an
-	// OS crash may then lose recent commits, or leave a database that
-	// New refuses as corrupt. Set it only where losing mount state is
-	// acceptable (tests, throwaway nodes).
+	// NoSync commits mounter.db without syncing it (bbolt's NoSync), and
+	// every write there (no notes): an OS crash may then lose recent
+	// commits, or leave a database that New refuses as corrupt. Set it
+	// only where losing mount state is acceptable (tests, throwaway
+	// nodes).
 	NoSync bool
 	// MaxParallel bounds volume operations running at once; 0 means
 	// DefaultMaxParallel.
@@ -134,7 +135,7 @@ func New(cfg Config) (*Mounter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mounter: create mount root: %w", err)
 	}
-	st, recs, err := openStore(filepath.Clean(cfg.StateDir), !cfg.NoSync, cfg.Logger)
+	st, recs, err := openStore(filepath.Clean(cfg.StateDir), !cfg.NoSync, !cfg.NoSync, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("mounter: %w", err)
 	}

@@ -60,10 +60,11 @@ type store struct {
 func (k volKey) bytes() []byte { return []byte(k.namespace + "/" + k.volumeID) }
 
 // openStore opens (creating) the state in dir, imports the files of
-// older versions, and returns the records. mounter.db or an older file
-// that cannot be read is a *StateError; a state that another Mounter
-// holds fails after a second.
-func openStore(dir string, sync bool, logger hclog.Logger) (*store, map[volKey]*volumeRecord, error) {
+// older versions, and returns the records. notes asks for notes (New
+// wants them when db is synced: they save syncs). mounter.db or an
+// older file that cannot be read is a *StateError; a state that another
+// Mounter holds fails after a second.
+func openStore(dir string, sync, notes bool, logger hclog.Logger) (*store, map[volKey]*volumeRecord, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("create mounter state directory %s: %w", dir, err)
 	}
@@ -85,7 +86,7 @@ func openStore(dir string, sync bool, logger hclog.Logger) (*store, map[volKey]*
 		err = s.importOld(dir, recs, vals)
 	}
 	if err == nil {
-		recs, err = s.openNotes(dir, recs, vals)
+		recs, err = s.openNotes(dir, recs, vals, notes)
 	}
 	if err != nil {
 		_ = s.closeFiles()
@@ -193,14 +194,12 @@ func decodeStrict(data []byte, v any) error {
 // Otherwise they may miss writes (lost to the crash that ended another
 // boot, or made by another writer to db), and go unread, as do notes
 // that cannot be read; new notes start as a copy of db. Without a boot
-// ID there are no notes.
-func (s *store) openNotes(dir string, recs map[volKey]*volumeRecord, vals map[string][]byte) (map[volKey]*volumeRecord, error) {
-	boot, err := os.ReadFile(bootIDFile)
-	if err != nil {
-		s.logger.Debug("no boot ID: every state write is synced", "error", err)
-		return recs, nil
+// ID, or unless enabled, there are no notes, and old ones go.
+func (s *store) openNotes(dir string, recs map[volKey]*volumeRecord, vals map[string][]byte, enabled bool) (map[volKey]*volumeRecord, error) {
+	p := ""
+	if boot, err := os.ReadFile(bootIDFile); err == nil && enabled {
+		p = filepath.Join(dir, notesPrefix+strings.TrimSpace(string(boot))+".db")
 	}
-	p := filepath.Join(dir, notesPrefix+strings.TrimSpace(string(boot))+".db")
 	var ours bool
 	_ = s.db.View(func(tx *bolt.Tx) error {
 		b := tx.Bucket(ownBucket)
@@ -213,7 +212,11 @@ func (s *store) openNotes(dir string, recs map[volKey]*volumeRecord, vals map[st
 			_ = os.Remove(o)
 		}
 	}
+	if p == "" {
+		return recs, nil
+	}
 	var notes map[string][]byte
+	var err error
 	var nrecs map[volKey]*volumeRecord
 	if s.notes, err = openDB(p, true); err == nil {
 		notes, nrecs, err = load(s.notes)

@@ -22,6 +22,9 @@ const killChildEnv = "CSIKIT_TEST_KILLED_WRITER"
 // every earlier run's.
 const killBaseEnv = "CSIKIT_TEST_KILLED_WRITER_BASE"
 
+// killNotesEnv says whether the child writes notes.
+const killNotesEnv = "CSIKIT_TEST_KILLED_WRITER_NOTES"
+
 // testRecord is a valid record of volume vol whose external ID carries
 // n, so that a reader can tell which write it holds.
 func testRecord(vol string, n int) *volumeRecord {
@@ -41,10 +44,11 @@ func testRecord(vol string, n int) *volumeRecord {
 
 // TestStore_KilledMidWrite kills a process that writes records from
 // several goroutines at once (saves, and notes that remove a volume)
-// at a random point of its writes, then opens the state again: both
+// at a random point of its writes, then opens the state again: the
 // databases must open and pass bbolt's checks, every record must be
 // valid, and every write the child reported committed must be there
-// (or a later one of the same volume). 200 runs by default;
+// (or a later one of the same volume). Every other run has notes, and
+// every other none, on the same state. 200 runs by default;
 // CSIKIT_SOAK=1 makes it 1000.
 func TestStore_KilledMidWrite(t *testing.T) {
 	if dir := os.Getenv(killChildEnv); dir != "" {
@@ -60,7 +64,7 @@ func TestStore_KilledMidWrite(t *testing.T) {
 	held := map[string]string{} // volume -> what the database held after the last run
 	for run := range runs {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestStore_KilledMidWrite$")
-		cmd.Env = append(os.Environ(), killChildEnv+"="+dir, killBaseEnv+"="+strconv.Itoa(run*1_000_000))
+		cmd.Env = append(os.Environ(), killChildEnv+"="+dir, killBaseEnv+"="+strconv.Itoa(run*1_000_000), killNotesEnv+"="+strconv.FormatBool(run%2 == 0))
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -82,7 +86,7 @@ func TestStore_KilledMidWrite(t *testing.T) {
 		}
 		_ = cmd.Wait()
 
-		s, recs, err := openStore(dir, false, hclog.NewNullLogger())
+		s, recs, err := openStore(dir, false, run%2 == 0, hclog.NewNullLogger())
 		if err != nil {
 			t.Fatalf("run %d: reopen after a kill: %v", run, err)
 		}
@@ -121,7 +125,7 @@ func writeState(n int) string {
 // killedWriter is the child: it writes until it is killed, and reports
 // each commit on stdout as "<volume> <n>".
 func killedWriter(dir string) {
-	s, _, err := openStore(dir, false, hclog.NewNullLogger())
+	s, _, err := openStore(dir, false, os.Getenv(killNotesEnv) == "true", hclog.NewNullLogger())
 	if err != nil {
 		panic(err)
 	}
