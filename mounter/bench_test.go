@@ -140,7 +140,7 @@ func BenchmarkMounter_MountVsRaw(b *testing.B) {
 // BenchmarkMounter_ParallelVolumes mounts and unmounts 64 volumes at
 // once, one allocation each, with syncing on: the writes of volumes
 // that overlap share commits (bbolt's Batch). syncs/lifecycle is the
-// synced commits per mount + unmount; a lone volume makes 5.
+// synced commits per mount + unmount; a lone volume makes 2.
 func BenchmarkMounter_ParallelVolumes(b *testing.B) {
 	const n = 64
 	e := newEnv(b, stageCaps)

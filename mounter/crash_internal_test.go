@@ -3,9 +3,9 @@ package mounter
 import (
 	"context"
 	"fmt"
-	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
@@ -27,29 +27,36 @@ func (n oneNode) NodePlugin(id string) (plugin.NodeClient, *csi.PluginInfo, erro
 }
 
 // osCrashImage copies the Mounter's state directory to a new one as an
-// OS crash at this moment could leave it. Every commit of the state
-// database is synced before it returns, so the image is the database
-// as it stands (no write is in flight while the test copies it).
-func osCrashImage(t *testing.T, m *Mounter, stateDir string) string {
+// OS crash at this moment could leave it: with what was synced, the
+// state database (no write is in flight while the test copies it), and
+// without the notes, which the next boot does not read.
+func osCrashImage(t *testing.T, stateDir string) string { return crashImage(t, stateDir, false) }
+
+// agentCrashImage copies the state directory as a crash of the agent
+// alone leaves it: every file, whole.
+func agentCrashImage(t *testing.T, stateDir string) string { return crashImage(t, stateDir, true) }
+
+func crashImage(t *testing.T, stateDir string, notes bool) string {
 	t.Helper()
-	_ = m
 	dst := filepath.Join(t.TempDir(), "state")
-	err := filepath.WalkDir(stateDir, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(stateDir, p)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dst, rel), 0o700)
-		}
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dst, rel), data, 0o600)
-	})
+	if err := os.MkdirAll(dst, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(stateDir)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if e.Name() != dbName && !(notes && strings.HasPrefix(e.Name(), notesPrefix)) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(stateDir, e.Name()))
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dst, e.Name()), data, 0o600)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 	return dst
 }
@@ -105,7 +112,7 @@ func TestMounter_RefusedMount_OSCrash(t *testing.T) {
 			if err := m.UnmountVolume(ctx, &UnmountRequest{Namespace: "default", VolumeID: "vol1", AllocationID: "x"}); err != nil {
 				t.Fatal(err)
 			}
-			cfg.StateDir = osCrashImage(t, m, cfg.StateDir)
+			cfg.StateDir = osCrashImage(t, cfg.StateDir)
 			m2, err := New(cfg)
 			if err != nil {
 				t.Fatalf("New after the crash: %v", err)

@@ -9,19 +9,14 @@ import (
 
 // ErrCorruptState is matched (errors.Is) by a *StateError: a file in the
 // state directory cannot be read as mounter state. It is Final: New
-// refuses to start rather than forget what may be mounted. An operator
-// must repair or move the file aside and clean up that volume's mounts
-// by hand.
+// refuses to start rather than forget what may be mounted.
 var ErrCorruptState = errors.New("corrupt mounter state")
 
-// StateError reports a state file that cannot be used.
+// StateError reports a state file (Path) that cannot be used: what is
+// wrong with it, and the underlying error (JSON syntax, I/O), if any.
 type StateError struct {
-	// Path is the offending file.
-	Path string
-	// Reason says what is wrong with it.
-	Reason string
-	// Err is the underlying error (JSON syntax, I/O), if any.
-	Err error
+	Path, Reason string
+	Err          error
 }
 
 func (e *StateError) Error() string {
@@ -59,25 +54,18 @@ func (e *persistError) ErrorClass() csi.Class { return csi.ClassRetryable }
 
 // ErrUnsafePath is matched (errors.Is) by an *UnsafePathError: a path
 // that the mounter would create, hand to the plugin or remove has a
-// symbolic link beneath the mount root, or lies outside the root. A
-// plugin given such a path would stage, publish, unmount or delete
-// wherever the link points, so the mounter refuses the operation before
-// any plugin call or write of its state. It is Final: a retry fails the
-// same way until an operator has removed the link (and found out what
-// planted it). An *UnsafePathError also matches csi.ErrInvalidRequest,
-// the sentinel of requests that were not sent, so that a transport
-// carries its class and a meaning across the wire.
+// symbolic link beneath the mount root, or lies outside the root, and
+// the operation was refused before the plugin call. It is Final: a
+// retry fails the same way until an operator has removed the link. An
+// *UnsafePathError also matches csi.ErrInvalidRequest, the sentinel of
+// requests that were not sent, so that a transport carries its class
+// and meaning across the wire.
 var ErrUnsafePath = errors.New("unsafe path beneath the mount root")
 
-// UnsafePathError reports the element of a path that the mounter will
-// not follow.
-type UnsafePathError struct {
-	// Path is the offending element, for example
-	// <root>/per-alloc/<allocation>.
-	Path string
-	// Reason says what is wrong with it and what to do.
-	Reason string
-}
+// UnsafePathError reports the element of a path (Path, for example
+// <root>/per-alloc/<allocation>) that the mounter will not follow, why,
+// and what to do.
+type UnsafePathError struct{ Path, Reason string }
 
 func (e *UnsafePathError) Error() string {
 	return fmt.Sprintf("%s: %s %s", ErrUnsafePath, e.Path, e.Reason)

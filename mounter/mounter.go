@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
-	"reflect"
 	"sync"
 	"sync/atomic"
 
@@ -42,7 +41,8 @@ type VolumeMounter interface {
 	HasMount(ctx context.Context, namespace, volumeID, allocID string) (bool, error)
 }
 
-// Plugins finds the node plugin for a plugin ID on this node. fingerprint.Manager satisfies it.
+// Plugins finds the node plugin for a plugin ID on this node; the
+// Mounter calls it from any goroutine. fingerprint.Manager satisfies it.
 type Plugins interface {
 	NodePlugin(pluginID string) (plugin.NodeClient, *csi.PluginInfo, error)
 }
@@ -55,22 +55,23 @@ const DefaultMaxParallel = 16
 // Config configures a Mounter.
 type Config struct {
 	// Root is the absolute directory under which volumes are staged and
-	// published. Required. It is created if missing.
+	// published, created if missing. Required.
 	Root string
 	// StateDir is the absolute directory where the usage tracker is
-	// persisted (StateDir/mounter.db). Required; it must survive a
-	// restart of the node agent and must not be shared by two Mounters
-	// at once (New fails while another holds it).
+	// persisted (mounter.db and the notes: see the package doc).
+	// Required; it must survive a restart of the node agent and must not
+	// be shared by two Mounters at once (New fails while another holds
+	// it).
 	StateDir string
 	// Plugins finds node plugins. Required.
 	Plugins Plugins
 	// Logger; nil means no logging. Secrets are never logged.
 	Logger hclog.Logger
-	// NoSync commits the state database without syncing it (bbolt's
-	// NoSync). Each commit stays whole if the agent crashes, but an OS
-	// crash may lose recent ones, or leave a database that New then
-	// refuses as corrupt. State syncing is on by default: set NoSync only where
-	// losing mount state is acceptable (tests, throwaway nodes).
+	// NoSync commits mounter.db without syncing it (bbolt's NoSync), and
+	// every write there (no notes): an OS crash may then lose recent
+	// commits, or leave a database that New refuses as corrupt. Set it
+	// only where losing mount state is acceptable (tests, throwaway
+	// nodes).
 	NoSync bool
 	// MaxParallel bounds volume operations running at once; 0 means
 	// DefaultMaxParallel.
@@ -80,18 +81,15 @@ type Config struct {
 // Mounter is the VolumeMounter over CSI node plugins, with a usage
 // tracker persisted in Config.StateDir.
 type Mounter struct {
-	root    string // tree.root: paths handed out are built on the resolved root
+	root    string // tree.root, resolved: the paths handed out are built on it
 	tree    *tree
 	plugins Plugins
 	logger  hclog.Logger
 	store   *store
 	sem     chan struct{}
 
-	dirMu sync.Mutex // serializes creating and removing shared parent directories
-
 	mu   sync.Mutex
 	vols map[volKey]*volume
-	caps map[string]capsEntry // by plugin ID
 
 	calls atomic.Uint64
 }
@@ -102,19 +100,15 @@ type volKey struct{ namespace, volumeID string }
 
 // volume is the lock and tracker record of one volume.
 type volume struct {
+	key  volKey
 	lock chan struct{} // held while an operation runs on the volume
 	refs int           // holders and waiters; guarded by Mounter.mu
 	rec  *volumeRecord // guarded by lock; nil when nothing is tracked
 }
 
-type capsEntry struct {
-	client plugin.NodeClient
-	stage  bool
-}
-
-// New validates cfg, opens the state database in cfg.StateDir (locking
-// it until Close), loads the tracker and returns a Mounter. It starts no
-// goroutine and calls no plugin. A database or older state file that
+// New validates cfg, opens the state in cfg.StateDir (locking it until
+// Close), loads the tracker and returns a Mounter. It starts no
+// goroutine and calls no plugin. A mounter.db or older state file that
 // cannot be read fails New with a *StateError (ErrCorruptState).
 func New(cfg Config) (*Mounter, error) {
 	if cfg.Root == "" || !filepath.IsAbs(cfg.Root) {
@@ -135,35 +129,20 @@ func New(cfg Config) (*Mounter, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	// The root and the two directories below it exist from New on, as a
-	// host's would after its first mount: a mount creates only the
-	// directories of its own volume and allocation, and a teardown never
-	// removes these.
+	// The root and the two directories below it exist from New on, and
+	// a teardown never removes them.
 	t, err := newTree(cfg.Root)
 	if err != nil {
 		return nil, fmt.Errorf("mounter: create mount root: %w", err)
 	}
-	m := &Mounter{
-		root:    t.root,
-		tree:    t,
-		plugins: cfg.Plugins,
-		logger:  cfg.Logger,
-		sem:     make(chan struct{}, cfg.MaxParallel),
-		vols:    map[volKey]*volume{},
-		caps:    map[string]capsEntry{},
-	}
-	st, err := newStore(filepath.Clean(cfg.StateDir), !cfg.NoSync, cfg.Logger)
+	st, recs, err := openStore(filepath.Clean(cfg.StateDir), !cfg.NoSync, !cfg.NoSync, cfg.Logger)
 	if err != nil {
 		return nil, fmt.Errorf("mounter: %w", err)
 	}
-	recs, err := st.load()
-	if err != nil {
-		_ = st.close()
-		return nil, err
-	}
-	m.store = st
+	m := &Mounter{root: t.root, tree: t, plugins: cfg.Plugins, logger: cfg.Logger, store: st,
+		sem: make(chan struct{}, cfg.MaxParallel), vols: map[volKey]*volume{}}
 	for k, rec := range recs {
-		m.vols[k] = &volume{lock: make(chan struct{}, 1), rec: rec}
+		m.vols[k] = &volume{key: k, lock: make(chan struct{}, 1), rec: rec}
 	}
 	if len(recs) > 0 {
 		m.logger.Info("loaded mount state", "volumes", len(recs))
@@ -177,31 +156,28 @@ type Stats struct {
 	// NodePublishVolume, NodeUnpublishVolume, NodeUnstageVolume and
 	// NodeGetCapabilities.
 	PluginCalls uint64
-	// Syncs counts synced commits of the state database (none with
-	// NoSync). Writers that overlap share one (bbolt's Batch). bbolt
-	// makes two fdatasyncs per commit: the data pages, then the meta
-	// page that points at them.
+	// Syncs counts synced commits of mounter.db (none with NoSync);
+	// writers that overlap share one (bbolt's Batch). bbolt makes two
+	// fdatasyncs per commit: the data pages, then the meta page.
 	Syncs uint64
 }
 
 // Stats returns the counters.
 func (m *Mounter) Stats() Stats {
-	return Stats{PluginCalls: m.calls.Load(), Syncs: m.store.commits.Load()}
+	return Stats{PluginCalls: m.calls.Load(), Syncs: m.store.syncs()}
 }
 
-// Close closes the state database, which New holds locked: a second
+// Close writes into mounter.db the notes it lacks, so that a reboot
+// finds them, and closes the state, which New holds locked: a second
 // Mounter on the same StateDir waits for it (New fails after a second).
 // Call it when the node agent stops, after every call has returned; the
 // Mounter must not be used afterwards.
 func (m *Mounter) Close() error { return m.store.close() }
 
 // HasMount implements VolumeMounter. It waits for an operation running
-// on the volume. After a crash it may report true for an allocation
-// whose MountVolume died during NodeStageVolume (the publish intent is
-// written with the stage's), or, after an OS crash, for one whose
-// UnmountVolume had succeeded (the unsynced write that followed its
-// teardown had not reached the disk); a further UnmountVolume clears
-// it.
+// on the volume. After an OS crash it may also report true for an
+// allocation whose UnmountVolume had succeeded (the note of its
+// teardown was lost); a further UnmountVolume clears it.
 func (m *Mounter) HasMount(ctx context.Context, namespace, volumeID, allocID string) (bool, error) {
 	if err := validateTriple(namespace, volumeID, allocID); err != nil {
 		return false, err
@@ -210,7 +186,7 @@ func (m *Mounter) HasMount(ctx context.Context, namespace, volumeID, allocID str
 	if err != nil {
 		return false, err
 	}
-	defer m.release(volKey{namespace, volumeID}, v)
+	defer m.release(v)
 	if v.rec == nil {
 		return false, nil
 	}
@@ -227,7 +203,7 @@ func (m *Mounter) acquire(ctx context.Context, k volKey) (*volume, error) {
 	m.mu.Lock()
 	v := m.vols[k]
 	if v == nil {
-		v = &volume{lock: make(chan struct{}, 1)}
+		v = &volume{key: k, lock: make(chan struct{}, 1)}
 		m.vols[k] = v
 	}
 	v.refs++
@@ -238,7 +214,7 @@ func (m *Mounter) acquire(ctx context.Context, k volKey) (*volume, error) {
 	case <-ctx.Done():
 		m.mu.Lock()
 		v.refs--
-		m.forgetLocked(k, v)
+		m.forgetLocked(v)
 		m.mu.Unlock()
 		return nil, fmt.Errorf("waiting for another operation on volume %s/%s: %w", k.namespace, k.volumeID, ctx.Err())
 	}
@@ -246,17 +222,17 @@ func (m *Mounter) acquire(ctx context.Context, k volKey) (*volume, error) {
 
 // release unlocks the volume and forgets it when nothing is tracked and
 // nobody waits.
-func (m *Mounter) release(k volKey, v *volume) {
+func (m *Mounter) release(v *volume) {
 	m.mu.Lock()
 	v.refs--
-	m.forgetLocked(k, v)
+	m.forgetLocked(v)
 	m.mu.Unlock()
 	<-v.lock
 }
 
-func (m *Mounter) forgetLocked(k volKey, v *volume) {
-	if v.refs == 0 && v.rec == nil && m.vols[k] == v {
-		delete(m.vols, k)
+func (m *Mounter) forgetLocked(v *volume) {
+	if v.refs == 0 && v.rec == nil && m.vols[v.key] == v {
+		delete(m.vols, v.key)
 	}
 }
 
@@ -272,30 +248,16 @@ func (m *Mounter) slot(ctx context.Context) (func(), error) {
 }
 
 // stages reports whether the plugin wants NodeStageVolume: from its
-// fingerprint when the registry has one, else by asking
-// NodeGetCapabilities once per client.
+// fingerprint when the registry has one (fingerprint.Manager does),
+// else by asking NodeGetCapabilities.
 func (m *Mounter) stages(ctx context.Context, pluginID string, c plugin.NodeClient, info *csi.PluginInfo) (bool, error) {
 	if info != nil && info.NodeInfo != nil {
 		return info.NodeInfo.Capabilities.StageUnstageVolume, nil
-	}
-	cacheable := reflect.ValueOf(c).Comparable()
-	if cacheable {
-		m.mu.Lock()
-		e, ok := m.caps[pluginID]
-		m.mu.Unlock()
-		if ok && reflect.ValueOf(e.client).Comparable() && e.client == c {
-			return e.stage, nil
-		}
 	}
 	m.calls.Add(1)
 	caps, err := c.NodeGetCapabilities(ctx)
 	if err != nil {
 		return false, fmt.Errorf("node plugin %s: NodeGetCapabilities: %w", pluginID, err)
-	}
-	if cacheable {
-		m.mu.Lock()
-		m.caps[pluginID] = capsEntry{client: c, stage: caps.StageUnstageVolume}
-		m.mu.Unlock()
 	}
 	return caps.StageUnstageVolume, nil
 }

@@ -1,6 +1,7 @@
 package mounter
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 
@@ -11,21 +12,16 @@ import (
 // node. The mounter does not keep it: it copies what it needs.
 type MountRequest struct {
 	// Namespace and VolumeID are csikit's identity of the volume; with
-	// AllocationID they are the only caller values used in paths.
-	Namespace string
-	VolumeID  string
-	// ExternalID is the plugin's CSI volume ID.
-	ExternalID string
-	// PluginID names the node plugin that serves the volume.
-	PluginID string
-	// AllocationID is the allocation the volume is published for.
-	AllocationID string
-
-	// Capability is the (access, attachment) pair of the claim.
+	// AllocationID (the allocation it is published for) they are the
+	// only caller values used in paths.
+	Namespace, VolumeID, AllocationID string
+	// ExternalID is the plugin's CSI volume ID, PluginID the node plugin
+	// that serves it.
+	ExternalID, PluginID string
+	// Capability is the (access, attachment) pair of the claim; ClaimMode
+	// decides the publish's read-only flag (read claims are read-only).
 	Capability csi.Capability
-	// ClaimMode decides the publish's read-only flag: read claims are
-	// published read-only.
-	ClaimMode csi.ClaimMode
+	ClaimMode  csi.ClaimMode
 	// MountOptions (fs type, mount flags, mount group) go with a
 	// file-system attachment; they must be unset for a block device.
 	MountOptions *csi.MountOptions
@@ -81,16 +77,8 @@ func (r *MountRequest) Validate() error {
 	if r == nil {
 		return fmt.Errorf("%w: nil mount request", csi.ErrInvalidRequest)
 	}
-	if err := validateTriple(r.Namespace, r.VolumeID, r.AllocationID); err != nil {
-		return err
-	}
-	if err := csi.ValidatePluginID(r.PluginID); err != nil {
-		return err
-	}
-	if err := csi.ValidateExternalID("external volume ID", r.ExternalID); err != nil {
-		return err
-	}
-	if err := r.Usage().Validate(); err != nil {
+	if err := cmp.Or(validateTriple(r.Namespace, r.VolumeID, r.AllocationID), csi.ValidatePluginID(r.PluginID),
+		csi.ValidateExternalID("external volume ID", r.ExternalID), r.Usage().Validate()); err != nil {
 		return err
 	}
 	mo := r.MountOptions
@@ -107,9 +95,7 @@ func (r *MountRequest) Validate() error {
 // paths) comes from the mounter's persisted state, so an unmount works
 // after a restart of the node agent.
 type UnmountRequest struct {
-	Namespace    string
-	VolumeID     string
-	AllocationID string
+	Namespace, VolumeID, AllocationID string
 	// Usage selects one usage of the volume. The zero Usage means every
 	// usage the allocation has (an allocation has at most one claim per
 	// volume, so usually one).
@@ -133,13 +119,10 @@ func (r *UnmountRequest) Validate() error {
 	if r == nil {
 		return fmt.Errorf("%w: nil unmount request", csi.ErrInvalidRequest)
 	}
-	if err := validateTriple(r.Namespace, r.VolumeID, r.AllocationID); err != nil {
+	if err := validateTriple(r.Namespace, r.VolumeID, r.AllocationID); err != nil || r.Usage.IsZero() {
 		return err
 	}
-	if !r.Usage.IsZero() {
-		return r.Usage.Validate()
-	}
-	return nil
+	return r.Usage.Validate()
 }
 
 // MountInfo says where a mounted volume is.
@@ -153,11 +136,5 @@ type MountInfo struct {
 }
 
 func validateTriple(namespace, volumeID, allocID string) error {
-	if err := csi.ValidateNamespace(namespace); err != nil {
-		return err
-	}
-	if err := csi.ValidateVolumeID(volumeID); err != nil {
-		return err
-	}
-	return csi.ValidateAllocationID(allocID)
+	return cmp.Or(csi.ValidateNamespace(namespace), csi.ValidateVolumeID(volumeID), csi.ValidateAllocationID(allocID))
 }

@@ -3,11 +3,14 @@ package mounter
 import (
 	"bytes"
 	"cmp"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,142 +20,123 @@ import (
 	"github.com/csikit/csikit/csi"
 )
 
-// dbName is the database file in Config.StateDir.
-const dbName = "mounter.db"
+// The state files (see the package doc).
+const (
+	dbName      = "mounter.db"
+	notesPrefix = "notes-" // notes-<boot ID>.db
+	bootIDFile  = "/proc/sys/kernel/random/boot_id"
+)
 
-// volumesBucket holds one key per tracked volume, "<namespace>/<volume
-// ID>" (IDs never hold a '/'), whose value is the volumeRecord in JSON.
-var volumesBucket = []byte("volumes")
+var (
+	// volumesBucket holds one key per tracked volume, in both databases.
+	volumesBucket = []byte("volumes")
+	// ownBucket holds, in mounter.db, the ID of the last commit this
+	// version made: a commit of another writer (an older version, which
+	// knows nothing of the notes) leaves it behind.
+	ownBucket = []byte("own")
+)
 
-// batchDelay is how long bbolt's Batch waits for more writers before it
-// commits: about one fdatasync, the time the writer ahead of it holds
-// the lock anyway. bbolt's default of 10ms would be paid by every mount
-// that overlaps another.
+// batchDelay is how long bbolt's Batch waits for more writers: about
+// one fdatasync, the time the writer ahead holds the lock anyway
+// (bbolt's default of 10ms would be paid by every overlapping mount).
 const batchDelay = time.Millisecond
 
-// store keeps the volume records in one bbolt database (see the package
-// doc). save, note and drop for one volume are never called
-// concurrently (the Mounter holds the volume's lock); for different
-// volumes they are, and share bbolt's single writer.
+// store keeps the volume records. Writes of one volume are never
+// concurrent (the Mounter holds its lock); writes of different volumes
+// are, and share each database's single writer.
 type store struct {
-	db     *bolt.DB
-	dir    string
+	db     *bolt.DB // mounter.db: synced unless Config.NoSync
+	notes  *bolt.DB // never synced; nil without a boot ID
 	sync   bool
 	logger hclog.Logger
 
-	writers atomic.Int32  // writes in flight
-	lastTx  atomic.Uint64 // the highest write transaction counted
-	commits atomic.Uint64 // synced commits
+	mu      sync.Mutex
+	pending map[string][]byte // notes that db lacks, by key; nil: a removal
+
+	writers atomic.Int32 // db writes in flight
+	firstTx uint64       // db's last commit at open
 }
 
-// newStore opens (creating) the database in stateDir. One that bbolt
-// cannot read is a *StateError; one that another Mounter holds fails
-// after a second, with an error that says so.
-func newStore(stateDir string, sync bool, logger hclog.Logger) (*store, error) {
-	if err := ensureDir(stateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("create mounter state directory %s: %w", stateDir, err)
+func (k volKey) bytes() []byte { return []byte(k.namespace + "/" + k.volumeID) }
+
+// openStore opens (creating) the state in dir, imports the files of
+// older versions, and returns the records. notes asks for notes (New
+// wants them when db is synced: they save syncs). mounter.db or an
+// older file that cannot be read is a *StateError; a state that another
+// Mounter holds fails after a second.
+func openStore(dir string, sync, notes bool, logger hclog.Logger) (*store, map[volKey]*volumeRecord, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, nil, fmt.Errorf("create mounter state directory %s: %w", dir, err)
 	}
-	p := filepath.Join(stateDir, dbName)
+	s := &store{sync: sync, logger: logger, pending: map[string][]byte{}}
+	var err error
+	if s.db, err = openDB(filepath.Join(dir, dbName), !sync); err != nil {
+		return nil, nil, err
+	}
+	vals, recs, err := load(s.db)
+	if err == nil && vals == nil {
+		// Made only when missing: a start writes nothing to a database
+		// it refuses.
+		vals, recs = map[string][]byte{}, map[volKey]*volumeRecord{}
+		if err = s.db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket(volumesBucket); return err }); err != nil {
+			err = &StateError{Path: s.db.Path(), Reason: "cannot prepare the state database", Err: err}
+		}
+	}
+	if err == nil {
+		err = s.importOld(dir, recs, vals)
+	}
+	if err == nil {
+		recs, err = s.openNotes(dir, recs, vals, notes)
+	}
+	if err != nil {
+		_ = s.closeFiles()
+		return nil, nil, err
+	}
+	s.firstTx = s.lastTx()
+	return s, recs, nil
+}
+
+// lastTx is the ID of db's last commit.
+func (s *store) lastTx() (id uint64) {
+	_ = s.db.View(func(tx *bolt.Tx) error { id = uint64(tx.ID()); return nil })
+	return id
+}
+
+// syncs counts db's commits since open, each synced unless NoSync.
+func (s *store) syncs() uint64 {
+	if !s.sync {
+		return 0
+	}
+	return s.lastTx() - s.firstTx
+}
+
+func openDB(p string, noSync bool) (*bolt.DB, error) {
 	// NoFreelistSync: a commit does not write the free list, which Open
-	// rebuilds by walking the database: a few pages for a node's
-	// volumes. Timeout: a previous agent still stopping gets a second.
-	db, err := bolt.Open(p, 0o600, &bolt.Options{Timeout: time.Second, NoSync: !sync, NoFreelistSync: true})
+	// rebuilds from a few pages. Timeout: a previous agent still
+	// stopping gets a second.
+	db, err := bolt.Open(p, 0o600, &bolt.Options{Timeout: time.Second, NoSync: noSync, NoGrowSync: noSync, NoFreelistSync: true})
 	if errors.Is(err, bolt.ErrTimeout) {
-		// Not corrupt: in use. Retrying once the other holder has gone
-		// (a previous agent still stopping) is safe.
 		return nil, fmt.Errorf("state database %s is locked by another process (a second node agent on the same state directory, or one still stopping?): %w", p, err)
 	}
 	if err != nil {
 		return nil, &StateError{Path: p, Reason: "cannot open the state database", Err: err}
 	}
 	db.MaxBatchDelay = batchDelay
-	return &store{db: db, dir: stateDir, sync: sync, logger: logger}, nil
+	return db, nil
 }
 
-func (s *store) close() error { return s.db.Close() }
-
-func volumeKey(namespace, volumeID string) []byte { return []byte(namespace + "/" + volumeID) }
-
-// update runs fn in a write transaction, synced unless NoSync. A lone
-// writer commits at once (Update); with syncing on, one that finds
-// another writing joins bbolt's Batch, which commits every waiting
-// writer's fn in one transaction and one sync. (Without syncs a commit
-// costs microseconds, less than Batch's wait.) fn may run more than
-// once (Batch retries a batch without the fn that failed), so it only
-// puts or deletes.
-func (s *store) update(fn func(*bolt.Tx) error) error {
-	count := func(tx *bolt.Tx) error {
-		id := uint64(tx.ID())
-		for {
-			last := s.lastTx.Load()
-			if id <= last {
-				break
-			}
-			if s.lastTx.CompareAndSwap(last, id) {
-				if s.sync {
-					s.commits.Add(1)
-				}
-				break
-			}
-		}
-		return fn(tx)
-	}
-	defer s.writers.Add(-1)
-	if s.writers.Add(1) > 1 && s.sync {
-		return s.db.Batch(count)
-	}
-	return s.db.Update(count)
-}
-
-// save writes rec durably: once it returns nil, a crash of the agent or
-// of the OS leaves rec or a later record of the volume.
-func (s *store) save(rec *volumeRecord) error { return s.put(rec) }
-
-// note writes rec, which narrows the last saved record. It is written
-// like save (bbolt has no cheaper durable-enough path: an unsynced
-// commit may leave a database that an OS crash corrupts), but the
-// Mounter only logs its failure: losing it is safe.
-func (s *store) note(rec *volumeRecord) error { return s.put(rec) }
-
-func (s *store) put(rec *volumeRecord) error {
-	rec.Version = formatVersion
-	data, err := json.Marshal(rec)
-	if err != nil {
-		return &persistError{path: s.db.Path(), err: err}
-	}
-	k := volumeKey(rec.Namespace, rec.VolumeID)
-	if err := s.update(func(tx *bolt.Tx) error { return tx.Bucket(volumesBucket).Put(k, data) }); err != nil {
-		return &persistError{path: s.db.Path(), err: err}
-	}
-	return nil
-}
-
-// drop forgets a volume that tracks nothing any more. durable is the
-// Mounter's wish that the removal survive an OS crash; every commit is
-// synced (unless NoSync), so it is always met.
-func (s *store) drop(namespace, volumeID string, durable bool) error {
-	_ = durable
-	k := volumeKey(namespace, volumeID)
-	if err := s.update(func(tx *bolt.Tx) error { return tx.Bucket(volumesBucket).Delete(k) }); err != nil {
-		return &persistError{path: s.db.Path(), err: err}
-	}
-	return nil
-}
-
-// load reads every record, after importing the files of older versions
-// (import.go). A record that cannot be read or validated fails the
-// whole load with a *StateError: forgetting a record could leak a mount
-// or unstage a volume still in use.
-func (s *store) load() (recs map[volKey]*volumeRecord, err error) {
-	p := s.db.Path()
+// load checks db and reads its records, by key and decoded; nil if it
+// has no bucket yet. One record that fails fails the whole load:
+// forgetting a record could leak a mount or unstage a volume in use.
+func load(db *bolt.DB) (vals map[string][]byte, recs map[volKey]*volumeRecord, err error) {
+	p := db.Path()
 	defer func() {
 		// bbolt panics on some damaged pages rather than failing.
 		if r := recover(); r != nil {
-			recs, err = nil, &StateError{Path: p, Reason: "is damaged", Err: fmt.Errorf("%v", r)}
+			vals, recs, err = nil, nil, &StateError{Path: p, Reason: "is damaged", Err: fmt.Errorf("%v", r)}
 		}
 	}()
-	recs = map[volKey]*volumeRecord{}
-	err = s.db.View(func(tx *bolt.Tx) error {
+	err = db.View(func(tx *bolt.Tx) error {
 		var bad error
 		for cerr := range tx.Check() {
 			bad = cmp.Or(bad, cerr) // drained: Check's goroutine ends with it
@@ -164,53 +148,30 @@ func (s *store) load() (recs map[volKey]*volumeRecord, err error) {
 		if b == nil {
 			return nil
 		}
+		vals, recs = map[string][]byte{}, map[volKey]*volumeRecord{}
 		return b.ForEach(func(k, v []byte) error {
 			rec, err := decodeRecord(v)
-			if err == nil && !bytes.Equal(k, volumeKey(rec.Namespace, rec.VolumeID)) {
+			if err == nil && !bytes.Equal(k, rec.key().bytes()) {
 				err = fmt.Errorf("holds volume %s/%s", rec.Namespace, rec.VolumeID)
 			}
 			if err != nil {
 				return &StateError{Path: p, Reason: fmt.Sprintf("record %q is not valid", k), Err: err}
 			}
-			recs[volKey{rec.Namespace, rec.VolumeID}] = rec
+			vals[string(k)], recs[rec.key()] = bytes.Clone(v), rec
 			return nil
 		})
 	})
-	if err != nil {
-		return nil, err
-	}
-	// Created only when missing: a start writes nothing to a database
-	// it refuses, nor to one it only reads.
-	var missing bool
-	_ = s.db.View(func(tx *bolt.Tx) error { missing = tx.Bucket(volumesBucket) == nil; return nil })
-	if missing {
-		if err := s.db.Update(func(tx *bolt.Tx) error {
-			_, err := tx.CreateBucket(volumesBucket)
-			return err
-		}); err != nil {
-			return nil, &StateError{Path: p, Reason: "cannot prepare the state database", Err: err}
-		}
-	}
-	if err := s.importOld(recs); err != nil {
-		return nil, err
-	}
-	return recs, nil
+	return vals, recs, err
 }
 
-// decodeRecord reads a record that names its volume itself (in the
-// database, or in a slot file) and validates it.
+// decodeRecord reads and validates a record that names its volume
+// itself (in a database or a slot file).
 func decodeRecord(v []byte) (*volumeRecord, error) {
 	rec := new(volumeRecord)
 	if err := decodeStrict(v, rec); err != nil {
 		return nil, err
 	}
-	if err := csi.ValidateNamespace(rec.Namespace); err != nil {
-		return nil, err
-	}
-	if err := csi.ValidateVolumeID(rec.VolumeID); err != nil {
-		return nil, err
-	}
-	return rec, rec.check(rec.Namespace, rec.VolumeID)
+	return rec, cmp.Or(csi.ValidateNamespace(rec.Namespace), csi.ValidateVolumeID(rec.VolumeID), rec.check(rec.Namespace, rec.VolumeID))
 }
 
 // decodeStrict decodes one JSON value into v, refusing unknown fields
@@ -227,21 +188,184 @@ func decodeStrict(data []byte, v any) error {
 	return nil
 }
 
-// removeSynced removes a file and, when syncing, syncs its directory.
-func (s *store) removeSynced(p string) error {
-	if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+// openNotes opens this boot's notes. If this boot wrote them (an agent
+// restarted) and db's last commit is ours, they hold every write since
+// and are what the Mounter loads; db catches up with its next commit.
+// Otherwise they may miss writes (lost to the crash that ended another
+// boot, or made by another writer to db), and go unread, as do notes
+// that cannot be read; new notes start as a copy of db. Without a boot
+// ID, or unless enabled, there are no notes, and old ones go.
+func (s *store) openNotes(dir string, recs map[volKey]*volumeRecord, vals map[string][]byte, enabled bool) (map[volKey]*volumeRecord, error) {
+	p := ""
+	if boot, err := os.ReadFile(bootIDFile); err == nil && enabled {
+		p = filepath.Join(dir, notesPrefix+strings.TrimSpace(string(boot))+".db")
 	}
-	if !s.sync {
+	var ours bool
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(ownBucket)
+		ours = b != nil && bytes.Equal(b.Get(ownBucket), binary.BigEndian.AppendUint64(nil, uint64(tx.ID())))
 		return nil
+	})
+	old, _ := filepath.Glob(filepath.Join(dir, notesPrefix+"*.db"))
+	for _, o := range old {
+		if o != p || !ours {
+			_ = os.Remove(o)
+		}
 	}
-	d, err := os.Open(filepath.Dir(p))
+	if p == "" {
+		return recs, nil
+	}
+	var notes map[string][]byte
+	var err error
+	var nrecs map[volKey]*volumeRecord
+	if s.notes, err = openDB(p, true); err == nil {
+		notes, nrecs, err = load(s.notes)
+	}
+	if err == nil && notes != nil {
+		for k, v := range notes {
+			s.pending[k] = v
+		}
+		for k := range vals {
+			if _, ok := notes[k]; !ok {
+				s.pending[k] = nil
+			}
+		}
+		return nrecs, nil
+	}
 	if err != nil {
-		return err
+		s.logger.Warn("dropping the state notes; starting from the state database", "path", p, "error", err)
+		if s.notes != nil {
+			_ = s.notes.Close()
+		}
+		_ = os.Remove(p)
+		if s.notes, err = openDB(p, true); err != nil {
+			return nil, err
+		}
 	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
+	err = s.notes.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucket(volumesBucket)
+		return cmp.Or(err, putAll(b, vals))
+	})
+	if err != nil {
+		return nil, &StateError{Path: p, Reason: "cannot prepare the state notes", Err: err}
+	}
+	return recs, nil
+}
+
+// save writes the volume's record (nil: it tracks nothing) so that no
+// crash loses it once save returns nil: to db, with the notes db
+// lacks, then to the notes.
+func (s *store) save(k volKey, rec *volumeRecord) error {
+	key, data, err := encode(k, rec)
+	if err == nil {
+		err = s.update(func(b *bolt.Bucket) error {
+			s.mu.Lock()
+			pend := s.pending
+			s.pending = map[string][]byte{}
+			s.mu.Unlock()
+			pend[string(key)] = data // newer than a note of k
+			return putAll(b, pend)
+		})
+	}
+	if err == nil && s.notes != nil {
+		err = s.putNote(key, data)
+	}
+	if err != nil {
+		return &persistError{path: s.db.Path(), err: err}
+	}
+	return nil
+}
+
+// note writes the volume's record, which narrows the last one saved, to
+// the notes alone: an agent crash keeps it, an OS crash may lose it,
+// and db gets it with its next commit. Without notes it is a save.
+func (s *store) note(k volKey, rec *volumeRecord) error {
+	if s.notes == nil {
+		return s.save(k, rec)
+	}
+	key, data, err := encode(k, rec)
+	if err == nil {
+		err = s.putNote(key, data)
+	}
+	if err != nil {
+		return &persistError{path: s.notes.Path(), err: err}
+	}
+	s.mu.Lock()
+	s.pending[string(key)] = data
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *store) putNote(key, data []byte) error {
+	return s.notes.Update(func(tx *bolt.Tx) error { return putAll(tx.Bucket(volumesBucket), map[string][]byte{string(key): data}) })
+}
+
+// update runs fn in a db write transaction, synced unless NoSync, and
+// marks the commit as this version's. A lone writer commits at once
+// (Update); with syncing on, one that finds another writing joins
+// bbolt's Batch, which commits every waiting writer's fn in one
+// transaction and one sync. fn may run more than once (Batch retries a
+// batch without the fn that failed).
+func (s *store) update(fn func(*bolt.Bucket) error) error {
+	count := func(tx *bolt.Tx) error {
+		own, err := tx.CreateBucketIfNotExists(ownBucket)
+		if err == nil {
+			err = own.Put(ownBucket, binary.BigEndian.AppendUint64(nil, uint64(tx.ID())))
+		}
+		if err != nil {
+			return err
+		}
+		return fn(tx.Bucket(volumesBucket))
+	}
+	defer s.writers.Add(-1)
+	if s.writers.Add(1) > 1 && s.sync {
+		return s.db.Batch(count)
+	}
+	return s.db.Update(count)
+}
+
+func encode(k volKey, rec *volumeRecord) ([]byte, []byte, error) {
+	if rec == nil {
+		return k.bytes(), nil, nil
+	}
+	rec.Version = formatVersion
+	data, err := json.Marshal(rec)
+	return k.bytes(), data, err
+}
+
+// putAll stores each value under its key; a nil value removes the key.
+func putAll(b *bolt.Bucket, vals map[string][]byte) error {
+	for k, v := range vals {
+		var err error
+		if v == nil {
+			err = b.Delete([]byte(k))
+		} else {
+			err = b.Put([]byte(k), v)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// close writes the notes db lacks (a reboot drops the notes) and closes
+// both databases.
+func (s *store) close() error {
+	var err error
+	if len(s.pending) > 0 {
+		err = s.update(func(b *bolt.Bucket) error { return putAll(b, s.pending) })
+	}
+	return errors.Join(err, s.closeFiles())
+}
+
+func (s *store) closeFiles() error {
+	var err error
+	if s.notes != nil {
+		err = s.notes.Close()
+	}
+	if s.db != nil {
+		err = errors.Join(err, s.db.Close())
 	}
 	return err
 }

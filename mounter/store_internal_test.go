@@ -22,6 +22,9 @@ const killChildEnv = "CSIKIT_TEST_KILLED_WRITER"
 // every earlier run's.
 const killBaseEnv = "CSIKIT_TEST_KILLED_WRITER_BASE"
 
+// killNotesEnv says whether the child writes notes.
+const killNotesEnv = "CSIKIT_TEST_KILLED_WRITER_NOTES"
+
 // testRecord is a valid record of volume vol whose external ID carries
 // n, so that a reader can tell which write it holds.
 func testRecord(vol string, n int) *volumeRecord {
@@ -40,27 +43,28 @@ func testRecord(vol string, n int) *volumeRecord {
 }
 
 // TestStore_KilledMidWrite kills a process that writes records from
-// several goroutines at once (saves, and drops that remove a volume)
-// at a random point of its writes, then opens the database again: it
-// must open and pass bbolt's checks, every record must be valid, and
-// every write the child reported committed must be there (or a later
-// one of the same volume). 50 runs by default; CSIKIT_SOAK=1 makes it
-// 500.
+// several goroutines at once (saves, and notes that remove a volume)
+// at a random point of its writes, then opens the state again: the
+// databases must open and pass bbolt's checks, every record must be
+// valid, and every write the child reported committed must be there
+// (or a later one of the same volume). Every other run has notes, and
+// every other none, on the same state. 200 runs by default;
+// CSIKIT_SOAK=1 makes it 1000.
 func TestStore_KilledMidWrite(t *testing.T) {
 	if dir := os.Getenv(killChildEnv); dir != "" {
 		killedWriter(dir)
 		return
 	}
-	runs := 50
+	runs := 200
 	if os.Getenv("CSIKIT_SOAK") == "1" {
-		runs = 500
+		runs = 1000
 	}
 	dir := t.TempDir()
 	last := map[string]int{}    // volume -> the last write it reported committed
 	held := map[string]string{} // volume -> what the database held after the last run
 	for run := range runs {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestStore_KilledMidWrite$")
-		cmd.Env = append(os.Environ(), killChildEnv+"="+dir, killBaseEnv+"="+strconv.Itoa(run*1_000_000))
+		cmd.Env = append(os.Environ(), killChildEnv+"="+dir, killBaseEnv+"="+strconv.Itoa(run*1_000_000), killNotesEnv+"="+strconv.FormatBool(run%2 == 0))
 		out, err := cmd.StdoutPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -82,13 +86,9 @@ func TestStore_KilledMidWrite(t *testing.T) {
 		}
 		_ = cmd.Wait()
 
-		s, err := newStore(dir, false, hclog.NewNullLogger())
+		s, recs, err := openStore(dir, false, run%2 == 0, hclog.NewNullLogger())
 		if err != nil {
-			t.Fatalf("run %d: reopen: %v", run, err)
-		}
-		recs, err := s.load()
-		if err != nil {
-			t.Fatalf("run %d: load after a kill: %v", run, err)
+			t.Fatalf("run %d: reopen after a kill: %v", run, err)
 		}
 		for vol, n := range last {
 			got := "dropped"
@@ -125,11 +125,8 @@ func writeState(n int) string {
 // killedWriter is the child: it writes until it is killed, and reports
 // each commit on stdout as "<volume> <n>".
 func killedWriter(dir string) {
-	s, err := newStore(dir, false, hclog.NewNullLogger())
+	s, _, err := openStore(dir, false, os.Getenv(killNotesEnv) == "true", hclog.NewNullLogger())
 	if err != nil {
-		panic(err)
-	}
-	if _, err := s.load(); err != nil {
 		panic(err)
 	}
 	base, _ := strconv.Atoi(os.Getenv(killBaseEnv))
@@ -149,13 +146,13 @@ func killedWriter(dir string) {
 			for {
 				n++
 				if writeState(n) == "dropped" {
-					if err := s.drop("default", vol, false); err != nil {
+					if err := s.note(volKey{"default", vol}, nil); err != nil {
 						panic(err)
 					}
 					report(vol, n)
 					continue
 				}
-				if err := s.save(testRecord(vol, n)); err != nil {
+				if err := s.save(volKey{"default", vol}, testRecord(vol, n)); err != nil {
 					panic(err)
 				}
 				report(vol, n)

@@ -3,35 +3,26 @@ package mounter
 import (
 	"errors"
 	"io/fs"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 )
 
-// tree is the mount root as the mounter reaches it. ID validation keeps
-// every path the mounter builds lexically inside the root, but a
-// symbolic link planted beneath it (say <root>/per-alloc/<allocation>
-// pointing at /etc) would still take a mkdir, a rmdir, and the plugin's
-// own mount or delete, elsewhere. So every directory the mounter
-// creates, checks or removes beneath the root is reached without
-// following a link: on Linux by openat2(2) with RESOLVE_BENEATH and
-// RESOLVE_NO_SYMLINKS from a descriptor of the root, in one call; where
-// the kernel lacks it (before 5.6), on other Unix systems, or when the
-// fast call fails for any reason it cannot explain, by a walk that
-// opens one element at a time with O_NOFOLLOW|O_DIRECTORY (and makes a
-// missing one with mkdirat, removes one with unlinkat). A link found
-// is an *UnsafePathError naming it.
-//
-// The root itself is resolved once, at New: a host may give it through
-// a link of its own (/tmp is one on some systems), and links above the
-// root are the host's business. The paths handed to the plugin are
-// built on the resolved root, so the directory checked is the one the
-// plugin receives. What the checks cannot close is the window between
-// a check and the plugin's use of the path: the mounter makes its
-// directories 0750, so only the node's administrator (or a plugin) can
-// plant a link in that window.
+// tree is the mount root as the mounter reaches it: every directory the
+// mounter makes, checks or removes beneath the root is reached without
+// following a link (see the package doc), on Linux by openat2(2) with
+// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS from a descriptor of the root;
+// where the kernel lacks it (before 5.6), on other Unix systems, or
+// when it fails for a reason it cannot explain, by a walk that opens
+// one element at a time with O_NOFOLLOW|O_DIRECTORY. A link found is an
+// *UnsafePathError naming it. The root itself is resolved once, at New
+// (links above it are the host's), and the paths handed to the plugin
+// are built on it, so the directory checked is the one the plugin gets.
 type tree struct {
+	mu sync.Mutex // serializes making and removing shared parent directories
 	// root is the mount root with no link in it.
 	root string
 	// alias is Config.Root as given when it differs from root (a
@@ -51,7 +42,7 @@ type tree struct {
 // directories beneath it, which must not be links.
 func newTree(given string) (*tree, error) {
 	given = filepath.Clean(given)
-	if err := ensureDir(given, 0o750); err != nil {
+	if err := os.MkdirAll(given, 0o750); err != nil {
 		return nil, err
 	}
 	resolved, err := filepath.EvalSymlinks(given)
@@ -108,6 +99,8 @@ func (t *tree) mkdirAll(p string, leafAnyKind bool) error {
 	if err != nil {
 		return err
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	return t.mkdirElems(e, leafAnyKind)
 }
 
@@ -137,6 +130,8 @@ func (t *tree) removeEmpty(p, stop string) (string, error) {
 	if err != nil {
 		return "", nil
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	for len(e) > 1 && e[0] == stop {
 		err := t.removeElems(e)
 		switch {

@@ -28,12 +28,7 @@ func openAt(dirfd int, name string, flags int) (int, error) {
 // the system has O_PATH.
 const dirFlags = unix.O_DIRECTORY | unix.O_NOFOLLOW | oPath
 
-// isLinkAt reports whether name in dirfd is a symbolic link. It runs
-// only where an open failed or on the walk, which a kernel with openat2
-// takes only after an error: it reads the timestamps (fstatat), which
-// on Linux 6.13 and later would make the element's next change take a
-// fine-grained time (see quietfs), and kernels without openat2 predate
-// that.
+// isLinkAt reports whether name in dirfd is a symbolic link.
 func isLinkAt(dirfd int, name string) bool {
 	var st unix.Stat_t
 	return unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK
@@ -143,47 +138,25 @@ func (t *tree) mkdirElems(elems []string, leafAnyKind bool) error {
 	return nil
 }
 
+// checkElems opens the parent of the last element, which refuses a
+// link on the way, and checks that element itself. A missing element
+// or a file in the way ends the check without an error.
 func (t *tree) checkElems(elems []string) error {
 	if len(elems) == 0 {
 		return nil
 	}
-	root, err := t.openRoot(false)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	defer unix.Close(root)
-	if !t.walkOnly.Load() {
-		// Not O_DIRECTORY: the last element may be a block target, a
-		// file (which O_PATH names without opening the device).
-		fd, err := openBeneath(root, strings.Join(elems, "/"), 0)
-		switch {
-		case err == nil:
-			return unix.Close(fd)
-		case err == unix.ENOENT, err == unix.ENOTDIR:
-			// Resolution met no link before the missing element or the
-			// file in the way.
-			return nil
-		case err == unix.ENOSYS || err == unix.EPERM:
-			t.walkOnly.Store(true)
-		}
-	}
 	last := len(elems) - 1
-	parent, err := t.walk(root, elems[:last], false)
+	parent, err := t.openDir(elems[:last], false)
 	var unsafe *UnsafePathError
 	switch {
 	case errors.As(err, &unsafe):
 		return err
-	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, unix.ENOTDIR):
 		return nil
 	case err != nil:
 		return err
 	}
-	if parent != root {
-		defer unix.Close(parent)
-	}
+	defer unix.Close(parent)
 	if isLinkAt(parent, elems[last]) {
 		return t.linkError(elems)
 	}

@@ -3,39 +3,30 @@ package mounter
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/plugin"
 )
 
-// UnmountVolume implements VolumeMounter.
-//
-// It unpublishes the volume for the allocation and unstages it when no
-// allocation is left on its stage: the readers and the writers of a
-// volume share one stage, and the last of them unstages it. It also
-// finishes teardowns of the volume that a crash or an earlier failure
-// interrupted (in the selected stage). The plugin, external ID and paths
-// come from the tracker, so it works after a restart. Nothing tracked
-// means nothing to do: it returns nil without asking for the plugin.
-// NotFound from the plugin counts as done (csi.TeardownDone). A missing
-// plugin returns the Retryable csi.ErrPluginNotFound, wrapped; a
-// staging or target path through a symbolic link beneath the mount root
-// fails it with ErrUnsafePath (Final: an operator must remove the link)
-// before the plugin call that would use the path; any failure leaves
-// the teardown recorded, and a retry resumes it.
+// UnmountVolume implements VolumeMounter. It also finishes the
+// teardowns of the selected stages that a crash or an earlier failure
+// interrupted. The plugin, external ID and paths come from the tracker,
+// so it works after a restart; nothing tracked means nothing to do. A
+// missing plugin (csi.ErrPluginNotFound, Retryable) or a symbolic link
+// on a path (ErrUnsafePath, Final) fails it before the plugin call that
+// needs it; any failure leaves the teardown recorded for a retry.
 func (m *Mounter) UnmountVolume(ctx context.Context, req *UnmountRequest) error {
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("unmount volume: %w", err)
 	}
-	what := fmt.Sprintf("unmount volume %s/%s for allocation %s", req.Namespace, req.VolumeID, req.AllocationID)
-	k := volKey{req.Namespace, req.VolumeID}
-	v, err := m.acquire(ctx, k)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+	v, err := m.acquire(ctx, volKey{req.Namespace, req.VolumeID})
+	if err == nil {
+		err = m.unmount(ctx, v, req)
+		m.release(v)
 	}
-	defer m.release(k, v)
-	if err := m.unmount(ctx, v, req); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
+	if err != nil {
+		return fmt.Errorf("unmount volume %s/%s for allocation %s: %w", req.Namespace, req.VolumeID, req.AllocationID, err)
 	}
 	return nil
 }
@@ -49,10 +40,43 @@ type teardown struct {
 
 // unmount runs with the volume locked.
 func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) error {
-	rec := v.rec
-	if rec == nil {
+	if v.rec == nil {
 		return nil
 	}
+	plan := planTeardown(v.rec, req)
+	if len(plan) == 0 {
+		if len(v.rec.Stages) == 0 {
+			// Left empty by a mount that finished old teardowns and then
+			// failed: the record goes.
+			m.settle(v, false)
+		}
+		return nil
+	}
+	client, _, err := m.nodePlugin(v.rec.PluginID)
+	if err != nil {
+		return err
+	}
+	done, err := m.slot(ctx)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if err := m.saveTeardown(v, plan); err != nil {
+		return err
+	}
+	err = m.carryOut(ctx, client, v.rec, plan)
+	m.settle(v, false) // what was torn down, or the record's removal
+	if err != nil {
+		return err
+	}
+	m.logger.Debug("volume unmounted", "namespace", req.Namespace, "volume", req.VolumeID, "allocation", req.AllocationID)
+	return nil
+}
+
+// planTeardown returns the teardowns of an unmount, in the selected
+// stages (every stage, or req.Usage's): the allocation's publications,
+// interrupted unpublishes, and the unstage of a stage left empty.
+func planTeardown(rec *volumeRecord, req *UnmountRequest) []teardown {
 	stages := rec.sortedStages()
 	if !req.Usage.IsZero() {
 		stages = []StageUsage{req.Usage.StageUsage()}
@@ -75,50 +99,28 @@ func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) e
 			plan = append(plan, t)
 		}
 	}
-	if len(plan) == 0 {
-		if rec.empty() {
-			// Left empty by a mount that finished old teardowns and then
-			// failed: drop the record.
-			m.settle(v, false)
-		}
-		return nil
-	}
+	return plan
+}
 
-	client, _, err := m.nodePlugin(rec.PluginID)
-	if err != nil {
-		return err
-	}
-	done, err := m.slot(ctx)
-	if err != nil {
-		return err
-	}
-	defer done()
-
-	// Record the intents of every call in one durable write.
-	prev := rec.clone()
+// saveTeardown saves the intents of the plan's calls in one durable
+// write, which also keeps a crash from bringing the allocation back as
+// a live user once the unmount has returned. If it fails, the record
+// stays as it was.
+func (m *Mounter) saveTeardown(v *volume, plan []teardown) error {
+	next := v.rec.clone()
 	for _, t := range plan {
-		s := rec.Stages[t.stage]
+		s := next.Stages[t.stage]
 		for _, p := range t.unpublish {
-			p.rec.State = publishUnpublishing
+			s.pub(p.mode, p.alloc).State = publishUnpublishing
 		}
 		if t.unstage {
 			s.Stage = stageUnstaging
 		}
 	}
-	if err := m.store.save(rec); err != nil {
-		v.rec = prev
+	if err := m.store.save(v.key, next); err != nil {
 		return err
 	}
-
-	err = m.carryOut(ctx, client, rec, plan)
-	// What was torn down is noted, or the file freed if nothing is left
-	// (done all the same if that fails: the record left behind holds
-	// only teardowns that the next call repeats harmlessly).
-	m.settle(v, false)
-	if err != nil {
-		return err
-	}
-	m.logger.Debug("volume unmounted", "namespace", req.Namespace, "volume", req.VolumeID, "allocation", req.AllocationID)
+	v.rec = next
 	return nil
 }
 
@@ -127,45 +129,80 @@ func (m *Mounter) unmount(ctx context.Context, v *volume, req *UnmountRequest) e
 func (m *Mounter) carryOut(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, plan []teardown) error {
 	for _, t := range plan {
 		s := rec.Stages[t.stage]
-		// Each target's parents go once it is unpublished, except the
-		// last one's when an unstage follows: those go while the plugin
-		// unstages.
-		keep := -1
-		if t.unstage {
-			keep = len(t.unpublish) - 1
-		}
-		for i, p := range t.unpublish {
-			if err := m.nodeUnpublish(ctx, client, rec, p.alloc, p.rec.TargetPath); err != nil {
+		for _, p := range t.unpublish {
+			if err := m.unpublish(ctx, client, rec, p.alloc, p.rec.TargetPath); err != nil {
 				return err
 			}
 			s.setPub(p.mode, p.alloc, nil)
-			if i != keep {
-				m.removeTargetParent(p.rec.TargetPath)
+		}
+		if t.unstage {
+			if err := m.unstage(ctx, client, rec, s); err != nil {
+				return err
 			}
+			s.Stage, s.StagingPath = stageNone, ""
 		}
-		if !t.unstage {
-			continue
-		}
-		unstage := func() error { return m.unstage(ctx, client, rec, s) }
-		var err error
-		if keep >= 0 {
-			last := t.unpublish[keep].rec.TargetPath
-			_, err = alongside(func() error { m.removeTargetParent(last); return nil }, unstage)
-		} else {
-			err = unstage()
-		}
-		if err != nil {
-			return err
-		}
-		s.Stage, s.StagingPath = stageNone, ""
 	}
 	return nil
 }
 
-// unstage calls NodeUnstageVolume and removes the staging directory (the
-// mounter created it) and its empty parents. NotFound counts as done. A
-// staging path below a link is not sent (refuseLinks): the plugin
-// would unmount what the link points at.
+// finishStages tears down the volume's stages other than keep that no
+// allocation uses any more: the interrupted unpublishes, then the
+// unstage, as an unmount does.
+func (m *Mounter) finishStages(ctx context.Context, client plugin.NodeClient, v *volume, keep StageUsage) error {
+	for _, sk := range v.rec.sortedStages() {
+		s := v.rec.Stages[sk]
+		if sk == keep || s.Stage == stageNone || len(s.liveUsers(sk)) > 0 {
+			continue
+		}
+		plan := []teardown{{stage: sk, unpublish: s.publications(), unstage: true}}
+		err := m.saveTeardown(v, plan)
+		if err == nil {
+			err = m.carryOut(ctx, client, v.rec, plan)
+		}
+		if err != nil {
+			return fmt.Errorf("finish the teardown of the volume's stage %s: %w", sk, err)
+		}
+		delete(v.rec.Stages, sk)
+		m.logger.Debug("finished the teardown of an unused stage", "namespace", v.key.namespace, "volume", v.key.volumeID, "stage", sk.String())
+	}
+	return nil
+}
+
+// completeUnpublishes finishes the interrupted unpublishes of other
+// allocations of the stage. A failure is logged, and the next call
+// tries again.
+func (m *Mounter) completeUnpublishes(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, s *stageRecord, mode csi.ClaimMode, except string) {
+	for _, p := range s.publications() {
+		if p.mode == mode && p.alloc == except || p.rec.State != publishUnpublishing {
+			continue
+		}
+		if err := m.unpublish(ctx, client, rec, p.alloc, p.rec.TargetPath); err != nil {
+			m.logger.Warn("cannot complete an interrupted unmount", "namespace", rec.Namespace, "volume", rec.VolumeID,
+				"allocation", p.alloc, "error", err)
+			continue
+		}
+		s.setPub(p.mode, p.alloc, nil)
+	}
+}
+
+// unpublish calls NodeUnpublishVolume (NotFound is done) and removes
+// the target's empty parents. A target below a link is not sent.
+func (m *Mounter) unpublish(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, allocID, target string) error {
+	if err := m.refuseLinks(target, false); err != nil {
+		return fmt.Errorf("NodeUnpublishVolume for allocation %s not sent: %w", allocID, err)
+	}
+	m.calls.Add(1)
+	err := client.NodeUnpublishVolume(ctx, &plugin.NodeUnpublishRequest{ExternalID: rec.ExternalID, TargetPath: target})
+	if !csi.TeardownDone(err) {
+		return fmt.Errorf("NodeUnpublishVolume for allocation %s: %w", allocID, err)
+	}
+	m.removeEmpty(filepath.Dir(target), perAllocDir)
+	return nil
+}
+
+// unstage calls NodeUnstageVolume (NotFound is done) and removes the
+// staging directory and its empty parents. A path below a link is not
+// sent.
 func (m *Mounter) unstage(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, s *stageRecord) error {
 	if err := m.refuseLinks(s.StagingPath, false); err != nil {
 		return fmt.Errorf("NodeUnstageVolume not sent: %w", err)

@@ -2,7 +2,6 @@ package mounter
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/csikit/csikit/csi"
 )
@@ -12,10 +11,9 @@ import (
 // allocation under its usage; it is staged once per node under the
 // usage's StageUsage, which leaves out the claim mode.
 //
-// Its String form is short and safe as a single path element, for
-// example "w-snw-fs" (write claim, single-node-writer, file system) or
-// "r-mnro-blk" (read claim, multi-node-reader-only, block device): the
-// claim mode, a dash, and the StageUsage's String form.
+// Its String form is short and safe as a single path element: the claim
+// mode, a dash, and the StageUsage's form, for example "w-snw-fs" (write
+// claim, single-node-writer, file system) or "r-mnro-blk".
 type Usage struct {
 	ClaimMode      csi.ClaimMode
 	AccessMode     csi.AccessMode
@@ -23,12 +21,12 @@ type Usage struct {
 }
 
 // StageUsage is how a volume is staged on this node: the (access,
-// attachment) pair of its usages, without the claim mode.
-// NodeStageVolume has no read-only flag (read-only is NodePublishVolume's
-// choice), so the readers and the writers of a volume on one node share
-// one stage, and the CSI spec allows only one staging path per volume:
-// while a volume is staged under one StageUsage, a mount under another is
-// refused (csi.ErrVolumeInUse) until that stage's users have unmounted.
+// attachment) pair of its usages, without the claim mode, as
+// NodeStageVolume has no read-only flag. The readers and the writers of
+// a volume on one node share one stage, and the CSI spec allows one
+// staging path per volume: while a volume is staged under one
+// StageUsage, a mount under another is refused (csi.ErrVolumeInUse)
+// until that stage's users have unmounted.
 //
 // Its String form is short and safe as a single path element, for
 // example "snw-fs" or "mnro-blk".
@@ -83,68 +81,44 @@ func (u Usage) String() string {
 	if u.Validate() != nil {
 		return fmt.Sprintf("invalid(%d,%d,%d)", int(u.ClaimMode), int32(u.AccessMode), int32(u.AttachmentMode))
 	}
-	claim := "r"
-	if u.ClaimMode == csi.ClaimWrite {
-		claim = "w"
+	if u.ReadOnly() {
+		return "r-" + u.StageUsage().String()
 	}
-	return claim + "-" + u.StageUsage().String()
+	return "w-" + u.StageUsage().String()
 }
 
 // ParseUsage parses the String form of a valid usage.
 func ParseUsage(s string) (Usage, error) {
-	bad := func(why string) (Usage, error) {
-		return Usage{}, fmt.Errorf("%w: usage %q: %s; expected <r|w>-<access>-<fs|blk>, for example \"w-snw-fs\"", csi.ErrInvalidRequest, s, why)
+	for _, su := range stageUsages() {
+		for _, u := range []Usage{su.Usage(csi.ClaimRead), su.Usage(csi.ClaimWrite)} {
+			if u.Validate() == nil && u.String() == s {
+				return u, nil
+			}
+		}
 	}
-	claim, rest, ok := strings.Cut(s, "-")
-	if !ok || strings.Count(rest, "-") != 1 {
-		return bad("not three dash-separated parts")
-	}
-	var u Usage
-	switch claim {
-	case "r":
-		u.ClaimMode = csi.ClaimRead
-	case "w":
-		u.ClaimMode = csi.ClaimWrite
-	default:
-		return bad("claim mode is not r or w")
-	}
-	su, why := parseStageUsage(rest)
-	if why != "" {
-		return bad(why)
-	}
-	u.AccessMode, u.AttachmentMode = su.AccessMode, su.AttachmentMode
-	if err := u.Validate(); err != nil {
-		return Usage{}, err
-	}
-	return u, nil
+	return Usage{}, fmt.Errorf("%w: %q is not a usage: expected <r|w>-<access>-<fs|blk>, for example \"w-snw-fs\"", csi.ErrInvalidRequest, s)
 }
 
-// MarshalText implements encoding.TextMarshaler.
-//
-// The zero Usage, which an UnmountRequest reads as "whatever usage the
-// allocation has", encodes as the empty string.
+// MarshalText implements encoding.TextMarshaler. The zero Usage, which
+// an UnmountRequest reads as "whatever usage the allocation has",
+// encodes as the empty string.
 func (u Usage) MarshalText() ([]byte, error) {
 	if u.IsZero() {
 		return []byte{}, nil
 	}
-	if err := u.Validate(); err != nil {
-		return nil, err
-	}
-	return []byte(u.String()), nil
+	return []byte(u.String()), u.Validate()
 }
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (u *Usage) UnmarshalText(b []byte) error {
-	if len(b) == 0 {
-		*u = Usage{}
-		return nil
+	v, err := Usage{}, error(nil)
+	if len(b) > 0 {
+		v, err = ParseUsage(string(b))
 	}
-	v, err := ParseUsage(string(b))
-	if err != nil {
-		return err
+	if err == nil {
+		*u = v
 	}
-	*u = v
-	return nil
+	return err
 }
 
 // Capability returns the stage usage's (access, attachment) pair.
@@ -175,54 +149,36 @@ func (s StageUsage) String() string {
 
 // ParseStageUsage parses the String form of a valid stage usage.
 func ParseStageUsage(s string) (StageUsage, error) {
-	su, why := parseStageUsage(s)
-	if why != "" {
-		return StageUsage{}, fmt.Errorf("%w: stage usage %q: %s; expected <access>-<fs|blk>, for example \"snw-fs\"", csi.ErrInvalidRequest, s, why)
-	}
-	return su, nil
-}
-
-// parseStageUsage returns the stage usage, or why s is not one.
-func parseStageUsage(s string) (StageUsage, string) {
-	access, attach, ok := strings.Cut(s, "-")
-	if !ok || strings.Contains(attach, "-") {
-		return StageUsage{}, "not two dash-separated parts"
-	}
-	var su StageUsage
-	for i, a := range accessAbbrev {
-		if i > 0 && a == access {
-			su.AccessMode = csi.AccessMode(i)
+	for _, su := range stageUsages() {
+		if su.String() == s {
+			return su, nil
 		}
 	}
-	if su.AccessMode == csi.AccessModeUnknown {
-		return StageUsage{}, "unknown access mode " + access
-	}
-	switch attach {
-	case "fs":
-		su.AttachmentMode = csi.AttachmentModeFileSystem
-	case "blk":
-		su.AttachmentMode = csi.AttachmentModeBlockDevice
-	default:
-		return StageUsage{}, "attachment mode is not fs or blk"
-	}
-	return su, ""
+	return StageUsage{}, fmt.Errorf("%w: %q is not a stage usage: expected <access>-<fs|blk>, for example \"snw-fs\"", csi.ErrInvalidRequest, s)
 }
 
-// MarshalText implements encoding.TextMarshaler (the state file keys
-// stages by their String form).
-func (s StageUsage) MarshalText() ([]byte, error) {
-	if err := s.Validate(); err != nil {
-		return nil, err
+// stageUsages returns every valid stage usage.
+func stageUsages() []StageUsage {
+	var out []StageUsage
+	for am := range csi.AccessMode(len(accessAbbrev)) {
+		for _, at := range []csi.AttachmentMode{csi.AttachmentModeFileSystem, csi.AttachmentModeBlockDevice} {
+			if su := (StageUsage{am, at}); su.Validate() == nil {
+				out = append(out, su)
+			}
+		}
 	}
-	return []byte(s.String()), nil
+	return out
 }
+
+// MarshalText implements encoding.TextMarshaler (records key stages by
+// their String form).
+func (s StageUsage) MarshalText() ([]byte, error) { return []byte(s.String()), s.Validate() }
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (s *StageUsage) UnmarshalText(b []byte) error {
 	v, err := ParseStageUsage(string(b))
-	if err != nil {
-		return err
+	if err == nil {
+		*s = v
 	}
-	*s = v
-	return nil
+	return err
 }
