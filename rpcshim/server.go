@@ -378,58 +378,12 @@ func (s *Server) CreateVolume(ctx context.Context, req *VolumeCreateRequest) (*V
 	if name == "" {
 		name = v.Namespace + "/" + v.ID
 	}
-	switch old, err := s.store.Volume(v.Namespace, v.ID); {
-	case err == nil && !old.Creating:
-		return nil, fmt.Errorf("%w: %s: a volume with this ID is registered; delete or deregister it first, or update it with RegisterVolume",
-			csi.ErrVolumeExists, op)
-	case err == nil:
-		// An intent left by an earlier call that did not complete: the
-		// same CSI name makes the plugin return the volume it made then,
-		// if it made one; the requirements built then are asked again.
-		if v.RequestedTopologies == nil {
-			v.RequestedTopologies = old.RequestedTopologies
-		}
-	case !errors.Is(err, csi.ErrVolumeNotFound):
-		return nil, fmt.Errorf("%s: %w", op, err)
-	default:
-		if v.RequestedTopologies == nil {
-			p, err := s.store.Plugin(v.PluginID)
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", op, err)
-			}
-			v.RequestedTopologies = accessibilityRequirements(p, req.Nodes, name)
-		}
-		v.Creating = true
-		if _, err := s.applier.Apply(ctx, state.RegisterVolume{Volume: *v}); err != nil {
-			return nil, fmt.Errorf("%s: writing the creation intent failed, so the plugin was not called: %w", op, err)
-		}
+	if err := s.writeCreateIntent(ctx, op, name, v, req.Nodes); err != nil {
+		return nil, err
 	}
-	cr, err := s.router.CreateVolume(ctx, &CreateVolumeRequest{
-		CSIControllerQuery: CSIControllerQuery{PluginID: v.PluginID},
-		CreateVolumeRequest: plugin.CreateVolumeRequest{
-			Name:              name,
-			CapacityMin:       v.RequestedCapacityMin,
-			CapacityMax:       v.RequestedCapacityMax,
-			Capabilities:      v.Capabilities,
-			MountOptions:      v.MountOptions,
-			Parameters:        v.Parameters,
-			MutableParameters: req.MutableParameters,
-			Secrets:           v.Secrets,
-			Source:            req.Source,
-			Topology:          v.RequestedTopologies,
-		},
-	})
+	cr, err := s.createInPlugin(ctx, op, name, v, req)
 	if err != nil {
-		if csi.Classify(err) != csi.ClassFinal {
-			return nil, fmt.Errorf("%s: the plugin's CreateVolume did not complete; the intent is kept, so retry the create (the plugin sees the same name %q): %w",
-				op, name, err)
-		}
-		_, derr := s.applier.Apply(ctx, state.DeregisterVolume{Namespace: v.Namespace, VolumeID: v.ID})
-		if derr != nil && !errors.Is(derr, csi.ErrVolumeNotFound) {
-			return nil, fmt.Errorf("%s: %w; removing the creation intent failed too (%v), so deregister volume %s/%s",
-				op, err, derr, v.Namespace, v.ID)
-		}
-		return nil, fmt.Errorf("%s: %w", op, err)
+		return nil, err
 	}
 	v.Creating = false
 	v.ExternalID = cr.Volume.ExternalID
@@ -446,6 +400,74 @@ func (s *Server) CreateVolume(ctx context.Context, req *VolumeCreateRequest) (*V
 	}
 	s.capacityChanged(v.PluginID)
 	return s.volumeResponse(op, v.Namespace, v.ID, res.Index, cr.ControllerNodeID)
+}
+
+// writeCreateIntent is CreateVolume's step 1: it writes v as Creating,
+// with the accessibility requirements built from the candidate nodes,
+// or finds the intent an earlier call left (whose requirements it asks
+// again). A volume registered under the ID is csi.ErrVolumeExists.
+func (s *Server) writeCreateIntent(ctx context.Context, op, name string, v *csi.Volume, nodes []string) error {
+	switch old, err := s.store.Volume(v.Namespace, v.ID); {
+	case err == nil && !old.Creating:
+		return fmt.Errorf("%w: %s: a volume with this ID is registered; delete or deregister it first, or update it with RegisterVolume",
+			csi.ErrVolumeExists, op)
+	case err == nil:
+		// An intent left by an earlier call that did not complete: the
+		// same CSI name makes the plugin return the volume it made then,
+		// if it made one; the requirements built then are asked again.
+		if v.RequestedTopologies == nil {
+			v.RequestedTopologies = old.RequestedTopologies
+		}
+		return nil
+	case !errors.Is(err, csi.ErrVolumeNotFound):
+		return fmt.Errorf("%s: %w", op, err)
+	}
+	if v.RequestedTopologies == nil {
+		p, err := s.store.Plugin(v.PluginID)
+		if err != nil {
+			return fmt.Errorf("%s: %w", op, err)
+		}
+		v.RequestedTopologies = accessibilityRequirements(p, nodes, name)
+	}
+	v.Creating = true
+	if _, err := s.applier.Apply(ctx, state.RegisterVolume{Volume: *v}); err != nil {
+		return fmt.Errorf("%s: writing the creation intent failed, so the plugin was not called: %w", op, err)
+	}
+	return nil
+}
+
+// createInPlugin is CreateVolume's step 2: the plugin's CreateVolume
+// under the CSI name. A Final refusal removes the intent; any other
+// error keeps it for a retry.
+func (s *Server) createInPlugin(ctx context.Context, op, name string, v *csi.Volume, req *VolumeCreateRequest) (*CreateVolumeResponse, error) {
+	cr, err := s.router.CreateVolume(ctx, &CreateVolumeRequest{
+		CSIControllerQuery: CSIControllerQuery{PluginID: v.PluginID},
+		CreateVolumeRequest: plugin.CreateVolumeRequest{
+			Name:              name,
+			CapacityMin:       v.RequestedCapacityMin,
+			CapacityMax:       v.RequestedCapacityMax,
+			Capabilities:      v.Capabilities,
+			MountOptions:      v.MountOptions,
+			Parameters:        v.Parameters,
+			MutableParameters: req.MutableParameters,
+			Secrets:           v.Secrets,
+			Source:            req.Source,
+			Topology:          v.RequestedTopologies,
+		},
+	})
+	if err == nil {
+		return cr, nil
+	}
+	if csi.Classify(err) != csi.ClassFinal {
+		return nil, fmt.Errorf("%s: the plugin's CreateVolume did not complete; the intent is kept, so retry the create (the plugin sees the same name %q): %w",
+			op, name, err)
+	}
+	_, derr := s.applier.Apply(ctx, state.DeregisterVolume{Namespace: v.Namespace, VolumeID: v.ID})
+	if derr != nil && !errors.Is(derr, csi.ErrVolumeNotFound) {
+		return nil, fmt.Errorf("%s: %w; removing the creation intent failed too (%v), so deregister volume %s/%s",
+			op, err, derr, v.Namespace, v.ID)
+	}
+	return nil, fmt.Errorf("%s: %w", op, err)
 }
 
 // capacityChanged tells the capacity refresher, if any, that a create
