@@ -130,6 +130,37 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) (err error) {
 			close(s.ready)
 		}
 	}()
+	rs, srv, err := s.startRaft(lis)
+	if err != nil {
+		return err
+	}
+	led, stopLeading := s.followLeadership(rs, srv)
+	s.printStart(rs)
+	started = true
+	close(s.ready)
+
+	sctx, stopServer := context.WithCancel(ctx)
+	defer stopServer()
+	waitJoins := s.joinAll(sctx, rs, stopServer)
+	if s.cfg.BootstrapExpect == 1 {
+		// A single server elects itself at once; serving only then
+		// means the API takes writes from its first request.
+		select {
+		case <-led:
+		case <-sctx.Done():
+		}
+	}
+	err = srv.Run(sctx, lis)
+	stopServer()
+	joinErr := waitJoins()
+	stopLeading()
+	s.leading.Store(false)
+	return s.stopRaft(rs, errors.Join(err, joinErr))
+}
+
+// startRaft builds the raft server and the HTTP server on lis and
+// starts raft. On error it closes lis and leaves nothing running.
+func (s *Server) startRaft(lis net.Listener) (*raftstate.Server, *server.Server, error) {
 	// Whether raft state was there before raft opens (and a single
 	// server bootstraps) it.
 	_, statErr := os.Stat(filepath.Join(s.cfg.DataDir, RaftDir, "raft.db"))
@@ -137,30 +168,39 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) (err error) {
 	rs, srv, err := s.build(lis)
 	if err != nil {
 		_ = lis.Close()
-		return err
+		return nil, nil, err
 	}
 	if err := rs.Start(); err != nil {
 		_ = lis.Close()
 		s.mu.Lock()
 		s.raft, s.srv, s.store = nil, nil, nil
 		s.mu.Unlock()
-		return errors.Join(fmt.Errorf("cluster server %s: %w", s.id, err), rs.Shutdown())
+		return nil, nil, errors.Join(fmt.Errorf("cluster server %s: %w", s.id, err), rs.Shutdown())
 	}
-	led := make(chan struct{})
+	return rs, srv, nil
+}
+
+// followLeadership keeps Leading and the HTTP server's leader flag in
+// step with raft's leadership. led is closed the first time this server
+// leads; stop unregisters the callback.
+func (s *Server) followLeadership(rs *raftstate.Server, srv *server.Server) (led <-chan struct{}, stop func()) {
+	ledCh := make(chan struct{})
 	var ledOnce sync.Once
-	stopLeading := rs.OnLeadership(func(leader bool) {
+	stop = rs.OnLeadership(func(leader bool) {
 		s.leading.Store(leader)
 		srv.SetLeader(leader)
 		if leader {
-			ledOnce.Do(func() { close(led) })
+			ledOnce.Do(func() { close(ledCh) })
 		}
 	})
-	s.printStart(rs)
-	started = true
-	close(s.ready)
+	return ledCh, stop
+}
 
-	sctx, stopServer := context.WithCancel(ctx)
-	defer stopServer()
+// joinAll joins every server of Config.Join, each on its own goroutine,
+// and closes s.joined once all have joined. A join refused for good
+// calls stopServer. wait waits for the goroutines and returns the first
+// such error.
+func (s *Server) joinAll(ctx context.Context, rs *raftstate.Server, stopServer func()) (wait func() error) {
 	var wg sync.WaitGroup
 	var joinErr error
 	var joinMu sync.Mutex
@@ -172,7 +212,7 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) (err error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ok, err := s.join(sctx, rs, addr)
+			ok, err := s.join(ctx, rs, addr)
 			joinMu.Lock()
 			defer joinMu.Unlock()
 			if err != nil && joinErr == nil {
@@ -186,20 +226,15 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) (err error) {
 			}
 		}()
 	}
-	if s.cfg.BootstrapExpect == 1 {
-		// A single server elects itself at once; serving only then
-		// means the API takes writes from its first request.
-		select {
-		case <-led:
-		case <-sctx.Done():
-		}
+	return func() error {
+		wg.Wait()
+		return joinErr
 	}
-	err = srv.Run(sctx, lis)
-	stopServer()
-	wg.Wait()
-	stopLeading()
-	s.leading.Store(false)
-	err = errors.Join(err, joinErr)
+}
+
+// stopRaft shuts raft down and closes the peers' clients, and returns
+// err joined with any shutdown error.
+func (s *Server) stopRaft(rs *raftstate.Server, err error) error {
 	if serr := rs.Shutdown(); serr != nil {
 		err = errors.Join(err, fmt.Errorf("cluster server %s: %w", s.id, serr))
 	}
