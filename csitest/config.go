@@ -275,6 +275,12 @@ func (c Config) withDefaults() (cfg Config, ownDir string, err error) {
 		c.Logger = hclog.NewNullLogger()
 	}
 	c.Clock = clock.Or(c.Clock)
+	return c.withEndpoint()
+}
+
+// withEndpoint fills c.Endpoint with a reserved temporary socket path
+// when it is empty (ownDir is its directory), and makes it absolute.
+func (c Config) withEndpoint() (cfg Config, ownDir string, err error) {
 	if c.Endpoint == "" {
 		// Reserve a unique short name now and create the directory in
 		// Start, so that New touches nothing that could leak when the

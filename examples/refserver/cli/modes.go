@@ -305,21 +305,10 @@ func (e *env) agent(ctx context.Context, args []string) int {
 	if err != nil {
 		return e.modeFail("agent", err)
 	}
-	if len(servers) == 0 {
-		servers = listFlag{api.DefaultAddress}
-	}
-	var clients []*api.Client
-	defer func() {
-		for _, c := range clients {
-			c.Close()
-		}
-	}()
-	for _, addr := range servers {
-		client, err := api.NewClient(addr, nil)
-		if err != nil {
-			return e.modeFail("agent", err)
-		}
-		clients = append(clients, client)
+	clients, err := dialServers(servers)
+	defer closeClients(clients)
+	if err != nil {
+		return e.modeFail("agent", err)
 	}
 	if *dataDir == "" {
 		*dataDir = filepath.Join(os.TempDir(), "refserver-"+*nodeID)
@@ -350,4 +339,28 @@ func (e *env) agent(ctx context.Context, args []string) int {
 		return e.modeFail("agent", err)
 	}
 	return ExitOK
+}
+
+// dialServers returns a client of each server address (the default
+// address when none is given). On error it returns the clients made so
+// far, for closeClients.
+func dialServers(servers []string) ([]*api.Client, error) {
+	if len(servers) == 0 {
+		servers = []string{api.DefaultAddress}
+	}
+	var clients []*api.Client
+	for _, addr := range servers {
+		client, err := api.NewClient(addr, nil)
+		if err != nil {
+			return clients, err
+		}
+		clients = append(clients, client)
+	}
+	return clients, nil
+}
+
+func closeClients(clients []*api.Client) {
+	for _, c := range clients {
+		c.Close()
+	}
 }
