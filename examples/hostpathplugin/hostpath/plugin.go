@@ -162,6 +162,16 @@ func (p *Plugin) Serve(ctx context.Context, lis net.Listener) (err error) {
 	case <-ctx.Done():
 	}
 
+	p.stop(srv)
+	<-served // grpc.ErrServerStopped or nil after a stop
+	log.Info("stopped")
+	return nil
+}
+
+// stop stops srv gracefully, waiting Config.ShutdownTimeout for the
+// calls in flight before it cuts them.
+func (p *Plugin) stop(srv *grpc.Server) {
+	log := p.cfg.Logger
 	log.Info("stopping: waiting for calls in flight", "timeout", p.cfg.ShutdownTimeout)
 	stopped := make(chan struct{})
 	go func() {
@@ -177,9 +187,6 @@ func (p *Plugin) Serve(ctx context.Context, lis net.Listener) (err error) {
 		srv.Stop()
 		<-stopped
 	}
-	<-served // grpc.ErrServerStopped or nil after a stop
-	log.Info("stopped")
-	return nil
 }
 
 // removeStaleSocket clears path for a new listener if it is a socket no

@@ -175,6 +175,31 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	return res, nil
 }
 
+// checkAfterRelease checks what the release left: the file written
+// through the mount in the plugin's data dir, and no mount.
+func checkAfterRelease(c *Cluster, log *events.Log, res *Result) error {
+	var err error
+	res.PluginFile = filepath.Join(c.PluginDataDir(), "volumes", res.ExternalID, FileName)
+	got, err := os.ReadFile(res.PluginFile)
+	if err != nil {
+		return fmt.Errorf("the file written through the mount is not in the plugin's data dir: %w", err)
+	}
+	if !bytes.Equal(got, []byte(FileContent)) {
+		return fmt.Errorf("%s holds %q, want %q", res.PluginFile, got, FileContent)
+	}
+	log.Printf("demo", "%s is in the plugin's data dir: %s", FileName, res.PluginFile)
+	if res.MountsAfter, err = MountsUnder(res.Dir); err != nil {
+		return err
+	}
+	if len(res.MountsAfter) > 0 {
+		return fmt.Errorf("mounts left under %s after the release: %s", res.Dir, strings.Join(res.MountsAfter, ", "))
+	}
+	if res.MountMethod == hostpath.MountBind {
+		log.Printf("demo", "/proc/self/mountinfo lists no mounts under %s any more", res.Dir)
+	}
+	return nil
+}
+
 // script is the demo's lifecycle, through the server's API only.
 func script(ctx context.Context, c *Cluster, log *events.Log, res *Result, step func(Step)) error {
 	client := c.Client()
@@ -236,23 +261,8 @@ func script(ctx context.Context, c *Cluster, log *events.Log, res *Result, step 
 	}
 	log.Printf("demo", "the claim of %s on %s is freed: the volume has no claims", AllocationID, VolumeID)
 
-	res.PluginFile = filepath.Join(c.PluginDataDir(), "volumes", res.ExternalID, FileName)
-	got, err := os.ReadFile(res.PluginFile)
-	if err != nil {
-		return fmt.Errorf("the file written through the mount is not in the plugin's data dir: %w", err)
-	}
-	if !bytes.Equal(got, []byte(FileContent)) {
-		return fmt.Errorf("%s holds %q, want %q", res.PluginFile, got, FileContent)
-	}
-	log.Printf("demo", "%s is in the plugin's data dir: %s", FileName, res.PluginFile)
-	if res.MountsAfter, err = MountsUnder(res.Dir); err != nil {
+	if err := checkAfterRelease(c, log, res); err != nil {
 		return err
-	}
-	if len(res.MountsAfter) > 0 {
-		return fmt.Errorf("mounts left under %s after the release: %s", res.Dir, strings.Join(res.MountsAfter, ", "))
-	}
-	if res.MountMethod == hostpath.MountBind {
-		log.Printf("demo", "/proc/self/mountinfo lists no mounts under %s any more", res.Dir)
 	}
 	log.Printf("demo", "done: created, claimed, mounted, written, released and freed")
 	step(StepReleased)
