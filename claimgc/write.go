@@ -113,16 +113,17 @@ func (r *volumeRun) accountFree(ctx context.Context, c *csi.Claim, err error, de
 	switch {
 	case err == nil:
 		r.freed(c)
-		if detached {
-			r.w.steps[stepIndex(StepControllerDetach)].Add(1)
-		}
-		return 1, 1
 	case errors.Is(err, csi.ErrClaimNotFound):
-		return 1, 1
 	case ctx.Err() == nil:
 		r.fail(c, StepFree, fmt.Errorf("free the claim of allocation %s on volume %s: %w", c.AllocationID, r.key.id, err))
+		return 0, 0
+	default:
+		return 0, 0
 	}
-	return 0, 0
+	if detached {
+		r.w.steps[stepIndex(StepControllerDetach)].Add(1)
+	}
+	return 1, 1
 }
 
 // freed accounts for the free of c.
