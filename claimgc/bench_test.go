@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
@@ -31,10 +32,14 @@ import (
 //   - node=direct: the node step makes the two node RPCs itself, to
 //     show the Worker's own cost apart from the node agent's.
 //
-// After each release the same 30,000 RPCs are made again by 64
-// goroutines with nothing else to do (rpcfloor-vs-bound): the cost of
-// the transport and the fake plugins on this machine, which no release
-// can beat. CLAIMGC_BENCH_CLAIMS changes the number of claims.
+// After each release the plugins are given back, untimed, the state the
+// release tore down (each volume ControllerPublished, staged and
+// published at the same paths), and the same 30,000 RPCs, with the same
+// requests, are made again by 64 goroutines with nothing else to do
+// (rpcfloor-vs-bound): the cost of the transport and of the fake
+// plugins doing the same work (removing the same target directories
+// and staging markers) on this machine, which no release can beat.
+// CLAIMGC_BENCH_CLAIMS changes the number of claims.
 //
 //	go test ./claimgc -run '^$' -bench Release -benchtime 1x
 func BenchmarkWorker_Release(b *testing.B) {
@@ -74,8 +79,9 @@ func benchRelease(b *testing.B, direct bool) {
 		cfg := h.workerConfig()
 		cfg.Parallelism = parallelism
 		cfg.Logger = nil
+		paths := mountedPaths(b, h, claims)
 		if direct {
-			cfg.Nodes = newDirectNodes(b, h, claims)
+			cfg.Nodes = directNodes{h: h, paths: paths}
 		}
 		w := h.startWorker(cfg, true)
 		h.settle(w)
@@ -101,8 +107,9 @@ func benchRelease(b *testing.B, direct bool) {
 		h.requireNoViolations()
 		w.stop()
 
+		remount(b, h, paths)
 		cpu1 := cpuTime()
-		floor := rpcFloor(b, h, claims, parallelism)
+		floor := rpcFloor(b, h, paths, parallelism)
 		cpuFloor := cpuTime() - cpu1
 		ratios = append(ratios, float64(wall)/float64(bound))
 		floors = append(floors, float64(floor)/float64(bound))
@@ -126,8 +133,15 @@ type directNodes struct {
 }
 
 func newDirectNodes(b *testing.B, h *harness, claims int) directNodes {
+	return directNodes{h: h, paths: mountedPaths(b, h, claims)}
+}
+
+// mountedPaths returns, for each of the claims setupClaims made, where
+// the node plugin has the volume published and staged: allocation →
+// target, staging.
+func mountedPaths(b *testing.B, h *harness, claims int) map[string][2]string {
 	b.Helper()
-	d := directNodes{h: h, paths: make(map[string][2]string, claims)}
+	paths := make(map[string][2]string, claims)
 	for i := range claims {
 		node := h.nodes[h.nodeIDs[i%len(h.nodeIDs)]]
 		st, ok := node.fake.Volume(fmt.Sprintf("ext-v%d", i))
@@ -141,9 +155,9 @@ func newDirectNodes(b *testing.B, h *harness, claims int) directNodes {
 		for s := range st.Staged {
 			p[1] = s
 		}
-		d.paths[fmt.Sprintf("a%d", i)] = p
+		paths[fmt.Sprintf("a%d", i)] = p
 	}
-	return d
+	return paths
 }
 
 func (d directNodes) NodeDetach(ctx context.Context, vol *csi.Volume, claim *csi.Claim) error {
@@ -163,33 +177,88 @@ func mean(xs []float64) float64 {
 	return sum / float64(len(xs))
 }
 
-// rpcFloor makes the teardown RPCs of n claims (spread over the nodes as
-// setupClaims spreads them) from parallel goroutines and returns the
-// wall time.
-func rpcFloor(b *testing.B, h *harness, n, parallel int) time.Duration {
+// remount gives the plugins back what a release of the claims of paths
+// tore down, straight over their sockets: each volume ControllerPublished
+// to its node, staged and published at the same paths as before.
+func remount(b *testing.B, h *harness, paths map[string][2]string) {
 	b.Helper()
 	ctx := context.Background()
+	capability := csi.Capability{AccessMode: csi.AccessModeSingleNodeWriter, AttachmentMode: csi.AttachmentModeFileSystem}
+	forEachClaim(b, len(paths), 32, func(i int) error {
+		node := h.nodes[h.nodeIDs[i%len(h.nodeIDs)]]
+		ext, p := fmt.Sprintf("ext-v%d", i), paths[fmt.Sprintf("a%d", i)]
+		pc, err := h.ctrlClient.ControllerPublishVolume(ctx, &plugin.ControllerPublishRequest{
+			ExternalID: ext, ExternalNodeID: node.csiID, Capability: capability, Secrets: floorSecrets(i),
+		})
+		if err != nil {
+			return err
+		}
+		if err := node.client.NodeStageVolume(ctx, &plugin.NodeStageRequest{
+			ExternalID: ext, PublishContext: pc, StagingPath: p[1], Capability: capability,
+		}); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Dir(p[0]), 0o750); err != nil {
+			return err
+		}
+		return node.client.NodePublishVolume(ctx, &plugin.NodePublishRequest{
+			ExternalID: ext, StagingPath: p[1], TargetPath: p[0], Capability: capability, PublishContext: pc,
+		})
+	})
+}
+
+// floorSecrets are the secrets addVolume gives volume v<i>, which the
+// Worker's ControllerUnpublish passes on.
+func floorSecrets(i int) csi.Secrets { return csi.Secrets{"token": fmt.Sprintf("s3cr3t-v%d", i)} }
+
+// rpcFloor makes the teardown RPCs of the claims of paths, with the
+// requests a release makes, from parallel goroutines and returns the
+// wall time.
+func rpcFloor(b *testing.B, h *harness, paths map[string][2]string, parallel int) time.Duration {
+	b.Helper()
+	ctx := context.Background()
+	start := time.Now()
+	forEachClaim(b, len(paths), parallel, func(i int) error {
+		node := h.nodes[h.nodeIDs[i%len(h.nodeIDs)]]
+		ext, p := fmt.Sprintf("ext-v%d", i), paths[fmt.Sprintf("a%d", i)]
+		err := node.client.NodeUnpublishVolume(ctx, &plugin.NodeUnpublishRequest{ExternalID: ext, TargetPath: p[0]})
+		if csi.TeardownDone(err) {
+			err = node.client.NodeUnstageVolume(ctx, &plugin.NodeUnstageRequest{ExternalID: ext, StagingPath: p[1]})
+		}
+		if csi.TeardownDone(err) {
+			err = h.ctrlClient.ControllerUnpublishVolume(ctx, &plugin.ControllerUnpublishRequest{
+				ExternalID: ext, ExternalNodeID: node.csiID, Secrets: floorSecrets(i),
+			})
+		}
+		if !csi.TeardownDone(err) {
+			return err
+		}
+		return nil
+	})
+	elapsed := time.Since(start)
+	for i := range len(paths) {
+		node := h.nodes[h.nodeIDs[i%len(h.nodeIDs)]]
+		if st, ok := node.fake.Volume(fmt.Sprintf("ext-v%d", i)); !ok || len(st.Published)+len(st.Staged) > 0 {
+			b.Fatalf("volume v%d on %s after the floor's calls: %+v", i, node.id, st)
+		}
+	}
+	return elapsed
+}
+
+// forEachClaim calls fn for 0…n-1 from parallel goroutines and stops the
+// benchmark if any call failed.
+func forEachClaim(b *testing.B, n, parallel int, fn func(i int) error) {
+	b.Helper()
 	work := make(chan int)
 	var (
 		wg   sync.WaitGroup
 		mu   sync.Mutex
 		errs []error
 	)
-	start := time.Now()
 	for range parallel {
 		wg.Go(func() {
 			for i := range work {
-				node := h.nodes[h.nodeIDs[i%len(h.nodeIDs)]]
-				ext := fmt.Sprintf("ext-v%d", i)
-				dir := fmt.Sprintf("/nonexistent/floor/%d", i)
-				err := node.client.NodeUnpublishVolume(ctx, &plugin.NodeUnpublishRequest{ExternalID: ext, TargetPath: dir + "/target"})
-				if csi.TeardownDone(err) {
-					err = node.client.NodeUnstageVolume(ctx, &plugin.NodeUnstageRequest{ExternalID: ext, StagingPath: dir + "/staging"})
-				}
-				if csi.TeardownDone(err) {
-					err = h.ctrlClient.ControllerUnpublishVolume(ctx, &plugin.ControllerUnpublishRequest{ExternalID: ext, ExternalNodeID: node.csiID})
-				}
-				if !csi.TeardownDone(err) {
+				if err := fn(i); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
 					mu.Unlock()
@@ -202,11 +271,9 @@ func rpcFloor(b *testing.B, h *harness, n, parallel int) time.Duration {
 	}
 	close(work)
 	wg.Wait()
-	elapsed := time.Since(start)
 	if len(errs) > 0 {
-		b.Fatalf("%d floor calls failed; first: %v", len(errs), errs[0])
+		b.Fatalf("%d of %d calls failed; first: %v", len(errs), n, errs[0])
 	}
-	return elapsed
 }
 
 // setupClaims registers n volumes and claims and mounts each for its own
@@ -217,32 +284,9 @@ func setupClaims(b *testing.B, h *harness, n int) {
 	for i := range n {
 		h.addVolume(fmt.Sprintf("v%d", i), csi.AccessModeSingleNodeWriter)
 	}
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	work := make(chan int)
-	for range 32 {
-		wg.Go(func() {
-			for i := range work {
-				node := h.nodeIDs[i%len(h.nodeIDs)]
-				if err := h.tryClaim(ctx, fmt.Sprintf("v%d", i), fmt.Sprintf("a%d", i), node); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := range n {
-		work <- i
-	}
-	close(work)
-	wg.Wait()
-	if len(errs) > 0 {
-		b.Fatalf("%d claims failed; first: %v", len(errs), errs[0])
-	}
+	forEachClaim(b, n, 32, func(i int) error {
+		return h.tryClaim(ctx, fmt.Sprintf("v%d", i), fmt.Sprintf("a%d", i), h.nodeIDs[i%len(h.nodeIDs)])
+	})
 }
 
 // benchDir puts the nodes' files in memory when the machine has a tmpfs

@@ -49,8 +49,10 @@ type Config struct {
 	// with blocking queries: on the store's state.PastClaimWatcher when
 	// it has one (state.MemStore does), else on state.TableVolumes.
 	Store state.Reader
-	// Applier takes every write: CheckpointClaim, RecordClaimError,
-	// FreeClaim.
+	// Applier takes every write: CheckpointClaim, DetachVolume,
+	// RemoveAttachment, FreeClaim and RecordClaimError, the commands of
+	// one step of one volume in one state.Batch. It is called from the
+	// goroutines releasing volumes, up to Parallelism at once.
 	Applier state.Applier
 	// Nodes runs the node step; Controllers the controller step.
 	Nodes       NodeDetacher

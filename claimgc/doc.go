@@ -20,7 +20,9 @@
 //     past claim whose node step is not done), the claim is freed at
 //     once and the attachment is left to the last of them: only the
 //     detach waits, never the free. Otherwise, when the plugin needs it
-//     (csi.Plugin.NeedsControllerPublish), the attachment goes to
+//     (it requires a controller, and its healthy controllers advertise
+//     PUBLISH_UNPUBLISH_VOLUME, as csi.Plugin.NeedsControllerPublish
+//     tells it), the attachment goes to
 //     Detaching (state.DetachVolume, written and waited for before the
 //     call, so that a claim arriving meanwhile is refused as Retryable
 //     instead of joining an attachment that is going away) and
@@ -43,7 +45,7 @@
 // (csi.TeardownDone). Releasing never calls ControllerPublishVolume.
 //
 // When the plugin is not registered at all, or requires a controller of
-// which no instance runs, whether the controller step is needed cannot
+// which no healthy instance runs, whether the controller step is needed cannot
 // be told: skipping it could leave the volume attached for good, so the
 // claim waits in NodeDetached, retried with backoff, until the plugin is
 // back. A volume whose plugin will never return keeps its past claims
@@ -81,20 +83,18 @@
 // volume itself is read only by the worker that releases it, once per
 // pass. Retries and the backstop are timed on Config.Clock.
 //
-// Writes from all volumes go through one committer: the commands that
-// arrive while a write is in flight are applied together as one
-// state.Batch (one store transaction, one log entry on a replicated
-// host), since a store pays mostly per transaction. While several
-// releases run, a step's write is handed to the committer as soon as
-// the step succeeded, and the pass goes on with the next claim's step
-// while it is written; a release running alone writes its pass's
-// writes itself, in one batch, when the pass collects them. Either way
-// the pass collects every write before it ends, so a claim's controller
-// step starts only once its NodeDetached checkpoint is written. The frees of
-// one node's claims go out together, in one batch. A volume's own
-// writes stay in order. The host's Applier therefore sees
-// CheckpointClaim, FreeClaim and RecordClaimError both on their own and
-// inside a state.Batch.
+// Each step's checkpoints are applied where the step is decided, by the
+// goroutine releasing the volume, and waited for before the next step:
+// a claim's controller step starts only once its NodeDetached
+// checkpoint is written. The writes of one step of one volume that
+// arrive together go in one state.Batch: the NodeDetached checkpoints
+// of a pass's node steps, the frees that need no plugin call, the
+// removal of a node's attachment with its claims' frees. Releases of
+// different volumes write on their own; a replicated host's log already
+// batches applies that arrive together. The host's Applier therefore
+// sees CheckpointClaim, DetachVolume, FreeClaim and RecordClaimError
+// both on their own and inside a state.Batch, and RemoveAttachment
+// inside one.
 //
 // # Usage
 //

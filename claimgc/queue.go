@@ -23,10 +23,6 @@ const (
 	stateRunning
 	// stateWaiting: a step failed; it runs again at due.
 	stateWaiting
-	// stateParked: its remaining claims wait for the volume to change
-	// (a live claim on the same node); it runs again when a scan shows
-	// a ModifyIndex other than index.
-	stateParked
 )
 
 // entry is the queue's record of one volume.
@@ -35,9 +31,6 @@ type entry struct {
 	state entryState
 	// due is when a waiting entry runs again.
 	due time.Time
-	// index is the volume's ModifyIndex as of the end of the last run:
-	// a scan showing the same index brings nothing new.
-	index uint64
 	// seen is the highest ModifyIndex a scan offered while running.
 	seen uint64
 	// attempts counts consecutive runs that ended with a failure.
@@ -50,8 +43,6 @@ type outcomeKind int
 const (
 	// outcomeDone: no past claim left (or no volume).
 	outcomeDone outcomeKind = iota
-	// outcomeParked: the remaining claims wait for a volume change.
-	outcomeParked
 	// outcomeRetry: a step failed; run again after the backoff the queue
 	// computes from the attempts (or the slow schedule for Final errors).
 	outcomeRetry
@@ -62,7 +53,7 @@ const (
 
 type outcome struct {
 	kind  outcomeKind
-	index uint64 // done, parked: the volume's ModifyIndex covered by this run
+	index uint64 // done: the volume's ModifyIndex covered by this run
 	final bool   // retry: only Final errors (slow schedule)
 }
 
@@ -155,27 +146,15 @@ func (q *queue) wakeTimer() {
 func (q *queue) offer(vols []state.VolumeStamp, index uint64) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	inScan := make(map[volKey]struct{}, len(vols))
 	for _, v := range vols {
 		k := volKey{v.Namespace, v.ID}
-		inScan[k] = struct{}{}
-		e := q.entries[k]
-		switch {
+		switch e := q.entries[k]; {
 		case e == nil:
 			e = &entry{key: k}
 			q.entries[k] = e
 			q.pushReadyLocked(e)
 		case e.state == stateRunning:
 			e.seen = max(e.seen, v.ModifyIndex)
-		case e.state == stateParked && v.ModifyIndex > e.index:
-			q.pushReadyLocked(e)
-		}
-	}
-	// A parked volume that no longer has past claims was freed or
-	// deregistered by someone else: forget it.
-	for k, e := range q.entries {
-		if _, ok := inScan[k]; !ok && e.state == stateParked {
-			delete(q.entries, k)
 		}
 	}
 	q.scanning = false
@@ -330,14 +309,6 @@ func (q *queue) finish(e *entry, o outcome, delayFor func(attempts int, final bo
 		} else {
 			delete(q.entries, e.key)
 		}
-	case outcomeParked:
-		e.attempts = 0
-		e.index = o.index
-		if e.seen > o.index {
-			q.pushReadyLocked(e)
-		} else {
-			e.state = stateParked
-		}
 	case outcomeRetry:
 		e.attempts++
 		e.state = stateWaiting
@@ -399,13 +370,12 @@ func (q *queue) settled(target uint64) (bool, <-chan struct{}) {
 	return ok, q.changed
 }
 
-// depth returns the number of volumes ready, running, waiting for a
-// retry, and parked until their volume changes.
-func (q *queue) depth() (ready, running, waiting, parked int) {
+// depth returns the number of volumes ready, running and waiting for a
+// retry.
+func (q *queue) depth() (ready, running, waiting int) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	parked = len(q.entries) - q.ready.len() - q.running - q.waiting
-	return q.ready.len(), q.running, q.waiting, parked
+	return q.ready.len(), q.running, q.waiting
 }
 
 // fifo is a queue of entries in arrival order.

@@ -27,11 +27,8 @@ type Worker struct {
 	enabled  bool
 	disables uint64 // counts SetEnabled(false), so that a quick off-on still ends the enabled period
 	run      runState
-	ep       *queue     // the queue of the current enabled period, or nil
-	epSince  uint64     // the disable count when ep started
-	commit   *committer // the writer of the current enabled period
-	plugins  map[string]pluginEntry
-	pluginMu sync.Mutex
+	ep       *queue // the queue of the current enabled period, or nil
+	epSince  uint64 // the disable count when ep started
 
 	freed          atomic.Uint64
 	failedAttempts atomic.Uint64
@@ -39,11 +36,8 @@ type Worker struct {
 	freeLatencySum atomic.Int64     // nanoseconds
 	freeLatencyMax atomic.Int64
 	scans          atomic.Uint64
-	// releasing counts the volumes being released right now; a release
-	// alone writes its own batches (see volumeRun.settle).
-	releasing atomic.Int32
-	writes    atomic.Uint64
-	applies   atomic.Uint64
+	writes         atomic.Uint64 // commands written
+	applies        atomic.Uint64 // calls to the Applier
 	// past tells when the volumes with past claims may have changed:
 	// what the scanner waits for and Settle reads.
 	past state.PastClaimWatcher
@@ -67,7 +61,6 @@ func New(cfg Config) (*Worker, error) {
 	return &Worker{
 		cfg:     c,
 		changed: make(chan struct{}),
-		plugins: map[string]pluginEntry{},
 		past:    pastWatcherOf(c.Store),
 	}, nil
 }
@@ -195,22 +188,20 @@ func (w *Worker) waitDisabled(ctx context.Context, since uint64) {
 	}
 }
 
-// runEnabled runs one enabled period: the committer, the scanner, the
-// timer loop and Parallelism workers, until the Worker is disabled (the
+// runEnabled runs one enabled period: the scanner, the timer loop and
+// Parallelism workers, until the Worker is disabled (the
 // disable count moves past disables) or ctx ends. It returns after all
 // of them stopped.
 func (w *Worker) runEnabled(parent context.Context, disables uint64) {
 	ctx, cancel := context.WithCancel(parent)
 	defer cancel()
 	q := newQueue(w.cfg.Clock, w.cfg.Observer, w.cfg.ScanInterval, w.cfg.Parallelism)
-	w.commit = newCommitter(ctx, w.cfg.Applier, &w.writes, &w.applies)
 	w.mu.Lock()
 	w.ep, w.epSince = q, disables
 	w.notifyLocked()
 	w.mu.Unlock()
 
 	var wg sync.WaitGroup
-	wg.Go(w.commit.run)
 	wg.Go(func() { w.scanLoop(ctx, q) })
 	wg.Go(func() { w.timerLoop(ctx, q) })
 	for range w.cfg.Parallelism {
@@ -338,9 +329,7 @@ func (w *Worker) workLoop(ctx context.Context, q *queue) {
 		if !ok {
 			return
 		}
-		w.releasing.Add(1)
 		o := w.releaseVolume(ctx, e.key)
-		w.releasing.Add(-1)
 		if ctx.Err() != nil {
 			o = outcome{kind: outcomeAborted}
 		}
@@ -418,14 +407,12 @@ type Stats struct {
 	// Scans counts listings of the volumes with past claims.
 	Scans uint64
 	// Writes counts commands written (checkpoints, frees, errors);
-	// Applies counts calls to the Applier: commands written while
-	// another write was in flight go together in one state.Batch.
+	// Applies counts calls to the Applier: the commands of one step of
+	// one volume go together in one state.Batch.
 	Writes, Applies uint64
 	// Ready, Running and Waiting are the volumes queued for a worker
-	// slot, being released, and waiting for a retry; Parked those
-	// waiting for their volume to change (a live claim on the same
-	// node).
-	Ready, Running, Waiting, Parked int
+	// slot, being released, and waiting for a retry.
+	Ready, Running, Waiting int
 	// FreeLatencyTotal and FreeLatencyMax sum and bound the time from
 	// Claim.ReleasedAt to the free over the freed claims; divide the
 	// total by Freed for the mean.
@@ -451,7 +438,7 @@ func (w *Worker) Stats() Stats {
 		FreeLatencyMax:     time.Duration(w.freeLatencyMax.Load()),
 	}
 	if q != nil {
-		s.Ready, s.Running, s.Waiting, s.Parked = q.depth()
+		s.Ready, s.Running, s.Waiting = q.depth()
 	}
 	return s
 }

@@ -335,8 +335,8 @@ func TestWorker_Release_TwoAllocationsOneNode(t *testing.T) {
 	if u, s := n1.fake.CallCount(nodeUnpublish), n1.fake.CallCount(nodeUnstage); u != 1 || s != 0 {
 		t.Fatalf("node calls = %d unpublish, %d unstage; want only a1's unpublish", u, s)
 	}
-	if st := w.Stats(); st.Parked != 0 || st.FailedAttempts != 0 || st.Freed != 1 {
-		t.Errorf("stats = %+v, want a1 freed, nothing parked, no failures", st)
+	if st := w.Stats(); st.Ready+st.Running+st.Waiting != 0 || st.FailedAttempts != 0 || st.Freed != 1 {
+		t.Errorf("stats = %+v, want a1 freed, nothing left in the queue, no failures", st)
 	}
 
 	h.release("a2")
@@ -593,6 +593,52 @@ func TestWorker_Release_PluginGoneWaits(t *testing.T) {
 	if got := h.ctrl.CallCount(ctrlUnpublish); got != 1 {
 		t.Errorf("ControllerUnpublish calls = %d, want 1", got)
 	}
+	h.requireNoViolations()
+}
+
+// TestWorker_Release_NoHealthyControllerWaits: a plugin that requires a
+// controller whose only controller instance is unhealthy cannot tell
+// whether the volume needs ControllerUnpublish: the claim waits in
+// NodeDetached, with no detach intent written (a new claim may still
+// join the attachment meanwhile), until a healthy controller is back,
+// and is then detached and freed.
+func TestWorker_Release_NoHealthyControllerWaits(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.addVolume("vol", csi.AccessModeSingleNodeWriter)
+	h.claim("vol", "a1", "n2")
+	w := h.startWorker(h.workerConfig(), true)
+	setController := func(healthy bool) {
+		h.apply(state.UpsertNodePlugins{NodeID: controllerNode, Plugins: []csi.PluginInfo{
+			*h.nodes[controllerNode].registry.info,
+			{
+				PluginID: testPluginID, Type: csi.PluginTypeController, Healthy: healthy, RequiresController: true,
+				UpdateTime: epoch, ControllerInfo: &csi.ControllerInfo{Capabilities: csi.ControllerCapabilities{PublishUnpublishVolume: true}},
+			},
+		}})
+	}
+	setController(false)
+
+	h.release("a1")
+	h.settle(w)
+	c := h.claimOf("vol", "a1")
+	if c == nil || c.State != csi.ClaimNodeDetached || !strings.Contains(c.LastError, "no controller") {
+		t.Fatalf("claim with no healthy controller = %+v, want node-detached, waiting for a controller", c)
+	}
+	if a := h.volume("vol").Attachments["n2"]; a == nil || a.State != csi.AttachmentAttached {
+		t.Errorf("attachment with no healthy controller = %+v, want it attached: nothing can detach it yet", a)
+	}
+	h.advance(w, 8*time.Second)
+	if c := h.claimOf("vol", "a1"); c == nil {
+		t.Fatal("claim freed while no controller could detach the volume: the attachment may leak")
+	}
+
+	setController(true)
+	h.advance(w, 8*time.Second)
+	h.requireNoPastClaims("once the controller was healthy")
+	if got := h.ctrl.CallCount(ctrlUnpublish); got != 1 {
+		t.Errorf("ControllerUnpublish calls = %d, want 1", got)
+	}
+	h.requireDetached("vol", "a1")
 	h.requireNoViolations()
 }
 

@@ -428,3 +428,52 @@ func TestWorker_Release_FailedCheckpointHoldsOnlyItsClaim(t *testing.T) {
 	h.requireDetached("vol", "a1", "a2")
 	h.requireNoViolations()
 }
+
+// TestWorker_Release_WritesOfOneStep pins how a pass groups its writes:
+// one batch for the node checkpoints of every claim of the volume, one
+// for the frees that need no plugin call (a2 and a3, whose node a4
+// keeps the volume attached to), then for the node the volume leaves
+// the detach intent before the call and the attachment's removal with
+// the free after it. Nothing else is written.
+func TestWorker_Release_WritesOfOneStep(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.addVolume("vol", csi.AccessModeMultiNodeMultiWriter)
+	h.claim("vol", "a1", "n1")
+	h.claim("vol", "a2", "n2")
+	h.claim("vol", "a3", "n2")
+	h.claim("vol", "a4", "n2")
+	oa := &orderApplier{Applier: h.applier, h: h}
+	cfg := h.workerConfig()
+	cfg.Applier = oa
+	w := h.startWorker(cfg, true)
+	h.settle(w)
+	h.order.reset()
+
+	h.release("a1", "a2", "a3")
+	h.settle(w)
+	var writes []string
+	for _, e := range h.order.list() {
+		if strings.HasPrefix(e, "store:") || strings.HasPrefix(e, "ctrl:") {
+			writes = append(writes, e)
+		}
+	}
+	cp := "checkpoint-" + csi.ClaimNodeDetached.String() + "-"
+	want := []string{
+		"store:" + cp + "a1," + cp + "a2," + cp + "a3",
+		"store:free-a2,free-a3",
+		"store:detach-volume",
+		"ctrl:" + ctrlUnpublish + ":vol",
+		"store:remove-attachment,free-a1",
+	}
+	if !slices.Equal(writes, want) {
+		t.Errorf("writes and controller calls = %v, want %v", writes, want)
+	}
+	if st := w.Stats(); st.Writes != 8 || st.Applies != 4 || st.Freed != 3 || st.FailedAttempts != 0 {
+		t.Errorf("stats = %+v, want 8 commands in 4 applies and 3 claims freed", st)
+	}
+	if a := h.volume("vol").Attachments["n2"]; a == nil || a.State != csi.AttachmentAttached {
+		t.Errorf("attachment to n2 = %+v, want it kept for a4", a)
+	}
+	h.requireNoPastClaims("after the release")
+	h.requireNoViolations()
+}
