@@ -111,23 +111,23 @@ func (t *tree) mkdirAll(p string, leafAnyKind bool) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !leafAnyKind {
-		dir, err := t.open(e, true)
-		if err != nil {
-			return err
-		}
-		return dir.Close()
-	}
 	last := len(e) - 1
 	parent, err := t.open(e[:last], true)
 	if err != nil {
 		return err
 	}
 	defer parent.Close()
-	if err := parent.Mkdir(e[last], 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
-		return t.pathError(e, err)
+	if leafAnyKind {
+		if err := parent.Mkdir(e[last], 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
+			return t.pathError(e, err)
+		}
+		return nil
 	}
-	return nil
+	dir, err := t.step(parent, e[last], e, true)
+	if err != nil {
+		return err
+	}
+	return dir.Close()
 }
 
 // check returns an *UnsafePathError if an element of p beneath the root
@@ -142,8 +142,7 @@ func (t *tree) check(p string) error {
 	if err != nil {
 		return nil
 	}
-	last := len(e) - 1
-	parent, err := t.open(e[:last], false)
+	parent, err := t.leaf(e)
 	var unsafe *UnsafePathError
 	switch {
 	case errors.As(err, &unsafe):
@@ -153,11 +152,7 @@ func (t *tree) check(p string) error {
 	case err != nil:
 		return err
 	}
-	defer parent.Close()
-	if fi, err := parent.Lstat(e[last]); err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		return t.linkError(e)
-	}
-	return nil
+	return parent.Close()
 }
 
 // removeEmpty removes p and then its parents while they are empty,
@@ -168,7 +163,8 @@ func (t *tree) check(p string) error {
 // returns the first error, with the path it concerns; a missing
 // directory is not an error, and one not empty (ENOTEMPTY, or EEXIST
 // on some systems) ends the work without one. Nothing outside the root
-// is removed.
+// is removed. A file where the mounter made a directory is removed, as
+// os.Remove would.
 func (t *tree) removeEmpty(p, stop string) (string, error) {
 	e, err := t.elems(p)
 	if err != nil {
@@ -177,7 +173,11 @@ func (t *tree) removeEmpty(p, stop string) (string, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for ; len(e) > 1 && e[0] == stop; e = e[:len(e)-1] {
-		err := t.remove(e)
+		parent, err := t.leaf(e)
+		if err == nil {
+			err = t.pathError(e, parent.Remove(e[len(e)-1]))
+			parent.Close()
+		}
 		switch {
 		case err == nil, errors.Is(err, fs.ErrNotExist):
 		case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
@@ -189,23 +189,23 @@ func (t *tree) removeEmpty(p, stop string) (string, error) {
 	return "", nil
 }
 
-// remove removes elems beneath the root: an empty directory, or a file
-// where the mounter made a directory (as os.Remove would), never a link.
-func (t *tree) remove(elems []string) error {
+// leaf opens the parent of the last of elems and refuses that element
+// if it is a link or missing. The caller closes the parent.
+func (t *tree) leaf(elems []string) (*os.Root, error) {
 	last := len(elems) - 1
 	parent, err := t.open(elems[:last], false)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	defer parent.Close()
 	fi, err := parent.Lstat(elems[last])
 	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		return t.linkError(elems)
+		err = t.linkError(elems)
 	}
-	if err == nil {
-		err = parent.Remove(elems[last])
+	if err != nil {
+		parent.Close()
+		return nil, t.pathError(elems, err)
 	}
-	return t.pathError(elems, err)
+	return parent, nil
 }
 
 // open opens directory elems beneath the root, following no link;
@@ -222,11 +222,7 @@ func (t *tree) open(elems []string, create bool) (*os.Root, error) {
 	if err != nil {
 		return nil, err
 	}
-	for i := 0; i <= len(elems); i++ {
-		name := filepath.Base(t.root)
-		if i > 0 {
-			name = elems[i-1]
-		}
+	for i, name := range append([]string{filepath.Base(t.root)}, elems...) {
 		next, err := t.step(dir, name, elems[:i], create)
 		dir.Close()
 		if err != nil {
