@@ -11,17 +11,14 @@ import (
 )
 
 // tree is the mount root as the mounter reaches it: every directory the
-// mounter makes, checks or removes beneath the root is reached without
-// following a link (see the package doc), one element at a time through
-// os.Root. os.Root alone keeps every call inside the root, but follows
-// a link that stays inside it; so each element is Lstat-ed before it is
-// opened (a link found is an *UnsafePathError naming it, and anything
-// but a directory is ENOTDIR, never opened), and what was opened must be
-// the directory that Lstat saw. The root itself is resolved once, at New
-// (links above it are the host's), and reached the same way from its
-// parent at each call, so that a root turned link is refused too; the
-// paths handed to the plugin are built on it, so the directory checked
-// is the one the plugin gets.
+// mounter makes, checks or removes beneath it is reached one element at
+// a time through os.Root, which keeps every call inside the root but
+// follows a link that stays inside it. So each element is Lstat-ed
+// first (a link is an *UnsafePathError naming it; anything else but a
+// directory is ENOTDIR, never opened), and what is opened must be what
+// Lstat saw. The root is resolved once, at New (links above it are the
+// host's), and reached the same way from its parent at each call; the
+// paths handed to the plugin are built on it.
 type tree struct {
 	mu sync.Mutex // serializes making and removing shared parent directories
 	// root is the mount root with no link in it.
@@ -131,11 +128,9 @@ func (t *tree) mkdirAll(p string, leafAnyKind bool) error {
 }
 
 // check returns an *UnsafePathError if an element of p beneath the root
-// that exists, p itself included, is a symbolic link. Missing elements
-// and a file in the way are left for the mkdir (or the plugin) to
-// report: check refuses links only. A path not beneath the root can
-// only come from the state, recorded under an earlier Config.Root: it
-// passes, so that its teardown still reaches the plugin as before
+// that exists, p included, is a symbolic link; it refuses links only. A
+// path not beneath the root, recorded in the state under an earlier
+// Config.Root, passes, so that its teardown still reaches the plugin
 // (mkdirAll refuses to make directories there, removeEmpty leaves it).
 func (t *tree) check(p string) error {
 	e, err := t.elems(p)
@@ -155,16 +150,13 @@ func (t *tree) check(p string) error {
 	return parent.Close()
 }
 
-// removeEmpty removes p and then its parents while they are empty,
-// stopping below <root>/<stop>. It never removes, or looks through, a
-// link: an *UnsafePathError stops it. (A link swapped in between the
-// Lstat and the unlinkat(2) of one element is removed itself, as
-// unlinkat follows no link: what it points to is never touched.) It
-// returns the first error, with the path it concerns; a missing
-// directory is not an error, and one not empty (ENOTEMPTY, or EEXIST
-// on some systems) ends the work without one. Nothing outside the root
-// is removed. A file where the mounter made a directory is removed, as
-// os.Remove would.
+// removeEmpty removes p (a file too, as os.Remove would) and then its
+// parents while they are empty, stopping below <root>/<stop>, never
+// outside the root. A link is neither removed nor looked through: an
+// *UnsafePathError stops it (one swapped in between an element's Lstat
+// and unlinkat(2) is removed itself, never what it points to). It
+// returns the first error and its path; a missing directory is no
+// error, and one not empty (ENOTEMPTY, or EEXIST) ends the work.
 func (t *tree) removeEmpty(p, stop string) (string, error) {
 	e, err := t.elems(p)
 	if err != nil {
