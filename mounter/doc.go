@@ -50,61 +50,56 @@
 // # State
 //
 // The tracker keeps one record per volume in two bbolt databases in
-// Config.StateDir, which New opens and holds locked until Close:
+// Config.StateDir, held locked from New until Close:
 //
 //	mounter.db          synced: what an OS crash must not lose
 //	notes-<boot>.db     never synced: every write, for a restart in the same boot
 //
-// Each holds a bucket "volumes": the key is "<namespace>/<volume ID>"
-// (IDs never hold a '/'), the value the volume's record in JSON,
-// {"Version":3, "Namespace", "VolumeID", "ExternalID", "PluginID",
-// "Stages": {<stage usage>: {"Stage", "StagingPath", "Writers"/"Readers":
-// {<allocation>: {"State", "TargetPath"}}}}}. A volume that tracks
-// nothing has no key. mounter.db also holds a bucket "own", with the ID
-// of the last commit this version made.
+// In each, bucket "volumes" maps "<namespace>/<volume ID>" (IDs hold no
+// '/') to the volume's record in JSON: {"Version":3, "Namespace",
+// "VolumeID", "ExternalID", "PluginID", "Stages": {<stage usage>:
+// {"Stage", "StagingPath", "Writers"/"Readers": {<allocation>: {"State",
+// "TargetPath"}}}}}; a volume that tracks nothing has no key. Bucket
+// "own" of mounter.db holds the ID of the last commit this version made.
 //
-// Intents are durable. Before each plugin call that may widen what is
-// staged or published, and before an unmount's calls, the mounter saves
-// its intent ("staging", "publishing", "unpublishing", "unstaging"): a
-// commit to mounter.db, synced, then one to the notes, before the call.
-// A first mount saves once, before NodeStageVolume, with the publish
-// intent too (the publish follows at once); a later mount once, before
-// NodePublishVolume; an unmount once, for all its calls, which also keeps
-// an unmount that returned from being undone. A mount–unmount cycle thus
-// syncs twice (Stats.Syncs), and volumes that save at once share one
-// sync through bbolt's Batch. A save that fails (a full disk) fails the
-// call before the plugin call, Retryable. A withdrawn intent (the plugin
-// refused a first mount's call) is saved too: no later write of the
-// host's would carry it.
+// Intents are durable: before each plugin call that may widen what is
+// staged or published, and before an unmount's calls, the intent
+// ("staging", "publishing", "unpublishing", "unstaging") is committed to
+// mounter.db, synced, then to the notes. A first mount saves once, before
+// NodeStageVolume, with the publish intent (the publish follows at once);
+// a later mount once, before NodePublishVolume; an unmount once for all
+// its calls, which also keeps an unmount that returned from being undone.
+// So a mount–unmount cycle syncs twice (Stats.Syncs), and volumes that
+// save at once share one sync through bbolt's Batch. A failed save (a
+// full disk) fails the call before the plugin call, Retryable. A
+// withdrawn intent (the plugin refused a first mount's call) is saved
+// too: no later write of the host's would carry it.
 //
-// Outcomes are notes. A change that narrows what may be mounted (a stage
-// or publish that succeeded, a teardown done, a volume's removal) is
-// written to the notes only; mounter.db gets it with its next commit,
-// of any volume, or at Close. bbolt cannot skip the sync of one commit
-// safely (after an OS crash, an unsynced commit may point at pages that
-// never reached the disk), so the unsynced writes go to a database of
-// their own, which is read only in the boot that wrote it: there the
-// page cache holds every write whole, synced or not. (Without a boot ID,
-// /proc/sys/kernel/random/boot_id on Linux, there are no notes and
-// every write is saved.) Losing a note, as
-// an OS crash may, is safe: the record it replaced is more pessimistic,
-// so the next call repeats an idempotent plugin call (stages again,
-// tears down again), and HasMount may report an allocation whose
-// unmount had succeeded until an UnmountVolume for it.
+// Outcomes are notes: a change that narrows what may be mounted (a stage
+// or publish that succeeded, a teardown done, a volume's removal) goes
+// to the notes only, and to mounter.db with its next commit, of any
+// volume, or at Close. bbolt cannot skip the sync of one commit safely
+// (after an OS crash it may point at pages that never reached the
+// disk), so unsynced writes go to a database of their own, read only in
+// the boot that wrote it, whose page cache holds every write whole.
+// (Without a boot ID, /proc/sys/kernel/random/boot_id on Linux, every
+// write is saved.) A note lost to an OS crash is safe: the record it
+// replaced is more pessimistic, so the next call repeats an idempotent
+// plugin call, and HasMount may report an allocation whose unmount had
+// succeeded until an UnmountVolume for it.
 //
-// New loads this boot's notes if mounter.db's last commit is its own
-// (an agent restarted); otherwise (a reboot, or an older version that
-// wrote mounter.db since) it drops them and starts from mounter.db,
-// which is always safe to start from. Every intent loaded counts as
-// "may have happened": the next mount re-issues it, the unmount undoes
-// it (a plugin answers OK or NotFound for a target it never published),
-// and interrupted teardowns are finished by the next call on the
-// volume. A mounter.db that bbolt cannot open or check, or a record that
-// is not a valid record of version 3, fails New with ErrCorruptState:
-// it never starts from an empty state while mounts may exist. The files
+// New loads this boot's notes if mounter.db's last commit is its own (an
+// agent restarted); otherwise (a reboot, or an older version wrote
+// mounter.db since) it drops them and starts from mounter.db, always a
+// safe start. An intent loaded counts as "may have happened": the next
+// mount re-issues it, the unmount undoes it (a plugin answers OK or
+// NotFound for a target it never published), and the next call on the
+// volume finishes interrupted teardowns. A mounter.db that bbolt cannot
+// open or check, or a record not valid in version 3, fails New with
+// ErrCorruptState: it never starts empty while mounts may exist. Files
 // of older versions (JSON, then slot files) are imported once, then
 // removed (import.go). To repair a volume's state by hand, stop the
-// agent, remove the notes, and edit the key in mounter.db.
+// agent, remove the notes, and edit its key in mounter.db.
 //
 // # Usage
 //

@@ -81,8 +81,7 @@ type Config struct {
 // Mounter is the VolumeMounter over CSI node plugins, with a usage
 // tracker persisted in Config.StateDir.
 type Mounter struct {
-	root    string // tree.root, resolved: the paths handed out are built on it
-	tree    *tree
+	tree    *tree // the paths handed out are built on tree.root, resolved
 	plugins Plugins
 	logger  hclog.Logger
 	store   *store
@@ -139,7 +138,7 @@ func New(cfg Config) (*Mounter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mounter: %w", err)
 	}
-	m := &Mounter{root: t.root, tree: t, plugins: cfg.Plugins, logger: cfg.Logger, store: st,
+	m := &Mounter{tree: t, plugins: cfg.Plugins, logger: cfg.Logger, store: st,
 		sem: make(chan struct{}, cfg.MaxParallel), vols: map[volKey]*volume{}}
 	for k, rec := range recs {
 		m.vols[k] = &volume{key: k, lock: make(chan struct{}, 1), rec: rec}

@@ -37,23 +37,18 @@ func (m *Mounter) underRoot(elems ...string) (string, error) {
 			return "", fmt.Errorf("%w: path element %q is not a plain name", csi.ErrInvalidRequest, e)
 		}
 	}
-	p := filepath.Join(append([]string{m.root}, elems...)...)
-	if !strings.HasPrefix(p, m.root+string(filepath.Separator)) {
-		return "", fmt.Errorf("%w: path %q leaves the mount root %s", csi.ErrInvalidRequest, p, m.root)
+	p := filepath.Join(append([]string{m.tree.root}, elems...)...)
+	if !strings.HasPrefix(p, m.tree.root+string(filepath.Separator)) {
+		return "", fmt.Errorf("%w: path %q leaves the mount root %s", csi.ErrInvalidRequest, p, m.tree.root)
 	}
 	return p, nil
 }
 
-// The CSI spec has the CO create the staging directory, and the parent
-// of a target, whose creation and deletion are the plugin's. So the
-// mounter makes those, and after a teardown removes only directories it
-// made, and only when they are empty (rmdir, never RemoveAll: a path
-// under the root may still hold a mount), all through m.tree, and
-// checks a path for links before the plugin gets it (refuseLinks). The
-// staging directory once NodeStageVolume may have run, and the target
-// from the first NodePublishVolume on, are the plugin's mount points,
-// which it may make links of its own: they are held to the rule only
-// until then.
+// The CSI spec has the CO create the staging directory and the parent
+// of a target (the target is the plugin's to create and delete), so the
+// mounter makes those, all through m.tree, and after a teardown removes
+// only what it made, while empty (rmdir, never RemoveAll: a path may
+// still hold a mount). Links are refused as the package doc says.
 
 // refuseLinks refuses (*UnsafePathError) a staging or target path that
 // passes through a symbolic link beneath the root before it goes to the

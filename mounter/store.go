@@ -297,7 +297,7 @@ func (s *store) note(k volKey, rec *volumeRecord) error {
 }
 
 func (s *store) putNote(key, data []byte) error {
-	return s.notes.Update(func(tx *bolt.Tx) error { return putAll(tx.Bucket(volumesBucket), map[string][]byte{string(key): data}) })
+	return s.notes.Update(func(tx *bolt.Tx) error { return put(tx.Bucket(volumesBucket), key, data) })
 }
 
 // update runs fn in a db write transaction, synced unless NoSync, and
@@ -336,17 +336,18 @@ func encode(k volKey, rec *volumeRecord) ([]byte, []byte, error) {
 // putAll stores each value under its key; a nil value removes the key.
 func putAll(b *bolt.Bucket, vals map[string][]byte) error {
 	for k, v := range vals {
-		var err error
-		if v == nil {
-			err = b.Delete([]byte(k))
-		} else {
-			err = b.Put([]byte(k), v)
-		}
-		if err != nil {
+		if err := put(b, []byte(k), v); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+func put(b *bolt.Bucket, k, v []byte) error {
+	if v == nil {
+		return b.Delete(k)
+	}
+	return b.Put(k, v)
 }
 
 // close writes the notes db lacks (a reboot drops the notes) and closes
@@ -364,8 +365,5 @@ func (s *store) closeFiles() error {
 	if s.notes != nil {
 		err = s.notes.Close()
 	}
-	if s.db != nil {
-		err = errors.Join(err, s.db.Close())
-	}
-	return err
+	return errors.Join(err, s.db.Close())
 }

@@ -330,3 +330,43 @@ func TestNew_RootThroughSymlink(t *testing.T) {
 	}
 	e.p.RequireNoViolations(t)
 }
+
+// A link planted beneath the root that points inside it (which os.Root
+// alone would follow) is refused like one that leaves it: no plugin
+// call, no state, and nothing made where it points.
+func TestMounter_UnderRoot_NotPlain(t *testing.T) {
+	for _, tc := range plantings {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, stageCaps)
+			withFingerprint(e)
+			e.volume("vol1")
+			m := e.mounter()
+			inner := filepath.Join(e.root, "inner")
+			if err := os.Mkdir(inner, 0o750); err != nil {
+				t.Fatal(err)
+			}
+			link := filepath.Join(e.root, filepath.FromSlash(tc.rel))
+			rel, err := filepath.Rel(filepath.Dir(link), inner)
+			if err != nil {
+				t.Fatal(err)
+			}
+			plant(t, e.root, tc.rel, rel, "")
+
+			_, err = m.MountVolume(context.Background(), mountReq("vol1", "a1"))
+			requireUnsafe(t, err, link)
+			if err != nil && !strings.Contains(err.Error(), "is a symbolic link") {
+				t.Errorf("error %q does not say that %s is a link", err, link)
+			}
+			if calls := e.p.Calls(); len(calls) != 0 {
+				t.Errorf("plugin calls made: %v", calls)
+			}
+			if left := files(t, inner); len(left) != 0 {
+				t.Errorf("made through the link: %v", left)
+			}
+			if has, err := m.HasMount(context.Background(), testNS, "vol1", "a1"); err != nil || has {
+				t.Errorf("HasMount = %v, %v after a refused mount; want false", has, err)
+			}
+			requireNoStateLeft(t, e.state)
+		})
+	}
+}

@@ -7,20 +7,18 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"syscall"
 )
 
 // tree is the mount root as the mounter reaches it: every directory the
-// mounter makes, checks or removes beneath the root is reached without
-// following a link (see the package doc), on Linux by openat2(2) with
-// RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS from a descriptor of the root;
-// where the kernel lacks it (before 5.6), on other Unix systems, or
-// when it fails for a reason it cannot explain, by a walk that opens
-// one element at a time with O_NOFOLLOW|O_DIRECTORY. A link found is an
-// *UnsafePathError naming it. The root itself is resolved once, at New
-// (links above it are the host's), and the paths handed to the plugin
-// are built on it, so the directory checked is the one the plugin gets.
+// mounter makes, checks or removes beneath it is reached one element at
+// a time through os.Root, which keeps every call inside the root but
+// follows a link that stays inside it. So each element is Lstat-ed
+// first (a link is an *UnsafePathError naming it; anything else but a
+// directory is ENOTDIR, never opened), and what is opened must be what
+// Lstat saw. The root is resolved once, at New (links above it are the
+// host's), and reached the same way from its parent at each call; the
+// paths handed to the plugin are built on it.
 type tree struct {
 	mu sync.Mutex // serializes making and removing shared parent directories
 	// root is the mount root with no link in it.
@@ -30,11 +28,6 @@ type tree struct {
 	// version that did not resolve the root start with it, and name the
 	// same directories.
 	alias string
-	// walkOnly makes every operation take the element-by-element walk:
-	// set once openat2 is found missing or refused (a seccomp filter
-	// that predates it answers EPERM), and by tests to exercise the
-	// walk on a kernel that has openat2.
-	walkOnly atomic.Bool
 }
 
 // newTree creates the root if need be (its parents, the host's, may be
@@ -54,7 +47,7 @@ func newTree(given string) (*tree, error) {
 		t.alias = given
 	}
 	for _, d := range []string{stagingDir, perAllocDir} {
-		if err := t.mkdirElems([]string{d}, false); err != nil {
+		if err := t.mkdirAll(filepath.Join(resolved, d), false); err != nil {
 			return nil, err
 		}
 	}
@@ -84,10 +77,24 @@ func (t *tree) path(elems []string) string {
 	return filepath.Join(append([]string{t.root}, elems...)...)
 }
 
-// linkError is the error for elems, whose last element is a link.
+// linkError is the error for elems, whose last element (the root when
+// there is none) is a link.
 func (t *tree) linkError(elems []string) error {
+	if len(elems) == 0 {
+		return &UnsafePathError{Path: t.root, Reason: "(the mount root) has become a symbolic link since the mounter started: put the directory back, or restart the node agent if the host moved the root on purpose"}
+	}
 	return &UnsafePathError{Path: t.path(elems), Reason: "is a symbolic link, and the mounter follows none beneath its root " +
 		"(no plugin call was made with a path through it): remove the link (and find out what made it), then retry"}
+}
+
+// pathError names the element at fault in err, an error of os.Root's
+// (whose paths are relative to the directory it was opened at).
+func (t *tree) pathError(elems []string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return &fs.PathError{Op: pe.Op, Path: t.path(elems), Err: pe.Err}
+	}
+	return err
 }
 
 // mkdirAll creates directory p beneath the root and its missing parents
@@ -101,30 +108,55 @@ func (t *tree) mkdirAll(p string, leafAnyKind bool) error {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.mkdirElems(e, leafAnyKind)
+	last := len(e) - 1
+	parent, err := t.open(e[:last], true)
+	if err != nil {
+		return err
+	}
+	defer parent.Close()
+	if leafAnyKind {
+		if err := parent.Mkdir(e[last], 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
+			return t.pathError(e, err)
+		}
+		return nil
+	}
+	dir, err := t.step(parent, e[last], e, true)
+	if err != nil {
+		return err
+	}
+	return dir.Close()
 }
 
 // check returns an *UnsafePathError if an element of p beneath the root
-// that exists, p itself included, is a symbolic link. Missing elements
-// and a file in the way are left for the mkdir (or the plugin) to
-// report: check refuses links only. A path not beneath the root can
-// only come from the state, recorded under an earlier Config.Root: it
-// passes, so that its teardown still reaches the plugin as before
+// that exists, p included, is a symbolic link; it refuses links only. A
+// path not beneath the root, recorded in the state under an earlier
+// Config.Root, passes, so that its teardown still reaches the plugin
 // (mkdirAll refuses to make directories there, removeEmpty leaves it).
 func (t *tree) check(p string) error {
 	e, err := t.elems(p)
 	if err != nil {
 		return nil
 	}
-	return t.checkElems(e)
+	parent, err := t.leaf(e)
+	var unsafe *UnsafePathError
+	switch {
+	case errors.As(err, &unsafe):
+		return err
+	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
+		return nil
+	case err != nil:
+		return err
+	}
+	return parent.Close()
 }
 
-// removeEmpty removes p and then its parents while they are empty,
-// stopping below <root>/<stop>. It never removes, or looks through, a
-// link: an *UnsafePathError stops it. It returns the first error, with
-// the path it concerns; a missing directory is not an error, and one
-// not empty (ENOTEMPTY, or EEXIST on some systems) ends the work
-// without one. Nothing outside the root is removed.
+// removeEmpty removes p (a file too, as os.Remove would) and then its
+// parents while they are empty, stopping below <root>/<stop>, never
+// outside the root. A link is neither removed nor looked through: an
+// *UnsafePathError stops it (one swapped in between an element's Lstat
+// and unlinkat(2) is removed itself, never what it points to). It
+// returns the first error and its path; a missing directory is no
+// error, and one not empty (ENOTEMPTY, or EEXIST) ends the work.
 func (t *tree) removeEmpty(p, stop string) (string, error) {
 	e, err := t.elems(p)
 	if err != nil {
@@ -132,22 +164,110 @@ func (t *tree) removeEmpty(p, stop string) (string, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for len(e) > 1 && e[0] == stop {
-		err := t.removeElems(e)
+	for ; len(e) > 1 && e[0] == stop; e = e[:len(e)-1] {
+		parent, err := t.leaf(e)
+		if err == nil {
+			err = t.pathError(e, parent.Remove(e[len(e)-1]))
+			parent.Close()
+		}
 		switch {
-		case err == nil, errors.Is(err, syscall.ENOENT):
+		case err == nil, errors.Is(err, fs.ErrNotExist):
 		case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
 			return "", nil
 		default:
 			return t.path(e), err
 		}
-		e = e[:len(e)-1]
 	}
 	return "", nil
 }
 
-// elemError is errno from op on the last of elems, as a path error
-// naming that element.
-func (t *tree) elemError(op string, elems []string, errno error) error {
-	return &fs.PathError{Op: op, Path: t.path(elems), Err: errno}
+// leaf opens the parent of the last of elems and refuses that element
+// if it is a link or missing. The caller closes the parent.
+func (t *tree) leaf(elems []string) (*os.Root, error) {
+	last := len(elems) - 1
+	parent, err := t.open(elems[:last], false)
+	if err != nil {
+		return nil, err
+	}
+	fi, err := parent.Lstat(elems[last])
+	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+		err = t.linkError(elems)
+	}
+	if err != nil {
+		parent.Close()
+		return nil, t.pathError(elems, err)
+	}
+	return parent, nil
+}
+
+// open opens directory elems beneath the root, following no link;
+// with create, it makes the missing directories (0750), the root
+// included, as New made it. The caller closes the Root.
+func (t *tree) open(elems []string, create bool) (*os.Root, error) {
+	parent := filepath.Dir(t.root)
+	if create {
+		if err := os.MkdirAll(parent, 0o750); err != nil {
+			return nil, err
+		}
+	}
+	dir, err := os.OpenRoot(parent)
+	if err != nil {
+		return nil, err
+	}
+	for i, name := range append([]string{filepath.Base(t.root)}, elems...) {
+		next, err := t.step(dir, name, elems[:i], create)
+		dir.Close()
+		if err != nil {
+			return nil, err
+		}
+		dir = next
+	}
+	return dir, nil
+}
+
+// step opens directory name in dir (elems, beneath the root, for
+// errors), making it first with create. A link there is refused, and
+// anything else but a directory is ENOTDIR (a FIFO would block an open).
+func (t *tree) step(dir *os.Root, name string, elems []string, create bool) (*os.Root, error) {
+	if create {
+		// EEXIST: made by another Mounter, or a link or a file, which
+		// the Lstat finds.
+		if err := dir.Mkdir(name, 0o750); err != nil && !errors.Is(err, fs.ErrExist) {
+			return nil, t.pathError(elems, err)
+		}
+	}
+	fi, err := dir.Lstat(name)
+	switch {
+	case err != nil:
+		return nil, t.pathError(elems, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return nil, t.linkError(elems)
+	case !fi.IsDir():
+		return nil, &fs.PathError{Op: "open", Path: t.path(elems), Err: syscall.ENOTDIR}
+	}
+	return t.openSame(dir, name, elems, fi)
+}
+
+// openSame opens directory name in dir, which Lstat found to be fi, and
+// refuses what it opened unless it is that directory: os.Root would
+// follow a link swapped in since, if it pointed inside the root.
+func (t *tree) openSame(dir *os.Root, name string, elems []string, fi fs.FileInfo) (*os.Root, error) {
+	sub, err := dir.OpenRoot(name)
+	if err != nil {
+		if now, lerr := dir.Lstat(name); lerr == nil && now.Mode()&fs.ModeSymlink != 0 {
+			return nil, t.linkError(elems) // swapped in, and leaving dir
+		}
+		return nil, t.pathError(elems, err)
+	}
+	now, err := sub.Stat(".")
+	if err != nil {
+		sub.Close()
+		return nil, t.pathError(elems, err)
+	}
+	if !os.SameFile(fi, now) {
+		sub.Close()
+		return nil, &UnsafePathError{Path: t.path(elems), Reason: "changed while the mounter opened it (into a symbolic link, or another directory moved there): " +
+			"remove the link (and find out what made it), then retry"}
+	}
+	return sub, nil
 }

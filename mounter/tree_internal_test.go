@@ -4,45 +4,24 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"syscall"
 	"testing"
 )
 
-// resolvers runs f with a tree on a fresh root for each way the tree
-// resolves paths: openat2 (Linux 5.6 and later) and the walk, element
-// by element, that serves elsewhere; each must refuse links on its own.
-// outside is a directory outside the root for links to point at.
+// resolvers runs f with a tree on a fresh root. outside is a directory
+// outside the root for links to point at, which must stay empty.
 func resolvers(t *testing.T, f func(t *testing.T, tr *tree, outside string)) {
-	for _, mode := range []string{"openat2", "walk"} {
-		t.Run(mode, func(t *testing.T) {
-			dir := t.TempDir()
-			tr, err := newTree(filepath.Join(dir, "root"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if mode == "walk" {
-				tr.walkOnly.Store(true)
-			} else {
-				if runtime.GOOS != "linux" {
-					t.Skip("openat2 is Linux's")
-				}
-				// newTree's mkdirs found openat2 missing or refused.
-				if tr.walkOnly.Load() {
-					t.Skip("the kernel has no openat2, or a filter refuses it")
-				}
-			}
-			outside := filepath.Join(dir, "outside")
-			mustMkdir(t, outside)
-			f(t, tr, outside)
-			if mode == "openat2" && tr.walkOnly.Load() {
-				t.Error("fell back on the walk")
-			}
-			if left := listAll(t, outside); len(left) != 0 {
-				t.Errorf("changed outside the root: %v", left)
-			}
-		})
+	dir := t.TempDir()
+	tr, err := newTree(filepath.Join(dir, "root"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(dir, "outside")
+	mustMkdir(t, outside)
+	f(t, tr, outside)
+	if left := listAll(t, outside); len(left) != 0 {
+		t.Errorf("changed outside the root: %v", left)
 	}
 }
 
@@ -292,6 +271,47 @@ func TestTree_RemoveEmpty(t *testing.T) {
 	}
 }
 
+// A directory swapped for a link between the Lstat of an element and
+// its open (a race a local attacker may win) is refused, be it a link
+// that stays inside the directory opened so far (which os.Root would
+// follow), one that leaves it, or another directory moved in its place.
+func TestTree_Step_SwappedForLink(t *testing.T) {
+	for _, swap := range []string{"inner", "outside", "dir"} {
+		t.Run(swap, func(t *testing.T) {
+			resolvers(t, func(t *testing.T, tr *tree, outside string) {
+				plantAt(t, tr, outside, "staging/ns", "dir")
+				plantAt(t, tr, outside, "staging/other", "dir")
+				dir, err := tr.open([]string{stagingDir}, false)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer dir.Close()
+				fi, err := dir.Lstat("ns")
+				if err != nil {
+					t.Fatal(err)
+				}
+				p := filepath.Join(tr.root, stagingDir, "ns")
+				if err := os.Rename(p, filepath.Join(tr.root, "moved")); err != nil {
+					t.Fatal(err)
+				}
+				switch swap {
+				case "inner":
+					mustSymlink(t, "other", p)
+				case "outside":
+					mustSymlink(t, outside, p)
+				case "dir":
+					mustMkdir(t, p)
+				}
+				sub, err := tr.openSame(dir, "ns", []string{stagingDir, "ns"}, fi)
+				if err == nil {
+					sub.Close()
+				}
+				requireLinkError(t, err, p)
+			})
+		})
+	}
+}
+
 // Paths recorded in the state are taken beneath the root as resolved or
 // as given (a host's link above it), and nowhere else.
 func TestTree_Elems(t *testing.T) {
@@ -345,11 +365,8 @@ func TestTree_Elems(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustSymlink(t, real+".old", real)
-	for _, walk := range []bool{false, true} {
-		tr.walkOnly.Store(walk)
-		if err := tr.mkdirAll(real+"/staging/ns", false); !errors.Is(err, ErrUnsafePath) {
-			t.Errorf("mkdir beneath a root turned link (walk only %v) = %v, want ErrUnsafePath", walk, err)
-		}
+	if err := tr.mkdirAll(real+"/staging/ns", false); !errors.Is(err, ErrUnsafePath) {
+		t.Errorf("mkdir beneath a root turned link = %v, want ErrUnsafePath", err)
 	}
 }
 

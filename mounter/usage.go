@@ -8,12 +8,10 @@ import (
 
 // Usage is how an allocation uses a volume on this node: the claim mode
 // and the (access, attachment) pair. The volume is published once per
-// allocation under its usage; it is staged once per node under the
-// usage's StageUsage, which leaves out the claim mode.
-//
-// Its String form is short and safe as a single path element: the claim
-// mode, a dash, and the StageUsage's form, for example "w-snw-fs" (write
-// claim, single-node-writer, file system) or "r-mnro-blk".
+// allocation under its usage, and staged once per node under its
+// StageUsage. Its String form is short and safe as a single path
+// element: the claim mode, a dash, and the StageUsage's form, for
+// example "w-snw-fs" (write claim, single-node-writer, file system).
 type Usage struct {
 	ClaimMode      csi.ClaimMode
 	AccessMode     csi.AccessMode
@@ -22,14 +20,9 @@ type Usage struct {
 
 // StageUsage is how a volume is staged on this node: the (access,
 // attachment) pair of its usages, without the claim mode, as
-// NodeStageVolume has no read-only flag. The readers and the writers of
-// a volume on one node share one stage, and the CSI spec allows one
-// staging path per volume: while a volume is staged under one
-// StageUsage, a mount under another is refused (csi.ErrVolumeInUse)
-// until that stage's users have unmounted.
-//
-// Its String form is short and safe as a single path element, for
-// example "snw-fs" or "mnro-blk".
+// NodeStageVolume has no read-only flag (see "One stage per volume" in
+// the package doc). Its String form is short and safe as a single path
+// element, for example "snw-fs" or "mnro-blk".
 type StageUsage struct {
 	AccessMode     csi.AccessMode
 	AttachmentMode csi.AttachmentMode
