@@ -133,11 +133,23 @@ type Config struct {
 	// Logger receives the csikit stack's logs and a debug line per step;
 	// nil means no logging.
 	Logger hclog.Logger
+
+	// SettingNames maps a Config field's name ("VolumeID") to the name
+	// the caller gives its users ("--volume-id"): messages that tell
+	// what to change then name the caller's setting, not the Go field.
+	// csicheck maps every field to its flag; nil keeps "Config.VolumeID".
+	SettingNames map[string]string
 }
 
 // withDefaults validates c and fills its defaults, except the
 // directories, which the caller (Run or Check) chooses.
 func (c Config) withDefaults() (Config, error) {
+	out, err := c.validate()
+	return out, c.renameErr(err)
+}
+
+// validate is withDefaults before its errors name the caller's settings.
+func (c Config) validate() (Config, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: plugintest: %s", csi.ErrInvalidRequest, fmt.Sprintf(format, args...))
 	}

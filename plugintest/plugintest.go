@@ -199,6 +199,9 @@ func newRun(cfg Config, r Reporter) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := preflight(c); err != nil {
+		return nil, err
+	}
 	suffix := randomHex(6)
 	l := &run{
 		cfg:   c,
@@ -255,7 +258,7 @@ func (l *run) begin(ctx context.Context, step string) bool {
 		l.stopped = fmt.Sprintf("the run was interrupted (%v)", err)
 	}
 	if l.stopped != "" {
-		l.rep.Skip(step, l.stopped)
+		l.rep.Skip(step, l.cfg.rename(l.stopped))
 		return false
 	}
 	l.rep.Step(step)
@@ -291,6 +294,7 @@ func (l *run) fail(ctx context.Context, f Failure) {
 			l.stopped = fmt.Sprintf("the run was interrupted (%v)", err)
 		}
 	}
+	f.Expect, f.Got, f.Detail = l.cfg.rename(f.Expect), l.cfg.rename(f.Got), l.cfg.rename(f.Detail)
 	l.rep.Fail(f)
 }
 

@@ -168,13 +168,16 @@ func (l *run) fingerprintOne(ctx context.Context, step string, c fingerprint.Cli
 		return nil, false
 	}
 	delay := 20 * time.Millisecond
-	for {
+	for tries := 1; ; tries++ {
 		info, err := fp.Fingerprint(ctx)
 		if err == nil {
 			return info, true
 		}
+		// Probe's ready=false may last the whole step; any other
+		// retryable answer (Unavailable) only maxUnavailable times.
 		notReady := errors.Is(err, csi.ErrPluginUnhealthy)
-		if (notReady || csi.Classify(err) == csi.ClassRetryable) && sleep(ctx, delay) {
+		retry := notReady || csi.Classify(err) == csi.ClassRetryable && tries < maxUnavailable
+		if retry && sleep(ctx, delay) {
 			delay = min(2*delay, time.Second)
 			continue
 		}

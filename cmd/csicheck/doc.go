@@ -52,5 +52,9 @@
 // the cleanups still run.
 //
 // Exit status: 0 when every check passed, 1 when one failed, 2 when
-// csicheck could not run (bad flags, an unusable mount root).
+// csicheck could not run (bad flags, an unusable mount root, a socket it
+// cannot connect to: missing, not a stream socket, refusing, or not
+// permitted). A setup failure says so, within two seconds
+// ("cannot connect to /run/csi.sock (--endpoint): no such file or
+// directory"), and never blames the plugin.
 package main

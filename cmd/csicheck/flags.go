@@ -51,6 +51,7 @@ func parse(args []string, stderr io.Writer) (plugintest.Config, options, error) 
 		return f.cfg, f.opts, fmt.Errorf("unexpected arguments %q; every setting is a flag (see --help)", fs.Args())
 	}
 	f.setOptional()
+	f.cfg.SettingNames = settingNames
 	readLogLevel := func() error { return f.readLogLevel(stderr) }
 	for _, read := range []func() error{f.readModes, f.readDirs, f.readDataCheck, f.readSecrets, readLogLevel} {
 		if err := read(); err != nil {
@@ -95,6 +96,28 @@ func (f *flags) define(stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.opts.verbose, "verbose", false, "print each step to stderr as it starts")
 	fs.StringVar(&f.logLevel, "log-level", f.logLevel, "csikit's logs on stderr: off, error, warn, info, debug or trace")
 	return fs
+}
+
+// settingNames are the flags that set each plugintest.Config field, so
+// that plugintest's messages name the flag to change.
+var settingNames = map[string]string{
+	"Endpoint":           "--endpoint",
+	"ControllerEndpoint": "--controller-endpoint",
+	"NodeEndpoint":       "--node-endpoint",
+	"VolumeID":           "--volume-id",
+	"VolumeContext":      "--volume-context",
+	"Capability":         "--access-mode/--attachment-mode",
+	"MountOptions":       "--fs-type/--mount-flag",
+	"Parameters":         "--parameter",
+	"Secrets":            "--secrets-file",
+	"CapacityBytes":      "--capacity",
+	"MountRoot":          "--mount-root",
+	"StateDir":           "--state-dir",
+	"Timeout":            "--timeout",
+	"SkipIdempotency":    "--skip-idempotency",
+	"SkipNegative":       "--skip-negative",
+	"StrictUnstage":      "--strict-unstage",
+	"DataCheck":          "--data-check",
 }
 
 // readModes reads --access-mode and --attachment-mode.
