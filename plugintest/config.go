@@ -3,6 +3,7 @@ package plugintest
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -134,11 +135,21 @@ type Config struct {
 	// nil means no logging.
 	Logger hclog.Logger
 
+	// RunChecks and SkipChecks are regular expressions over the names of
+	// the per-RPC coverage checks ("ListVolumes (paging)",
+	// "CreateSnapshot (errors)"): a check runs when RunChecks is empty
+	// or matches its name, and SkipChecks is empty or does not. The
+	// lifecycle's own steps always run, since each depends on the one
+	// before. SkipChecks "." keeps the lifecycle alone.
+	RunChecks, SkipChecks string
+
 	// SettingNames maps a Config field's name ("VolumeID") to the name
 	// the caller gives its users ("--volume-id"): messages that tell
 	// what to change then name the caller's setting, not the Go field.
 	// csicheck maps every field to its flag; nil keeps "Config.VolumeID".
 	SettingNames map[string]string
+
+	runRE, skipRE *regexp.Regexp // RunChecks and SkipChecks, compiled
 }
 
 // withDefaults validates c and fills its defaults, except the
@@ -202,6 +213,19 @@ func (c Config) validate() (Config, error) {
 	}
 	if c.DataCheck < DataShared || c.DataCheck > DataOff {
 		return c, bad("Config.DataCheck %s is not DataShared, DataWriterOnly or DataOff", c.DataCheck)
+	}
+	for _, e := range []struct {
+		field, expr string
+		re          **regexp.Regexp
+	}{{"RunChecks", c.RunChecks, &c.runRE}, {"SkipChecks", c.SkipChecks, &c.skipRE}} {
+		if e.expr == "" {
+			continue
+		}
+		re, err := regexp.Compile(e.expr)
+		if err != nil {
+			return c, bad("Config.%s %q is not a regular expression: %v", e.field, e.expr, err)
+		}
+		*e.re = re
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()

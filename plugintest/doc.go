@@ -106,6 +106,34 @@
 // unstage; the hostpath example refuses it). The harness stages the
 // volume again after a probe that succeeded.
 //
+// # Coverage per RPC
+//
+// Besides the lifecycle, the harness checks the spec's rules for every
+// call the plugin advertises, one row of a table each, named after the
+// call ("ListVolumes (paging)", "CreateSnapshot (errors)"): ListVolumes
+// with max_entries and starting_token (an invalid token must answer
+// Aborted), GetCapacity, ControllerGetVolume, ValidateVolumeCapabilities,
+// a 128-byte volume name, DeleteVolume of an unknown volume, snapshots
+// with ListSnapshots paging, restore and clone, ControllerExpandVolume,
+// ControllerModifyVolume, NodeGetVolumeStats (usage, and NotFound for an
+// unknown volume or path) and NodeExpandVolume, each with the codes the
+// spec requires for missing fields and unknown IDs. A row whose
+// capability is not advertised is reported skipped with the reason.
+// Rows that need volumes or snapshots of their own make and delete them
+// (the cleanups delete what a failed row left). Config.RunChecks and
+// SkipChecks select the rows by regular expression. A call that keeps
+// answering Unavailable fails its row after a few tries; the other rows
+// still run.
+//
+// # Setup
+//
+// Before any step, the harness connects once to each socket (within two
+// seconds). A missing socket, a file that is not a stream socket, a
+// refused connection or a denied permission is ErrCannotConnect, not a
+// failure of the plugin: Run fails the test with it and Check returns it.
+// Messages that say which setting to change name it as
+// Config.SettingNames does (csicheck's flags).
+//
 // # Stopping and cleaning up
 //
 // A failure that later steps depend on (a claim that failed, a mount
@@ -126,8 +154,8 @@
 //
 // # What it does not do
 //
-// One node only; no topology, snapshots, expansion, volume statistics
-// or health calls; no data check on block devices. The harness runs in
+// One node only; no topology or health calls; no data check on block
+// devices. The harness runs in
 // the plugin's mount namespace (in-process or on the same host), since it
 // reads and writes the published paths itself.
 package plugintest

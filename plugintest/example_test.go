@@ -18,7 +18,7 @@ import (
 // does the same and reports to t.
 func Example() {
 	p, err := csitest.New(csitest.Config{
-		Controller: csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true},
+		Controller: csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true, ListVolumes: true, CreateDeleteSnapshot: true, ListSnapshots: true},
 		Node:       csi.NodeCapabilities{StageUnstageVolume: true},
 	})
 	if err != nil {
@@ -38,7 +38,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, s := range r.Steps()[:8] {
+	for _, s := range r.Steps()[:12] {
 		fmt.Println(s.Status, s.Name)
 	}
 	fmt.Println("…", len(r.Steps()), "steps, failed:", r.Failed())
@@ -49,10 +49,14 @@ func Example() {
 	// pass create volume
 	// pass create volume (idempotent repeat)
 	// pass create volume without a name
-	// pass claim (allocation 1)
-	// pass controller publish (idempotent repeat)
-	// pass controller publish of an unknown volume
-	// … 29 steps, failed: false
+	// pass ListVolumes
+	// pass ListVolumes (paging)
+	// pass ListVolumes (invalid starting token)
+	// skip GetCapacity
+	// skip ControllerGetVolume
+	// pass ValidateVolumeCapabilities
+	// pass CreateVolume (128-byte name)
+	// … 53 steps, failed: false
 	// volumes left in the plugin: 0
 }
 

@@ -132,6 +132,7 @@ type run struct {
 	ctrlCaps      csi.ControllerCapabilities
 	nodeCaps      csi.NodeCapabilities
 	csiNode       string
+	provider      string // GetPluginInfo's name
 
 	// The volume.
 	volID      string // csikit's ID
@@ -141,6 +142,11 @@ type run struct {
 	registered bool   // registered and not deregistered yet
 	allocs     []*alloc
 	probeDir   string
+	// scratchIDs are the volumes coverage checks created and did not
+	// delete yet.
+	scratchIDs []string
+	// deletedSnapshots are the snapshots coverage checks deleted.
+	deletedSnapshots []string
 }
 
 // instance is one plugin instance the node's registry runs.
@@ -232,11 +238,14 @@ func (l *run) steps(ctx context.Context) {
 	l.fingerprint(ctx)
 	l.registerPlugin(ctx)
 	l.provision(ctx)
+	l.coverage(ctx, phaseProvisioned)
 	l.claimAll(ctx)
 	l.mountAll(ctx)
 	l.checkData(ctx)
+	l.coverage(ctx, phaseMounted)
 	l.probeUnstage(ctx)
 	l.unmountAll(ctx)
+	l.coverage(ctx, phaseUnmounted)
 	l.release(ctx)
 	l.deleteVolume(ctx)
 	l.checkOrder(ctx)

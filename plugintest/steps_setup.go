@@ -197,6 +197,7 @@ func (l *run) fingerprintOne(ctx context.Context, step string, c fingerprint.Cli
 // learn records what a fingerprint says and checks the fields the spec
 // requires.
 func (l *run) learn(ctx context.Context, step string, info *csi.PluginInfo) {
+	l.provider = info.Provider
 	if info.Provider == "" {
 		l.fail(ctx, Failure{Step: step, Call: methodGetPluginInfo, Code: csi.CodeOK, Got: "with an empty name", Expect: "the spec requires the plugin's name"})
 	}
