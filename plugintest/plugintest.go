@@ -20,7 +20,9 @@ import (
 // Run drives the plugin that cfg names through the orchestrator's
 // lifecycle with the real csikit stack, in-process, and reports to t:
 // every failed check is a t.Errorf naming the step, the CSI call, the
-// gRPC code and what the spec expects. When a step fails that later
+// gRPC code and what the spec expects. With a *testing.T, each step is
+// reported as a subtest of its own, once the run is over, so that
+// go test -run TestPlugin/ListVolumes selects what to show. When a step fails that later
 // steps depend on, the rest are skipped and Run ends the test with
 // t.FailNow, after the cleanups.
 //
@@ -47,13 +49,41 @@ func Run(t testing.TB, cfg Config) {
 			cfg.StateDir = filepath.Join(dir, "state")
 		}
 	}
-	r := TestReporter(t)
+	var r Reporter = TestReporter(t)
+	rec := &Recorder{}
+	tt, subtests := t.(*testing.T)
+	if subtests {
+		r = rec
+	}
 	res, err := lifecycle(t.Context(), cfg, r, t.Cleanup)
 	if err != nil {
 		t.Fatalf("plugintest: %v", err)
 	}
+	if subtests {
+		replay(tt, rec)
+	}
 	if res.stopped != "" {
 		t.FailNow()
+	}
+}
+
+// replay reports each step rec holds as a subtest of t, so that go test
+// -run selects the checks to show ("TestPlugin/ListVolumes_(paging)"),
+// and each failure is the subtest's t.Errorf.
+func replay(t *testing.T, rec *Recorder) {
+	t.Helper()
+	for _, n := range rec.Notes() {
+		t.Logf("plugintest: %s", n)
+	}
+	for _, s := range rec.Steps() {
+		t.Run(s.Name, func(t *testing.T) {
+			for _, f := range s.Failures {
+				t.Errorf("plugintest: %s", f)
+			}
+			if s.Status == StatusSkip {
+				t.Skip(s.Reason)
+			}
+		})
 	}
 }
 

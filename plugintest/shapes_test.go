@@ -74,3 +74,16 @@ func TestCheck_SelectChecks(t *testing.T) {
 		t.Errorf("a bad regular expression: %v", err)
 	}
 }
+
+// Run reports each check as a subtest of the test that called it:
+// with -v, "TestRun_Subtests/plugin/ListVolumes_(paging)" shows, and
+// -run selects it.
+func TestRun_Subtests(t *testing.T) {
+	p := csitest.Start(t, everyCapability())
+	ran := t.Run("plugin", func(t *testing.T) {
+		plugintest.Run(t, plugintest.Config{Endpoint: p.Endpoint(), DataCheck: plugintest.DataWriterOnly})
+	})
+	if !ran {
+		t.Fatal("the run failed")
+	}
+}

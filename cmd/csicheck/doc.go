@@ -36,13 +36,21 @@
 //	--fs-type, --mount-flag   mount options (--mount-flag repeatable)
 //	--parameter k=v           CreateVolume parameters (repeatable)
 //	--capacity                CreateVolume's required bytes
-//	--secrets-file            a JSON object of secrets, passed to every call that takes them
+//	--secrets-file            YAML or JSON secrets passed to every call that takes them: one
+//	                          object of strings, or csi-sanity's per-call form
+//	                          (CreateVolumeSecret: {…}), whose sets must agree
+//	--test-volume-size        CreateVolume's required capacity (1Gi, 500M, bytes)
+//	--test-volume-parameters  YAML or JSON file of CreateVolume parameters (--parameter wins)
+//	--run, --skip             regular expressions over the coverage checks' names
+//	                          ("ListVolumes (paging)"); the lifecycle's steps always run
+//	--junit FILE              also write the results as JUnit XML
 //	--mount-root, --state-dir where to stage and publish, and the mounter's state
 //	--timeout                 bound on each step (default 1m)
 //	--data-check              shared (default), writer-only or off
 //	--skip-idempotency        do not repeat the mutating calls
 //	--skip-negative           do not send requests the plugin must refuse
-//	--strict-unstage          require NodeUnstageVolume to be refused while published
+//	--strict-unstage          require NodeUnstageVolume to be refused while published: stricter
+//	                          than the spec, which leaves the order to the CO
 //	--json                    print the results as JSON instead of a table
 //	--verbose                 print each step to stderr as it starts
 //	--log-level               csikit's logs on stderr: off (default), error, warn, info, debug, trace

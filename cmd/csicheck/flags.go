@@ -1,11 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -18,6 +16,7 @@ import (
 // options are the flags that shape csicheck's output, not the checks.
 type options struct {
 	json, verbose bool
+	junit         string // --junit FILE
 }
 
 // flags are csicheck's flags as parsed: the settings that go straight
@@ -27,6 +26,7 @@ type flags struct {
 	opts options
 
 	access, attach, fsType, data, logLevel, secrets string
+	size, paramsFile                                string
 	mountFlags                                      []string
 	params, volCtx                                  pairs
 }
@@ -53,7 +53,7 @@ func parse(args []string, stderr io.Writer) (plugintest.Config, options, error) 
 	f.setOptional()
 	f.cfg.SettingNames = settingNames
 	readLogLevel := func() error { return f.readLogLevel(stderr) }
-	for _, read := range []func() error{f.readModes, f.readDirs, f.readDataCheck, f.readSecrets, readLogLevel} {
+	for _, read := range []func() error{f.readModes, f.readDirs, f.readDataCheck, f.readSecrets, f.readTestVolume, readLogLevel} {
 		if err := read(); err != nil {
 			return f.cfg, f.opts, err
 		}
@@ -84,7 +84,12 @@ func (f *flags) define(stderr io.Writer) *flag.FlagSet {
 	})
 	fs.Var(f.params, "parameter", "key=value passed to CreateVolume (repeatable)")
 	fs.Int64Var(&cfg.CapacityBytes, "capacity", 0, "CreateVolume's required capacity in bytes (0: none)")
-	fs.StringVar(&f.secrets, "secrets-file", "", "JSON object of secrets passed to every call that takes them")
+	fs.StringVar(&f.secrets, "secrets-file", "", "YAML or JSON file of secrets passed to every call that takes them (csi-sanity's per-call form too)")
+	fs.StringVar(&f.size, "test-volume-size", "", "CreateVolume's required capacity, such as 1Gi (as --capacity)")
+	fs.StringVar(&f.paramsFile, "test-volume-parameters", "", "YAML or JSON file of CreateVolume parameters (merged under --parameter)")
+	fs.StringVar(&cfg.RunChecks, "run", "", "regular expression: run only the coverage checks whose names match")
+	fs.StringVar(&cfg.SkipChecks, "skip", "", "regular expression: skip the coverage checks whose names match")
+	fs.StringVar(&f.opts.junit, "junit", "", "also write the results as JUnit XML to this file")
 	fs.StringVar(&cfg.MountRoot, "mount-root", "", "directory to stage and publish under (default: a temporary directory)")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory for the mounter's state (default: a temporary directory)")
 	fs.DurationVar(&cfg.Timeout, "timeout", plugintest.DefaultTimeout, "bound on each step")
@@ -110,7 +115,9 @@ var settingNames = map[string]string{
 	"MountOptions":       "--fs-type/--mount-flag",
 	"Parameters":         "--parameter",
 	"Secrets":            "--secrets-file",
-	"CapacityBytes":      "--capacity",
+	"CapacityBytes":      "--capacity/--test-volume-size",
+	"RunChecks":          "--run",
+	"SkipChecks":         "--skip",
 	"MountRoot":          "--mount-root",
 	"StateDir":           "--state-dir",
 	"Timeout":            "--timeout",
@@ -183,6 +190,31 @@ func (f *flags) readSecrets() error {
 	return err
 }
 
+// readTestVolume reads --test-volume-size and --test-volume-parameters.
+func (f *flags) readTestVolume() error {
+	if f.size != "" {
+		n, err := parseSize(f.size)
+		if err != nil {
+			return fmt.Errorf("--test-volume-size: %w", err)
+		}
+		f.cfg.CapacityBytes = n
+	}
+	if f.paramsFile == "" {
+		return nil
+	}
+	p, err := readParametersFile(f.paramsFile)
+	if err != nil {
+		return err
+	}
+	for k, v := range f.cfg.Parameters {
+		p[k] = v // --parameter wins
+	}
+	if len(p) > 0 {
+		f.cfg.Parameters = p
+	}
+	return nil
+}
+
 // readLogLevel gives the Config a logger on stderr unless --log-level
 // is off.
 func (f *flags) readLogLevel(stderr io.Writer) error {
@@ -195,21 +227,6 @@ func (f *flags) readLogLevel(stderr io.Writer) error {
 	}
 	f.cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "csicheck", Level: lvl, Output: stderr})
 	return nil
-}
-
-// readSecretsFile reads a JSON object of strings. Its errors name the file,
-// never its content.
-func readSecretsFile(path string) (csi.Secrets, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--secrets-file: %w", err)
-	}
-	var s map[string]string
-	if err := json.Unmarshal(b, &s); err != nil {
-		// The decoder's message may quote the content: leave it out.
-		return nil, fmt.Errorf("%w: --secrets-file %s is not a JSON object of strings; fix the file (its content is not shown)", csi.ErrInvalidRequest, path)
-	}
-	return csi.Secrets(s), nil
 }
 
 // pairs is a repeatable key=value flag.

@@ -179,7 +179,7 @@ func TestRun_SecretsFile(t *testing.T) {
 
 func TestRun_Usage(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.json")
-	if err := os.WriteFile(bad, []byte(`{"token": 42, "x": "hunter2"}`), 0o600); err != nil {
+	if err := os.WriteFile(bad, []byte(`["hunter2", {"x": 1}]`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -194,8 +194,11 @@ func TestRun_Usage(t *testing.T) {
 		{"bad parameter", []string{"--endpoint", "/a.sock", "--parameter", "novalue"}, "not key=value"},
 		{"bad data check", []string{"--endpoint", "/a.sock", "--data-check", "maybe"}, "--data-check"},
 		{"bad log level", []string{"--endpoint", "/a.sock", "--log-level", "loud"}, "--log-level"},
+		{"bad size", []string{"--endpoint", "/a.sock", "--test-volume-size", "big"}, "--test-volume-size"},
+		{"bad --run", []string{"--endpoint", "/a.sock", "--run", "("}, "--run"},
+		{"missing parameters file", []string{"--endpoint", "/a.sock", "--test-volume-parameters", "/nonexistent/p.yaml"}, "--test-volume-parameters"},
 		{"missing secrets file", []string{"--endpoint", "/a.sock", "--secrets-file", "/nonexistent/s.json"}, "--secrets-file"},
-		{"malformed secrets file", []string{"--endpoint", "/a.sock", "--secrets-file", bad}, "not a JSON object of strings"},
+		{"malformed secrets file", []string{"--endpoint", "/a.sock", "--secrets-file", bad}, "not a YAML or JSON object of strings"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, out, errOut := csicheck(t, c.args...)
