@@ -2,6 +2,7 @@ package plugintest_test
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csitest"
+	"github.com/csikit/csikit/examples/hostpathplugin/hostpath"
 	"github.com/csikit/csikit/plugintest"
 )
 
@@ -207,7 +209,9 @@ func TestCheck_BrokenVariants(t *testing.T) {
 			p := csitest.Start(t, everyCapability())
 			sock := startProxy(t, p.Endpoint(), v.brk())
 			r := &plugintest.Recorder{}
-			cfg := plugintest.Config{Endpoint: sock, DataCheck: plugintest.DataWriterOnly, Timeout: 10 * time.Second}
+			dir := t.TempDir()
+			cfg := plugintest.Config{Endpoint: sock, DataCheck: plugintest.DataWriterOnly, Timeout: 10 * time.Second,
+				MountRoot: filepath.Join(dir, "mnt"), StateDir: filepath.Join(dir, "state")}
 			if err := plugintest.Check(t.Context(), cfg, r); err != nil {
 				t.Fatal(err)
 			}
@@ -236,6 +240,44 @@ func TestCheck_BrokenVariants(t *testing.T) {
 				}
 			}
 			t.Logf("DETECT | %s | %s | %s | %s", v.area, v.name, v.step, msg)
+		})
+	}
+}
+
+// The variants that apply to the hostpath example, a real plugin, behind
+// the same proxy: each is caught as it is on the fake.
+func TestCheck_BrokenHostpath(t *testing.T) {
+	names := []string{
+		"empty plugin name", "ListVolumes ignores max_entries", "ListVolumes takes any starting token",
+		"ControllerGetVolume OK for an unknown volume", "CreateVolume repeat makes another volume",
+		"ControllerPublishVolume repeat refused", "NodePublishVolume repeat refused",
+		"ControllerExpandVolume grows too little", "NodeUnpublishVolume leaves the target",
+	}
+	byName := map[string]variant{}
+	for _, v := range brokenVariants {
+		byName[v.name] = v
+	}
+	for _, n := range names {
+		v, ok := byName[n]
+		if !ok {
+			t.Fatalf("no variant %q", n)
+		}
+		t.Run(n, func(t *testing.T) {
+			t.Parallel()
+			sock := startProxy(t, startHostpath(t, hostpath.Config{ControllerPublish: true, Staging: true}), v.brk())
+			r := &plugintest.Recorder{}
+			dir := t.TempDir()
+			cfg := plugintest.Config{Endpoint: sock, Timeout: 10 * time.Second, MountRoot: filepath.Join(dir, "mnt"), StateDir: filepath.Join(dir, "state")}
+			if err := plugintest.Check(t.Context(), cfg, r); err != nil {
+				t.Fatal(err)
+			}
+			for _, f := range r.Failures() {
+				if f.Step == v.step && f.Call == v.call && f.Code == csi.Code(v.code) {
+					t.Logf("DETECT-HOSTPATH | %s | %s | %s", v.name, v.step, f)
+					return
+				}
+			}
+			t.Fatalf("not caught by step %q (%s %s); failures:\n%v", v.step, v.call, v.code, r.Failures())
 		})
 	}
 }
