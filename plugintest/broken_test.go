@@ -1,6 +1,7 @@
 package plugintest_test
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -26,7 +27,7 @@ type variant struct {
 	name, area string
 	brk        func() breakFunc // new state per run
 	step, call string           // the failure expected
-	code       codes.Code       // the code the failure reports
+	code       codes.Code       // the code the failure reports; area "faults" runs with Config.Faults
 }
 
 // mutate changes each successful answer of method.
@@ -193,6 +194,31 @@ var brokenVariants = []variant{
 	{"NodeUnstageVolume takes no volume ID", "error codes", answer("NodeUnstageVolume", func(r *csipb.NodeUnstageVolumeRequest) bool { return r.VolumeId == "" }, &csipb.NodeUnstageVolumeResponse{}, nil), "NodeUnstageVolume (missing fields)", "NodeUnstageVolume", codes.OK},
 	// cleanup
 	{"NodeUnpublishVolume leaves the target", "cleanup", answer("NodeUnpublishVolume", func(r *csipb.NodeUnpublishVolumeRequest) bool { return r.TargetPath != "" && r.VolumeId != "" }, &csipb.NodeUnpublishVolumeResponse{}, nil), "unmount (allocation 2)", "NodeUnpublishVolume", codes.OK},
+	// faults: a retry after a cancelled call must succeed
+	{name: "ControllerPublishVolume retry after a cancel fails", area: "faults", brk: func() breakFunc {
+		var mu sync.Mutex
+		cancelled := map[string]bool{}
+		return breakFunc{slow: func(ctx context.Context, m string, req proto.Message) {
+			// A publish with little time left outlives it, like a slow
+			// attach, and its retries then fail.
+			if d, ok := ctx.Deadline(); m == "ControllerPublishVolume" && ok && time.Until(d) < time.Second {
+				<-ctx.Done()
+				mu.Lock()
+				cancelled[req.(fmt.Stringer).String()] = true
+				mu.Unlock()
+			}
+		}, after: func(m string, req, resp proto.Message, err error) (proto.Message, error) {
+			if m != "ControllerPublishVolume" || status.Code(err) == codes.DeadlineExceeded {
+				return resp, err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if cancelled[req.(fmt.Stringer).String()] {
+				return nil, status.Error(codes.Internal, "a publish of this volume is stuck")
+			}
+			return resp, err
+		}}
+	}, step: "cancelled call retried (ControllerPublishVolume)", call: "ControllerPublishVolume", code: codes.Internal},
 	// setup: a call that stays down fails its own check, and the run goes on
 	{"ListVolumes always Unavailable", "controller", answer("ListVolumes", always[*csipb.ListVolumesRequest], nil, status.Error(codes.Unavailable, "down")), "ListVolumes", "ListVolumes", codes.Unavailable},
 }
@@ -211,7 +237,7 @@ func TestCheck_BrokenVariants(t *testing.T) {
 			r := &plugintest.Recorder{}
 			dir := t.TempDir()
 			cfg := plugintest.Config{Endpoint: sock, DataCheck: plugintest.DataWriterOnly, Timeout: 10 * time.Second,
-				MountRoot: filepath.Join(dir, "mnt"), StateDir: filepath.Join(dir, "state")}
+				MountRoot: filepath.Join(dir, "mnt"), StateDir: filepath.Join(dir, "state"), Faults: v.area == "faults"}
 			if err := plugintest.Check(t.Context(), cfg, r); err != nil {
 				t.Fatal(err)
 			}

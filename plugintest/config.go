@@ -1,6 +1,7 @@
 package plugintest
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"regexp"
@@ -134,6 +135,18 @@ type Config struct {
 	// Logger receives the csikit stack's logs and a debug line per step;
 	// nil means no logging.
 	Logger hclog.Logger
+
+	// Faults makes the harness restart its own node agent (mounter and
+	// node endpoint) from its state directory after the first mount,
+	// between the unmounts and before the release, and cancel each
+	// publish and stage call right after sending it and retry it, which
+	// must succeed. The plugin keeps running; it only sees repeats.
+	Faults bool
+	// RestartPlugin, when set, restarts the plugin itself after the
+	// first mount (csicheck runs --restart-cmd). The harness then waits
+	// until Probe says ready and repeats the publish calls, which must
+	// succeed: a restarted plugin still knows what it published.
+	RestartPlugin func(ctx context.Context) error
 
 	// RunChecks and SkipChecks are regular expressions over the names of
 	// the per-RPC coverage checks ("ListVolumes (paging)",

@@ -125,6 +125,20 @@
 // answering Unavailable fails its row after a few tries; the other rows
 // still run.
 //
+// # Faults
+//
+// With Config.Faults the harness also plays an orchestrator that fails:
+// it restarts its own node agent (the mounter and node endpoint) from
+// the state directory after the first mount, between the unmounts and
+// before the release, and the lifecycle must go on from the node state
+// on disk, the plugin seeing each call once ("order of calls" holds it
+// to that); and it sends each ControllerPublishVolume, NodeStageVolume
+// and NodePublishVolume again with a 50 ms deadline, then retries it,
+// and the retry must succeed. Config.RestartPlugin (csicheck's
+// --restart-cmd) restarts the plugin itself after the first mount: the
+// harness waits for Probe, and the publish calls repeated then must
+// succeed.
+//
 // # Setup
 //
 // Before any step, the harness connects once to each socket (within two

@@ -11,6 +11,7 @@ import (
 	_ "github.com/container-storage-interface/spec/lib/go/csi" // registers the CSI messages
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/reflect/protoregistry"
@@ -21,6 +22,8 @@ import (
 // returns a response or an error, and the call is not forwarded) or
 // change the plugin's answer (after).
 type breakFunc struct {
+	// slow, when set, sees each call with its ctx first and may hold it.
+	slow   func(ctx context.Context, method string, req proto.Message)
 	before func(method string, req proto.Message) (proto.Message, error)
 	after  func(method string, req, resp proto.Message, err error) (proto.Message, error)
 }
@@ -75,6 +78,9 @@ func forward(stream grpc.ServerStream, conn *grpc.ClientConn, b breakFunc) error
 		return err
 	}
 	var resp proto.Message
+	if b.slow != nil {
+		b.slow(stream.Context(), method, req)
+	}
 	if b.before != nil {
 		if resp, err = b.before(method, req); resp != nil || err != nil {
 			if err != nil {
@@ -86,7 +92,12 @@ func forward(stream grpc.ServerStream, conn *grpc.ClientConn, b breakFunc) error
 	if resp, err = newMessage(md.Output()); err != nil {
 		return err
 	}
-	err = conn.Invoke(stream.Context(), full, req, resp)
+	// The plugin finishes what it received, as a real one does when the
+	// CO gives up waiting: the proxy does not pass the caller's deadline on.
+	err = conn.Invoke(context.WithoutCancel(stream.Context()), full, req, resp)
+	if err == nil && stream.Context().Err() != nil {
+		err = status.FromContextError(stream.Context().Err()).Err()
+	}
 	if b.after != nil {
 		resp, err = b.after(method, req, resp, err)
 	}
@@ -103,5 +114,3 @@ func newMessage(d protoreflect.MessageDescriptor) (proto.Message, error) {
 	}
 	return mt.New().Interface(), nil
 }
-
-var _ = context.Background

@@ -98,3 +98,27 @@ func TestParseSize(t *testing.T) {
 		}
 	}
 }
+
+// --faults and --restart-cmd: the command runs once, and a plugin that
+// keeps its state passes.
+func TestRun_FaultsAndRestartCmd(t *testing.T) {
+	p := fake(t)
+	marker := filepath.Join(t.TempDir(), "restarted")
+	code, out, errOut := csicheck(t, append(dirs(t), "--endpoint", p.Endpoint(), "--data-check", "writer-only", "--faults",
+		"--restart-cmd", "echo restarting; touch "+marker)...)
+	if code != exitPass {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, want := range []string{"restart the plugin", "restart the node agent (after the first mount)", "cancelled call retried (NodePublishVolume)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the table lacks %q:\n%s", want, out)
+		}
+	}
+	if _, err := os.Stat(marker); err != nil || !strings.Contains(errOut, "restarting") {
+		t.Errorf("--restart-cmd did not run: %v\n%s", err, errOut)
+	}
+	code, out, _ = csicheck(t, append(dirs(t), "--endpoint", p.Endpoint(), "--data-check", "writer-only", "--restart-cmd", "exit 3")...)
+	if code != exitFail || !strings.Contains(out, "--restart-cmd \"exit 3\"") {
+		t.Errorf("a failing --restart-cmd: exit %d\n%s", code, out)
+	}
+}

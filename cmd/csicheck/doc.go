@@ -44,6 +44,10 @@
 //	--run, --skip             regular expressions over the coverage checks' names
 //	                          ("ListVolumes (paging)"); the lifecycle's steps always run
 //	--junit FILE              also write the results as JUnit XML
+//	--faults                  restart csicheck's own node agent mid-lifecycle (resuming from
+//	                          its state on disk), cancel publish and stage calls and retry them
+//	--restart-cmd CMD         sh -c CMD restarts the plugin after the first mount; csicheck
+//	                          waits for Probe and repeats the publish calls
 //	--mount-root, --state-dir where to stage and publish, and the mounter's state
 //	--timeout                 bound on each step (default 1m)
 //	--data-check              shared (default), writer-only or off

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -26,7 +28,7 @@ type flags struct {
 	opts options
 
 	access, attach, fsType, data, logLevel, secrets string
-	size, paramsFile                                string
+	size, paramsFile, restartCmd                    string
 	mountFlags                                      []string
 	params, volCtx                                  pairs
 }
@@ -52,6 +54,9 @@ func parse(args []string, stderr io.Writer) (plugintest.Config, options, error) 
 	}
 	f.setOptional()
 	f.cfg.SettingNames = settingNames
+	if f.restartCmd != "" {
+		f.cfg.RestartPlugin = restartCommand(f.restartCmd, stderr)
+	}
 	readLogLevel := func() error { return f.readLogLevel(stderr) }
 	for _, read := range []func() error{f.readModes, f.readDirs, f.readDataCheck, f.readSecrets, f.readTestVolume, readLogLevel} {
 		if err := read(); err != nil {
@@ -90,6 +95,8 @@ func (f *flags) define(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.RunChecks, "run", "", "regular expression: run only the coverage checks whose names match")
 	fs.StringVar(&cfg.SkipChecks, "skip", "", "regular expression: skip the coverage checks whose names match")
 	fs.StringVar(&f.opts.junit, "junit", "", "also write the results as JUnit XML to this file")
+	fs.BoolVar(&cfg.Faults, "faults", false, "restart csicheck's own node agent mid-lifecycle and cancel then retry the publish and stage calls")
+	fs.StringVar(&f.restartCmd, "restart-cmd", "", "shell command that restarts the plugin; run after the first mount, then the plugin must still know its publications")
 	fs.StringVar(&cfg.MountRoot, "mount-root", "", "directory to stage and publish under (default: a temporary directory)")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory for the mounter's state (default: a temporary directory)")
 	fs.DurationVar(&cfg.Timeout, "timeout", plugintest.DefaultTimeout, "bound on each step")
@@ -125,6 +132,20 @@ var settingNames = map[string]string{
 	"SkipNegative":       "--skip-negative",
 	"StrictUnstage":      "--strict-unstage",
 	"DataCheck":          "--data-check",
+	"Faults":             "--faults",
+	"RestartPlugin":      "--restart-cmd",
+}
+
+// restartCommand runs cmd with sh -c, its output on stderr.
+func restartCommand(cmd string, stderr io.Writer) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		c := exec.CommandContext(ctx, "sh", "-c", cmd)
+		c.Stdout, c.Stderr = stderr, stderr
+		if err := c.Run(); err != nil {
+			return fmt.Errorf("--restart-cmd %q: %w", cmd, err)
+		}
+		return nil
+	}
 }
 
 // readModes reads --access-mode and --attachment-mode.
