@@ -130,6 +130,7 @@ var brokenVariants = []variant{
 	{"DeleteVolume NotFound for an unknown volume", "error codes", answer("DeleteVolume", func(r *csipb.DeleteVolumeRequest) bool { return !strings.HasPrefix(r.VolumeId, "vol-") }, nil, status.Error(codes.NotFound, "gone")), "DeleteVolume (errors)", "DeleteVolume", codes.NotFound},
 	{"ControllerPublishVolume takes no capability", "error codes", answer("ControllerPublishVolume", func(r *csipb.ControllerPublishVolumeRequest) bool { return r.VolumeCapability == nil }, &csipb.ControllerPublishVolumeResponse{}, nil), "ControllerPublishVolume (errors)", "ControllerPublishVolume", codes.OK},
 	{"ControllerUnpublishVolume fails for an unknown volume", "error codes", answer("ControllerUnpublishVolume", func(r *csipb.ControllerUnpublishVolumeRequest) bool { return !strings.HasPrefix(r.VolumeId, "vol-") }, nil, status.Error(codes.Internal, "no such volume")), "ControllerUnpublishVolume (errors)", "ControllerUnpublishVolume", codes.Internal},
+	{"max_volumes_per_node not enforced", "controller", mutate("NodeGetInfo", func(_ *csipb.NodeGetInfoRequest, r *csipb.NodeGetInfoResponse) { r.MaxVolumesPerNode = 2 }), "ControllerPublishVolume (attach limit)", "ControllerPublishVolume", codes.OK},
 	// paging
 	{"ListVolumes ignores max_entries", "paging", func() breakFunc {
 		return breakFunc{before: func(m string, req proto.Message) (proto.Message, error) {

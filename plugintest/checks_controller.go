@@ -76,6 +76,7 @@ var controllerChecks = []coverageCheck{
 	}},
 	{name: "ControllerPublishVolume (errors)", needs: needPublish, run: (*run).checkPublishErrors},
 	{name: "ControllerUnpublishVolume (errors)", needs: needPublish, run: (*run).checkUnpublishErrors},
+	{name: "ControllerPublishVolume (attach limit)", needs: needAttachLimit, run: (*run).checkAttachLimit},
 }
 
 // checkListVolumes requires the run's volume in the list.

@@ -115,7 +115,8 @@
 // Aborted), GetCapacity, ControllerGetVolume, ValidateVolumeCapabilities,
 // a 128-byte volume name, DeleteVolume of an unknown volume, snapshots
 // with ListSnapshots paging, restore and clone, ControllerExpandVolume,
-// ControllerModifyVolume, NodeGetVolumeStats (usage, and NotFound for an
+// ControllerModifyVolume, the attach limit (max_volumes_per_node filled,
+// then ResourceExhausted), NodeGetVolumeStats (usage, and NotFound for an
 // unknown volume or path) and NodeExpandVolume, each with the codes the
 // spec requires for missing fields and unknown IDs. A row whose
 // capability is not advertised is reported skipped with the reason.

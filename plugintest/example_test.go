@@ -56,7 +56,7 @@ func Example() {
 	// skip ControllerGetVolume
 	// pass ValidateVolumeCapabilities
 	// pass CreateVolume (128-byte name)
-	// … 53 steps, failed: false
+	// … 54 steps, failed: false
 	// volumes left in the plugin: 0
 }
 

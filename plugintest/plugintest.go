@@ -163,6 +163,7 @@ type run struct {
 	nodeCaps      csi.NodeCapabilities
 	csiNode       string
 	provider      string // GetPluginInfo's name
+	maxVolumes    int64  // NodeGetInfo's max_volumes_per_node; 0: no limit
 
 	// The volume.
 	volID      string // csikit's ID

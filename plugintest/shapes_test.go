@@ -6,6 +6,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csitest"
+	"github.com/csikit/csikit/examples/hostpathplugin/hostpath"
 	"github.com/csikit/csikit/plugintest"
 )
 
@@ -41,6 +42,28 @@ func TestRun_Shapes(t *testing.T) {
 			p.RequireNoViolations(t)
 		})
 	}
+}
+
+// A fake with an attach limit: the limit row fills the node and the
+// plugin refuses the next volume as the spec requires.
+func TestRun_AttachLimit(t *testing.T) {
+	fc := everyCapability()
+	fc.MaxVolumes = 3
+	p := csitest.Start(t, fc)
+	r := &plugintest.Recorder{}
+	if err := plugintest.Check(t.Context(), plugintest.Config{Endpoint: p.Endpoint(), DataCheck: plugintest.DataWriterOnly, RunChecks: "attach limit"}, r); err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	for _, s := range r.Steps() {
+		ran = ran || s.Name == "ControllerPublishVolume (attach limit)" && s.Status == plugintest.StatusPass
+	}
+	if !ran || r.Failed() {
+		t.Errorf("the attach limit row did not pass: %v", r.Steps())
+	}
+	p.RequireNoViolations(t)
+	hp := startHostpath(t, hostpath.Config{ControllerPublish: true, Staging: true, MaxVolumes: 2})
+	plugintest.Run(t, plugintest.Config{Endpoint: hp, StrictUnstage: true})
 }
 
 // RunChecks and SkipChecks choose the coverage rows by name; the

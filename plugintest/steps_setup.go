@@ -211,6 +211,7 @@ func (l *run) learn(ctx context.Context, step string, info *csi.PluginInfo) {
 	if info.NodeInfo != nil {
 		l.nodeCaps = info.NodeInfo.Capabilities
 		l.csiNode = info.NodeInfo.ID
+		l.maxVolumes = info.NodeInfo.MaxVolumes
 		if info.NodeInfo.ID == "" {
 			l.fail(ctx, Failure{Step: step, Call: methodNodeGetInfo, Code: csi.CodeOK, Got: "with an empty node_id",
 				Expect: "the spec requires node_id, which ControllerPublishVolume takes", Fatal: true})
