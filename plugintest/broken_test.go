@@ -234,7 +234,20 @@ func TestCheck_BrokenVariants(t *testing.T) {
 		t.Run(v.name, func(t *testing.T) {
 			t.Parallel()
 			p := csitest.Start(t, everyCapability())
-			sock := startProxy(t, p.Endpoint(), v.brk())
+			b := v.brk()
+			var mu sync.Mutex
+			tries := 0
+			if before := b.before; v.code == codes.Unavailable {
+				b.before = func(m string, req proto.Message) (proto.Message, error) {
+					if m == v.call {
+						mu.Lock()
+						tries++
+						mu.Unlock()
+					}
+					return before(m, req)
+				}
+			}
+			sock := startProxy(t, p.Endpoint(), b)
 			r := &plugintest.Recorder{}
 			dir := t.TempDir()
 			cfg := plugintest.Config{Endpoint: sock, DataCheck: plugintest.DataWriterOnly, Timeout: 10 * time.Second,
@@ -260,6 +273,12 @@ func TestCheck_BrokenVariants(t *testing.T) {
 				t.Errorf("message %q does not say what the spec expects", msg)
 			}
 			if v.code == codes.Unavailable {
+				// Three rows call ListVolumes first; each tries at most 5 times.
+				mu.Lock()
+				if tries > 3*5 {
+					t.Errorf("%d calls to %s that answered Unavailable; the retries are not bounded", tries, v.call)
+				}
+				mu.Unlock()
 				for _, s := range r.Steps() {
 					if s.Name == "release" && s.Status != plugintest.StatusPass {
 						t.Errorf("a check that stays Unavailable stopped the run: release %s", s.Status)
