@@ -148,6 +148,14 @@ type Config struct {
 	// succeed: a restarted plugin still knows what it published.
 	RestartPlugin func(ctx context.Context) error
 
+	// SecondNodeEndpoint is the socket of the same plugin's node service
+	// on a second node (another process with its own node ID, sharing
+	// the back end). When set, after the release the harness hands the
+	// volume over to that node: it attaches the volume there, requires a
+	// single-node volume refused on the first node meanwhile, stages and
+	// publishes it there, and undoes it all.
+	SecondNodeEndpoint string
+
 	// RunChecks and SkipChecks are regular expressions over the names of
 	// the per-RPC coverage checks ("ListVolumes (paging)",
 	// "CreateSnapshot (errors)"): a check runs when RunChecks is empty
@@ -188,6 +196,7 @@ func (c Config) validate() (Config, error) {
 	}
 	for _, e := range []struct{ field, v string }{
 		{"Endpoint", c.Endpoint}, {"ControllerEndpoint", c.ControllerEndpoint}, {"NodeEndpoint", c.NodeEndpoint},
+		{"SecondNodeEndpoint", c.SecondNodeEndpoint},
 	} {
 		if e.v == "" {
 			continue

@@ -140,6 +140,12 @@
 // harness waits for Probe, and the publish calls repeated then must
 // succeed.
 //
+// Config.SecondNodeEndpoint names the plugin's node service on a second
+// node. After the release, step "second node (hand-over)" attaches the
+// volume there, requires ControllerPublishVolume to the first node
+// refused with FailedPrecondition meanwhile (for a single-node mode),
+// stages and publishes it on the second node and undoes it all.
+//
 // # Setup
 //
 // Before any step, the harness connects once to each socket (within two
@@ -169,7 +175,8 @@
 //
 // # What it does not do
 //
-// One node only; no topology or health calls; no data check on block
+// The csikit stack runs one node (the second node is driven by direct
+// calls); no topology or health calls; no data check on block
 // devices. The harness runs in
 // the plugin's mount namespace (in-process or on the same host), since it
 // reads and writes the published paths itself.

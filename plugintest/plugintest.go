@@ -176,6 +176,9 @@ type run struct {
 	// scratchIDs are the volumes coverage checks created and did not
 	// delete yet.
 	scratchIDs []string
+	// secondAttached is the second node the volume is attached to, ""
+	// when none.
+	secondAttached string
 	// deletedSnapshots are the snapshots coverage checks deleted.
 	deletedSnapshots []string
 }
@@ -278,6 +281,7 @@ func (l *run) steps(ctx context.Context) {
 	l.unmountAll(ctx)
 	l.coverage(ctx, phaseUnmounted)
 	l.release(ctx)
+	l.secondNode(ctx)
 	l.deleteVolume(ctx)
 	l.checkOrder(ctx)
 	l.checkLeftovers(ctx)

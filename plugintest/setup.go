@@ -28,6 +28,7 @@ const connectTimeout = 2 * time.Second
 func preflight(cfg Config) error {
 	for _, e := range []struct{ field, v string }{
 		{"Endpoint", cfg.Endpoint}, {"ControllerEndpoint", cfg.ControllerEndpoint}, {"NodeEndpoint", cfg.NodeEndpoint},
+		{"SecondNodeEndpoint", cfg.SecondNodeEndpoint},
 	} {
 		if e.v == "" {
 			continue

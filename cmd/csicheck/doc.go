@@ -29,6 +29,8 @@
 //	--endpoint                the plugin's socket (monolith or node-only)
 //	--controller-endpoint     a split plugin's controller socket
 //	--node-endpoint           a split plugin's node socket
+//	--second-node-endpoint    the plugin's node socket on a second node (own node ID, shared
+//	                          back end): after the release the volume is handed over to it
 //	--volume-id               a pre-provisioned volume (required when the plugin cannot create volumes)
 //	--volume-context k=v      its volume context (repeatable)
 //	--access-mode             default single-node-writer

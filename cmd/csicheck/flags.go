@@ -78,6 +78,7 @@ func (f *flags) define(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.Endpoint, "endpoint", "", "the plugin's unix socket (/path or unix:///path)")
 	fs.StringVar(&cfg.ControllerEndpoint, "controller-endpoint", "", "a split plugin's controller socket")
 	fs.StringVar(&cfg.NodeEndpoint, "node-endpoint", "", "a split plugin's node socket")
+	fs.StringVar(&cfg.SecondNodeEndpoint, "second-node-endpoint", "", "the plugin's node socket on a second node: the volume is handed over to it after the release")
 	fs.StringVar(&cfg.VolumeID, "volume-id", "", "the plugin's ID of a pre-provisioned volume to use instead of creating one")
 	fs.Var(f.volCtx, "volume-context", "key=value of the pre-provisioned volume's context (repeatable)")
 	fs.StringVar(&f.access, "access-mode", f.access, "access mode of the volume and its claims")
@@ -116,6 +117,7 @@ var settingNames = map[string]string{
 	"Endpoint":           "--endpoint",
 	"ControllerEndpoint": "--controller-endpoint",
 	"NodeEndpoint":       "--node-endpoint",
+	"SecondNodeEndpoint": "--second-node-endpoint",
 	"VolumeID":           "--volume-id",
 	"VolumeContext":      "--volume-context",
 	"Capability":         "--access-mode/--attachment-mode",
