@@ -108,6 +108,13 @@ func renamed[Req, Resp proto.Message](method string, name func(Req) string, setI
 
 func always[Req proto.Message](Req) bool { return true }
 
+// unknownVolume holds for the IDs the harness makes up for volumes that
+// do not exist: csitest numbers its volumes "vol-1", "vol-2", …, and
+// the harness's unknown ID adds nine digits to the counter.
+func unknownVolume[Req interface{ GetVolumeId() string }](r Req) bool {
+	return len(r.GetVolumeId()) > len("vol-")+6
+}
+
 var brokenVariants = []variant{
 	// identity
 	{"empty plugin name", "identity", mutate("GetPluginInfo", func(_ *csipb.GetPluginInfoRequest, r *csipb.GetPluginInfoResponse) { r.Name = "" }), "fingerprint", "GetPluginInfo", codes.OK},
@@ -127,9 +134,9 @@ var brokenVariants = []variant{
 	}), "ValidateVolumeCapabilities", "ValidateVolumeCapabilities", codes.OK},
 	{"ValidateVolumeCapabilities takes no capabilities", "error codes", answer("ValidateVolumeCapabilities", func(r *csipb.ValidateVolumeCapabilitiesRequest) bool { return len(r.VolumeCapabilities) == 0 }, &csipb.ValidateVolumeCapabilitiesResponse{}, nil), "ValidateVolumeCapabilities", "ValidateVolumeCapabilities", codes.OK},
 	{"names over 100 bytes refused", "controller", answer("CreateVolume", func(r *csipb.CreateVolumeRequest) bool { return len(r.Name) > 100 }, nil, status.Error(codes.InvalidArgument, "name too long")), "CreateVolume (128-byte name)", "CreateVolume", codes.InvalidArgument},
-	{"DeleteVolume NotFound for an unknown volume", "error codes", answer("DeleteVolume", func(r *csipb.DeleteVolumeRequest) bool { return !strings.HasPrefix(r.VolumeId, "vol-") }, nil, status.Error(codes.NotFound, "gone")), "DeleteVolume (errors)", "DeleteVolume", codes.NotFound},
+	{"DeleteVolume NotFound for an unknown volume", "error codes", answer("DeleteVolume", unknownVolume[*csipb.DeleteVolumeRequest], nil, status.Error(codes.NotFound, "gone")), "DeleteVolume (errors)", "DeleteVolume", codes.NotFound},
 	{"ControllerPublishVolume takes no capability", "error codes", answer("ControllerPublishVolume", func(r *csipb.ControllerPublishVolumeRequest) bool { return r.VolumeCapability == nil }, &csipb.ControllerPublishVolumeResponse{}, nil), "ControllerPublishVolume (errors)", "ControllerPublishVolume", codes.OK},
-	{"ControllerUnpublishVolume fails for an unknown volume", "error codes", answer("ControllerUnpublishVolume", func(r *csipb.ControllerUnpublishVolumeRequest) bool { return !strings.HasPrefix(r.VolumeId, "vol-") }, nil, status.Error(codes.Internal, "no such volume")), "ControllerUnpublishVolume (errors)", "ControllerUnpublishVolume", codes.Internal},
+	{"ControllerUnpublishVolume fails for an unknown volume", "error codes", answer("ControllerUnpublishVolume", unknownVolume[*csipb.ControllerUnpublishVolumeRequest], nil, status.Error(codes.Internal, "no such volume")), "ControllerUnpublishVolume (errors)", "ControllerUnpublishVolume", codes.Internal},
 	{"max_volumes_per_node not enforced", "controller", mutate("NodeGetInfo", func(_ *csipb.NodeGetInfoRequest, r *csipb.NodeGetInfoResponse) { r.MaxVolumesPerNode = 2 }), "ControllerPublishVolume (attach limit)", "ControllerPublishVolume", codes.OK},
 	// paging
 	{"ListVolumes ignores max_entries", "paging", func() breakFunc {
@@ -187,7 +194,7 @@ var brokenVariants = []variant{
 	{"ControllerExpandVolume takes no capacity range", "expansion", answer("ControllerExpandVolume", func(r *csipb.ControllerExpandVolumeRequest) bool { return r.CapacityRange == nil }, &csipb.ControllerExpandVolumeResponse{CapacityBytes: 1 << 30}, nil), "ControllerExpandVolume (errors)", "ControllerExpandVolume", codes.OK},
 	{"NodeExpandVolume OK for an unknown volume", "expansion", recode("NodeExpandVolume", codes.NotFound, codes.OK), "NodeExpandVolume (errors)", "NodeExpandVolume", codes.OK},
 	// node
-	{"NodeGetVolumeStats OK where nothing is published", "node", recode("NodeGetVolumeStats", codes.NotFound, codes.OK), "NodeGetVolumeStats", "NodeGetVolumeStats", codes.OK},
+	{"NodeGetVolumeStats OK for an unknown volume or path", "node", recode("NodeGetVolumeStats", codes.NotFound, codes.OK), "NodeGetVolumeStats", "NodeGetVolumeStats", codes.OK},
 	{"NodeGetVolumeStats usage without a unit", "node", mutate("NodeGetVolumeStats", func(_ *csipb.NodeGetVolumeStatsRequest, r *csipb.NodeGetVolumeStatsResponse) {
 		r.Usage = []*csipb.VolumeUsage{{Total: 10, Used: 1, Available: 9}}
 	}), "NodeGetVolumeStats", "NodeGetVolumeStats", codes.OK},
