@@ -119,8 +119,11 @@ type Config struct {
 	// SkipIdempotency skips repeating each mutating call with identical
 	// arguments.
 	SkipIdempotency bool
-	// SkipNegative skips the calls the spec requires the plugin to
-	// refuse (an unknown volume, a missing required field).
+	// SkipNegative skips the lifecycle's calls that the spec requires
+	// the plugin to refuse (an unknown volume, a missing required
+	// field). The coverage rows, which send such calls too, are chosen
+	// with RunChecks and SkipChecks ("errors|missing|invalid" leaves
+	// out the rows that only send refusals).
 	SkipNegative bool
 	// StrictUnstage makes the harness call NodeUnstageVolume while the
 	// volume is still published, and require the plugin to refuse it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -94,4 +95,48 @@ func ExampleRecorder() {
 	}
 	// Output:
 	// step "publish (idempotent repeat)": NodePublishVolume returned AlreadyExists; the spec requires OK when the volume is already published at target_path with identical arguments (plugin message: "already published")
+}
+
+// Coverage checks are chosen by name, and Faults adds the orchestrator's
+// own failures: node agent restarts and cancelled calls retried.
+func ExampleConfig_coverageAndFaults() {
+	p, err := csitest.New(csitest.Config{
+		Controller: csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true, ListVolumes: true},
+		Node:       csi.NodeCapabilities{StageUnstageVolume: true},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer p.Stop()
+
+	r := &plugintest.Recorder{}
+	err = plugintest.Check(context.Background(), plugintest.Config{
+		Endpoint:   p.Endpoint(),
+		DataCheck:  plugintest.DataWriterOnly,
+		RunChecks:  "^ListVolumes",
+		SkipChecks: "invalid",
+		Faults:     true,
+	}, r)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range r.Steps() {
+		if strings.HasPrefix(s.Name, "ListVolumes") || strings.HasPrefix(s.Name, "restart") || strings.HasPrefix(s.Name, "cancelled") {
+			fmt.Println(s.Status, s.Name)
+		}
+	}
+	fmt.Println("failed:", r.Failed())
+	// Output:
+	// pass ListVolumes
+	// pass ListVolumes (paging)
+	// pass restart the node agent (after the first mount)
+	// pass cancelled call retried (ControllerPublishVolume)
+	// pass cancelled call retried (NodeStageVolume)
+	// pass cancelled call retried (NodePublishVolume)
+	// pass restart the node agent (between the unmounts)
+	// pass restart the node agent (before the release)
+	// failed: false
 }
