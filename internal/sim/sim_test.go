@@ -180,3 +180,30 @@ func TestSim_TraceIsStable(t *testing.T) {
 		t.Fatal("seeds 42 and 43 gave the same trace")
 	}
 }
+
+// regressions are seeds that found a bug in csikit, with the steps
+// that reproduce it; each failed on the code before its fix.
+var regressions = []struct {
+	seed  uint64
+	steps int
+	bug   string
+}{
+	// csi.CheckClaim let a second writer in while a released writer was
+	// still published (its node step not done): fixed by counting such
+	// a past claim as a holder (ErrVolumeInUse).
+	{7, 10, "multi-node-single-writer: second writer on another node beside a releasing writer"},
+	{20, 15, "single-node-writer: second writer on the same node beside a releasing writer"},
+	{5, 30, "single-node-writer: second writer on the same node beside a releasing writer"},
+}
+
+func TestSim_Regressions(t *testing.T) {
+	for _, rc := range regressions {
+		t.Run(fmt.Sprintf("seed=%d", rc.seed), func(t *testing.T) {
+			t.Parallel()
+			p := newPlan(rc.seed, rc.steps)
+			if bad := runPlan(t, p); len(bad) > 0 {
+				t.Errorf("%s (regression: %s)", strings.Join(bad, "\n"), rc.bug)
+			}
+		})
+	}
+}
