@@ -8,7 +8,8 @@
 // Rules a reader must know:
 //
 //   - RequestExpansion is written before any plugin call. A repeated
-//     request for the same range is a no-op, so a retried or resumed
+//     request for the same range (pending, or done with the capacity
+//     reached) is a no-op, so a retried or resumed
 //     ExpandVolume never starts a second expansion; another range while
 //     one is pending is refused (csi.ErrVolumeInUse, Retryable).
 //   - The nodes that must run NodeExpandVolume are fixed when the node
@@ -74,11 +75,15 @@ type RecordControllerExpansion struct {
 // (or that the node holds no mount of the volume, Capacity 0). The last
 // pending node completes the expansion. A node that was not pending (it
 // staged the volume after the node step started) joins DoneNodes.
+// NotMounted says the node holds no mount of the volume: it leaves the
+// pending nodes without joining DoneNodes, so that a later stage there
+// still runs the node step.
 type RecordNodeExpansion struct {
-	Namespace string
-	VolumeID  string
-	NodeID    string
-	Capacity  int64 `json:",omitempty"`
+	Namespace  string
+	VolumeID   string
+	NodeID     string
+	Capacity   int64 `json:",omitempty"`
+	NotMounted bool  `json:",omitempty"`
 }
 
 // RecordExpansionError sets the pending expansion's LastError (cut to
@@ -182,6 +187,9 @@ func (c RequestExpansion) apply(w *writer) error {
 		return fmt.Errorf("%w: expand volume %s: an expansion to %d bytes is in progress; retry once it is done",
 			csi.ErrVolumeInUse, name, v.Expansion.RequiredBytes)
 	}
+	if v.Expansion.SameRange(c.RequiredBytes, c.LimitBytes) && v.Capacity >= c.RequiredBytes {
+		return nil // a repeat of the expansion just done
+	}
 	if c.RequiredBytes < v.Capacity || c.LimitBytes > 0 && c.LimitBytes < v.Capacity {
 		return fmt.Errorf("%w: expand volume %s to %d bytes: it has %d already; volumes only grow",
 			csi.ErrShrinkRefused, name, c.RequiredBytes, v.Capacity)
@@ -241,9 +249,15 @@ func (c RecordNodeExpansion) apply(w *writer) error {
 	if e == nil || !e.NeedsNode(c.NodeID) {
 		return nil
 	}
+	pending := slices.Contains(e.PendingNodes, c.NodeID)
+	if c.NotMounted && !pending {
+		return nil
+	}
 	e.PendingNodes = nilIfEmptySlice(slices.DeleteFunc(e.PendingNodes, func(n string) bool { return n == c.NodeID }))
-	i, _ := slices.BinarySearch(e.DoneNodes, c.NodeID)
-	e.DoneNodes = slices.Insert(e.DoneNodes, i, c.NodeID)
+	if !c.NotMounted {
+		i, _ := slices.BinarySearch(e.DoneNodes, c.NodeID)
+		e.DoneNodes = slices.Insert(e.DoneNodes, i, c.NodeID)
+	}
 	e.LastError = ""
 	if len(e.PendingNodes) == 0 {
 		e.State = csi.ExpansionDone

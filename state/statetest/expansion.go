@@ -50,10 +50,11 @@ func (s suite) expansions(t *testing.T) {
 		if e := exp(t, w); e.State != csi.ExpansionNode || !e.NeedsNode("n1") || e.NeedsNode("n2") {
 			t.Fatalf("after n2: %s", toJSON(e))
 		}
-		w.must(t, state.RecordNodeExpansion{Namespace: nsDefault, VolumeID: "shared", NodeID: "n1"})
+		w.noop(t, state.RecordNodeExpansion{Namespace: nsDefault, VolumeID: "shared", NodeID: "n3", NotMounted: true})
+		w.must(t, state.RecordNodeExpansion{Namespace: nsDefault, VolumeID: "shared", NodeID: "n1", NotMounted: true})
 		e = exp(t, w)
-		if e.State != csi.ExpansionDone || e.PendingNodes != nil || !reflect.DeepEqual(e.DoneNodes, []string{"n1", "n2"}) {
-			t.Fatalf("after n1: %s", toJSON(e))
+		if e.State != csi.ExpansionDone || e.PendingNodes != nil || !reflect.DeepEqual(e.DoneNodes, []string{"n2"}) || !e.NeedsNode("n1") {
+			t.Fatalf("after n1, which holds no mount: %s", toJSON(e))
 		}
 		// A node staging the volume later still needs the node step.
 		if !e.NeedsNode("n3") {
@@ -69,6 +70,7 @@ func (s suite) expansions(t *testing.T) {
 		w := sized(t)
 		w.must(t, req(2<<30, true))
 		w.must(t, state.RecordControllerExpansion{Namespace: nsDefault, VolumeID: "shared", Capacity: 3 << 30})
+		w.noop(t, req(2<<30, true)) // a repeat of the expansion just done
 		if e := exp(t, w); e.State != csi.ExpansionDone || e.NodeRequired || e.NeedsNode("n1") {
 			t.Errorf("controller-only expansion: %s", toJSON(e))
 		}
