@@ -57,3 +57,19 @@ func TestMounter_ExpandVolume(t *testing.T) {
 		t.Errorf("invalid requests reached the plugin: %d calls", n)
 	}
 }
+
+func TestMounter_ExpandVolume_NodeWithoutExpansion(t *testing.T) {
+	caps := csi.NodeCapabilities{StageUnstageVolume: true}
+	e := newEnv(t, caps)
+	e.reg.info = &csi.PluginInfo{PluginID: testPlugin, Type: csi.PluginTypeNode, Healthy: true, NodeInfo: &csi.NodeInfo{ID: "n", Capabilities: caps}}
+	e.volume("v1")
+	m := e.mounter()
+	mustMount(t, m, mountReq("v1", "a1"))
+	res, err := m.ExpandVolume(t.Context(), &mounter.ExpandRequest{Namespace: testNS, VolumeID: "v1", RequiredBytes: 2 << 30})
+	if err != nil || !res.Mounted || res.Capacity != 0 {
+		t.Fatalf("expand on a node plugin without EXPAND_VOLUME = %+v, %v; want mounted, no capacity", res, err)
+	}
+	if n := e.p.CallCount(csitest.MethodNodeExpandVolume); n != 0 {
+		t.Errorf("%d NodeExpandVolume calls to a plugin that does not advertise it", n)
+	}
+}
