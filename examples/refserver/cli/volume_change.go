@@ -114,3 +114,12 @@ func modifyingText(m map[string]string) string {
 	}
 	return " (modifying to " + paramsText(m) + ")"
 }
+
+// changeRows adds the expansion and mutable parameters to a volume's
+// status table.
+func changeRows(t *table, v *csi.Volume) {
+	t.row("Expansion", expansionText(v.Expansion))
+	if len(v.MutableParameters)+len(v.ModifyingParameters) > 0 {
+		t.row("Mutable", paramsText(v.MutableParameters)+modifyingText(v.ModifyingParameters))
+	}
+}

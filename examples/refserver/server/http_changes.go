@@ -55,3 +55,13 @@ func (s *Server) completeNodeExpansions(ctx context.Context, node string) {
 		s.cfg.Events.Printf("server", "node %s: a volume expansion is still pending there: %v", node, err)
 	}
 }
+
+// resumeVolumeChanges finishes the expansions and modifies a previous
+// run left pending, then closes done. Run starts it when this server
+// leads from the start, and waits for it before it returns.
+func (s *Server) resumeVolumeChanges(ctx context.Context, done chan<- struct{}) {
+	defer close(done)
+	if err := s.api.ResumeVolumeChanges(ctx); err != nil && ctx.Err() == nil {
+		s.cfg.Events.Printf("server", "volume changes left pending by an earlier run are still pending: %v", err)
+	}
+}
