@@ -36,6 +36,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 	t.Run("Ownership", s.ownership)
 	t.Run("Placement", s.placement)
 	t.Run("Capacity", s.capacity)
+	t.Run("VolumeSnapshot", s.volumeSnapshots)
 	t.Run("Property", s.property)
 }
 
@@ -203,6 +204,8 @@ type view struct {
 	Allocations map[string]*csi.Allocation
 	// PastClaimVolumes is PastClaimVolumeIDs, checked against Volumes.
 	PastClaimVolumes []state.VolumeStamp
+	// Snapshots are the snapshot records (volumesnapshots.go).
+	Snapshots []*csi.Snapshot
 }
 
 func (w *world) view(t reporter) view {
@@ -251,6 +254,9 @@ func (w *world) view(t reporter) view {
 		default:
 			v.Allocations[id] = a
 		}
+	}
+	if v.Snapshots, err = w.s.Snapshots(""); err != nil {
+		t.Fatalf("Snapshots: %v", err)
 	}
 	w.checkAllocationsByNode(t, v)
 	w.checkVolumeLookups(t, v)
