@@ -66,6 +66,9 @@ type Server struct {
 	capacity CapacityRefresher
 
 	vols keyedLocks[volKey]
+	// snaps serializes the operations of one snapshot; taken before
+	// vols when both are (server_snapshot.go).
+	snaps keyedLocks[volKey]
 }
 
 type volKey struct{ namespace, id string }
@@ -133,6 +136,11 @@ type VolumeCreateRequest struct {
 	Nodes             []string              `json:",omitempty"`
 	MutableParameters map[string]string     `json:",omitempty"`
 	Source            *plugin.ContentSource `json:",omitempty"`
+	// From, if set, fills the new volume from a csikit snapshot
+	// (restore) or volume (clone) of the same namespace and plugin; it
+	// replaces Source, which names the plugin's own IDs. See
+	// VolumeSource.
+	From *VolumeSource `json:",omitempty"`
 }
 
 // VolumeResponse is a volume after a write, with its secrets removed,

@@ -43,6 +43,10 @@ func (s *Server) CreateVolume(ctx context.Context, req *VolumeCreateRequest) (*V
 	if err := csi.ValidatePluginID(v.PluginID); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
+	src, err := s.resolveSource(op, v, req)
+	if err != nil {
+		return nil, err
+	}
 	v.ExternalID, v.Capacity, v.Context, v.Topologies = "", 0, nil, nil
 	name := v.Name
 	if name == "" {
@@ -51,7 +55,7 @@ func (s *Server) CreateVolume(ctx context.Context, req *VolumeCreateRequest) (*V
 	if err := s.writeCreateIntent(ctx, op, name, v, req.Nodes); err != nil {
 		return nil, err
 	}
-	cr, err := s.createInPlugin(ctx, op, name, v, req)
+	cr, err := s.createInPlugin(ctx, op, name, v, req, src)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +113,7 @@ func (s *Server) writeCreateIntent(ctx context.Context, op, name string, v *csi.
 // createInPlugin is CreateVolume's step 2: the plugin's CreateVolume
 // under the CSI name. A Final refusal removes the intent; any other
 // error keeps it for a retry.
-func (s *Server) createInPlugin(ctx context.Context, op, name string, v *csi.Volume, req *VolumeCreateRequest) (*CreateVolumeResponse, error) {
+func (s *Server) createInPlugin(ctx context.Context, op, name string, v *csi.Volume, req *VolumeCreateRequest, src *plugin.ContentSource) (*CreateVolumeResponse, error) {
 	cr, err := s.router.CreateVolume(ctx, &CreateVolumeRequest{
 		CSIControllerQuery: CSIControllerQuery{PluginID: v.PluginID},
 		CreateVolumeRequest: plugin.CreateVolumeRequest{
@@ -121,7 +125,7 @@ func (s *Server) createInPlugin(ctx context.Context, op, name string, v *csi.Vol
 			Parameters:        v.Parameters,
 			MutableParameters: req.MutableParameters,
 			Secrets:           v.Secrets,
-			Source:            req.Source,
+			Source:            src,
 			Topology:          v.RequestedTopologies,
 		},
 	})
