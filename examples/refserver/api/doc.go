@@ -22,6 +22,13 @@
 //	POST   /v1/volumes/{namespace}/{id}/claim       claim for an allocation (ClaimRequest → ClaimResponse)
 //	POST   /v1/volumes/{namespace}/{id}/place       which nodes can take a claim, and why not (PlaceRequest → PlaceResponse)
 //
+// Snapshots (a volume create restores one with rpcshim.VolumeCreateRequest.From):
+//
+//	POST   /v1/volumes/{namespace}/{id}/snapshots/{snapshot}   snapshot the volume (SnapshotCreateBody → rpcshim.SnapshotResponse)
+//	GET    /v1/snapshots?namespace=NS&volume=V      list from the state (blocking)
+//	GET    /v1/snapshots/{namespace}/{snapshot}     one snapshot (blocking)
+//	DELETE /v1/snapshots/{namespace}/{snapshot}     delete in the plugin and forget
+//
 // Plugins:
 //
 //	GET    /v1/plugins                              list (blocking)
