@@ -236,7 +236,8 @@ func (s *Server) snapshotResult(op string, snap *csi.Snapshot, index uint64, nod
 // first, so no restore starts from it meanwhile and a failed delete is
 // retried to completion. Deleting a snapshot csikit does not know is
 // csi.ErrSnapshotNotFound, which a caller retrying a delete treats as
-// done.
+// done; one whose create has not completed (an intent left by a crash)
+// is csi.ErrSnapshotNotReady: retry the create first.
 func (s *Server) DeleteSnapshot(ctx context.Context, req *SnapshotDeleteRequest) (*WriteResponse, error) {
 	if req == nil {
 		return nil, fmt.Errorf("%w: delete snapshot: nil request", csi.ErrInvalidRequest)
@@ -251,24 +252,28 @@ func (s *Server) DeleteSnapshot(ctx context.Context, req *SnapshotDeleteRequest)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
+	if snap.Creating {
+		// The plugin may have made it under the name without csikit
+		// hearing back: forgetting the intent would orphan it.
+		return nil, fmt.Errorf("%w: %s: its create has not completed; retry the create (it resumes under the same name, or drops the intent if the plugin refuses), then delete",
+			csi.ErrSnapshotNotReady, op)
+	}
+	if !snap.Deleting {
+		snap.Deleting = true
+		if _, err := s.applier.Apply(ctx, state.RegisterSnapshot{Snapshot: *snap}); err != nil {
+			return nil, fmt.Errorf("%s: writing the delete intent failed, so the plugin was not called: %w", op, err)
+		}
+	}
+	dr, err := s.router.DeleteSnapshot(ctx, &DeleteSnapshotRequest{
+		CSIControllerQuery:    CSIControllerQuery{PluginID: snap.PluginID},
+		DeleteSnapshotRequest: plugin.DeleteSnapshotRequest{ID: snap.ExternalID, Secrets: snap.Secrets},
+	})
+	if !csi.TeardownDone(err) {
+		return nil, fmt.Errorf("%s: the delete intent is kept, so retry the delete: %w", op, err)
+	}
 	var node string
-	if snap.ExternalID != "" { // an intent the plugin never answered has nothing to delete by ID
-		if !snap.Deleting {
-			snap.Deleting = true
-			if _, err := s.applier.Apply(ctx, state.RegisterSnapshot{Snapshot: *snap}); err != nil {
-				return nil, fmt.Errorf("%s: writing the delete intent failed, so the plugin was not called: %w", op, err)
-			}
-		}
-		dr, err := s.router.DeleteSnapshot(ctx, &DeleteSnapshotRequest{
-			CSIControllerQuery:    CSIControllerQuery{PluginID: snap.PluginID},
-			DeleteSnapshotRequest: plugin.DeleteSnapshotRequest{ID: snap.ExternalID, Secrets: snap.Secrets},
-		})
-		if !csi.TeardownDone(err) {
-			return nil, fmt.Errorf("%s: the delete intent is kept, so retry the delete: %w", op, err)
-		}
-		if dr != nil {
-			node = dr.ControllerNodeID
-		}
+	if dr != nil { // nil when the plugin no longer had it
+		node = dr.ControllerNodeID
 	}
 	res, err := s.applier.Apply(ctx, state.DeleteSnapshot{Namespace: req.Namespace, SnapshotID: req.SnapshotID})
 	if err != nil {

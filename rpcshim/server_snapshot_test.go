@@ -173,6 +173,9 @@ func TestServer_CreateSnapshot_ResumeAfterCrash(t *testing.T) {
 		t.Fatal("the crashed create did not return")
 	}
 	gate.Open()
+	// The intent cannot be deleted: the plugin made a snapshot for it.
+	_, err = e.srv.DeleteSnapshot(wctx, &rpcshim.SnapshotDeleteRequest{Namespace: "default", SnapshotID: "s1"})
+	wantErrIs(t, err, csi.ErrSnapshotNotReady)
 
 	next, err := rpcshim.NewServer(rpcshim.ServerConfig{Store: e.store, Applier: e.applier, Router: e.router, Clock: e.clock})
 	must(t, err)
@@ -318,5 +321,85 @@ func TestServer_ReconcileSnapshots(t *testing.T) {
 	must(t, err)
 	if len(again.Registered)+len(again.Updated) != 0 {
 		t.Errorf("a second reconcile wrote %v %v", again.Registered, again.Updated)
+	}
+}
+
+// TestServer_CreateSnapshot_Serialized: a second create of the same
+// snapshot waits for the first (the Server's per-snapshot lock), then
+// answers from the record without a plugin call of its own.
+func TestServer_CreateSnapshot_Serialized(t *testing.T) {
+	e := newSnapEnv(t, snapCaps, csitest.Config{})
+	e.register("db", "ext-db", snwFS)
+	gate := e.ctl.HoldReplies(csitest.MethodCreateSnapshot)
+	errc := make(chan error, 2)
+	create := func() {
+		_, err := e.srv.CreateSnapshot(context.Background(), &rpcshim.SnapshotCreateRequest{Namespace: "default", VolumeID: "db", SnapshotID: "s1"})
+		errc <- err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	go create()
+	must(t, gate.Wait(ctx, 1))
+	go create()
+	// The second must not reach the plugin while the first holds the
+	// snapshot; give it a bounded chance to (it would within this time
+	// without the lock).
+	short, stop := context.WithTimeout(ctx, 200*time.Millisecond)
+	if err := gate.Wait(short, 2); err == nil {
+		t.Error("a second CreateSnapshot of the same snapshot reached the plugin while the first was in flight")
+	}
+	stop()
+	gate.Open()
+	for range 2 {
+		select {
+		case err := <-errc:
+			must(t, err)
+		case <-ctx.Done():
+			t.Fatal("the creates did not return")
+		}
+	}
+	if n := e.ctl.CallCount(csitest.MethodCreateSnapshot); n != 1 {
+		t.Errorf("%d CreateSnapshot calls, want 1", n)
+	}
+}
+
+// TestServer_DeleteSnapshot_WaitsForCreate: a delete of a snapshot
+// whose create is in flight waits for it (the per-snapshot lock), so it
+// deletes what the plugin made instead of dropping the intent under it.
+func TestServer_DeleteSnapshot_WaitsForCreate(t *testing.T) {
+	e := newSnapEnv(t, snapCaps, csitest.Config{})
+	e.register("db", "ext-db", snwFS)
+	gate := e.ctl.HoldReplies(csitest.MethodCreateSnapshot)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	created, deleted := make(chan error, 1), make(chan error, 1)
+	go func() {
+		_, err := e.srv.CreateSnapshot(ctx, &rpcshim.SnapshotCreateRequest{Namespace: "default", VolumeID: "db", SnapshotID: "s1"})
+		created <- err
+	}()
+	must(t, gate.Wait(ctx, 1))
+	go func() {
+		_, err := e.srv.DeleteSnapshot(ctx, &rpcshim.SnapshotDeleteRequest{Namespace: "default", SnapshotID: "s1"})
+		deleted <- err
+	}()
+	select {
+	case err := <-deleted:
+		t.Fatalf("the delete returned (%v) while the create was in flight", err)
+	case <-time.After(200 * time.Millisecond): // bounded chance for a delete that does not wait
+	}
+	gate.Open()
+	for _, c := range []chan error{created, deleted} {
+		select {
+		case err := <-c:
+			must(t, err)
+		case <-ctx.Done():
+			t.Fatal("the calls did not return")
+		}
+	}
+	if _, ok := e.ctl.Snapshot("snap-1"); ok {
+		t.Error("the plugin still has the snapshot: the delete missed what the create made")
+	}
+	if _, err := e.store.VolumeSnapshot("default", "s1"); !errors.Is(err, csi.ErrSnapshotNotFound) {
+		t.Errorf("record after the delete: %v", err)
 	}
 }
