@@ -175,6 +175,16 @@ var (
 	// ErrUnavailable: a component (transport, node, plugin connection) is
 	// unreachable right now. Retryable.
 	ErrUnavailable = newSentinel("unavailable", "unavailable", ClassRetryable)
+	// ErrSnapshotNotFound: no such snapshot. Final.
+	ErrSnapshotNotFound = newSentinel("snapshot_not_found", "snapshot not found", ClassFinal)
+	// ErrSnapshotExists: a snapshot with this ID exists and the request
+	// may not change it (another source volume, plugin or external ID).
+	// Final.
+	ErrSnapshotExists = newSentinel("snapshot_exists", "snapshot already exists", ClassFinal)
+	// ErrSnapshotNotReady: the snapshot is not ready to use yet (being
+	// cut, uploaded, or deleted). Retryable once the plugin reports it
+	// ready.
+	ErrSnapshotNotReady = newSentinel("snapshot_not_ready", "snapshot not ready", ClassRetryable)
 )
 
 var sentinels = []*Sentinel{
@@ -185,6 +195,7 @@ var sentinels = []*Sentinel{
 	ErrAccessModeNotAllowed, ErrNamespaceMismatch, ErrMaxVolumes, ErrTopologyMismatch,
 	ErrInvalidRequest, ErrNotSupported, ErrUnavailable,
 	ErrShrinkRefused, ErrExpansionOffline, ErrExpansionUnsupported,
+	ErrSnapshotNotFound, ErrSnapshotExists, ErrSnapshotNotReady,
 }
 
 // SentinelByCode returns the sentinel whose Code is code, or nil. A

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -122,6 +123,15 @@ type Config struct {
 	// VolumeExpansion capability instead of ONLINE, and refuse to
 	// expand a published volume (see expand.go).
 	OfflineExpansion bool
+
+	// SnapshotReadyAfter makes the first N replies that report a new
+	// snapshot (CreateSnapshot, repeated or not, ListSnapshots,
+	// GetSnapshot) say ready_to_use false, as a plugin that uploads
+	// its snapshots does; SnapshotReadyDelay, on Clock, holds it not
+	// ready for that long after its creation. Both must pass; once a
+	// reply reported it ready it stays ready. 0 for both: ready at once.
+	SnapshotReadyAfter int
+	SnapshotReadyDelay time.Duration
 
 	// Endpoint is the unix socket path; a relative one is made absolute.
 	// The default is "csi.sock" in a new, short temporary directory that
@@ -270,6 +280,10 @@ func (c Config) withDefaults() (cfg Config, ownDir string, err error) {
 	c.Pools = pools
 	if c.MaxCalls < 0 {
 		return c, "", fmt.Errorf("%w: csitest: MaxCalls is %d; use 0 to keep every call", csi.ErrInvalidRequest, c.MaxCalls)
+	}
+	if c.SnapshotReadyAfter < 0 || c.SnapshotReadyDelay < 0 {
+		return c, "", fmt.Errorf("%w: csitest: SnapshotReadyAfter %d, SnapshotReadyDelay %s; neither may be negative",
+			csi.ErrInvalidRequest, c.SnapshotReadyAfter, c.SnapshotReadyDelay)
 	}
 	if c.AvailableCapacity == 0 {
 		c.AvailableCapacity = DefaultAvailableCapacity

@@ -75,6 +75,9 @@ func (s controllerServer) CreateVolume(_ context.Context, req *csipb.CreateVolum
 	if snap := src.GetSnapshot(); snap != nil && p.snapshots[snap.GetSnapshotId()] == nil {
 		return nil, errorf(codes.NotFound, m, "source snapshot %q does not exist", snap.GetSnapshotId())
 	}
+	if err := p.checkRestoreLocked(src); err != nil {
+		return nil, err
+	}
 	if vol := src.GetVolume(); vol != nil && p.volumes[vol.GetVolumeId()] == nil {
 		return nil, errorf(codes.NotFound, m, "source volume %q does not exist", vol.GetVolumeId())
 	}
@@ -255,85 +258,6 @@ func (s controllerServer) ControllerGetCapabilities(context.Context, *csipb.Cont
 	c := p.ctrlCaps
 	p.mu.Unlock()
 	return &csipb.ControllerGetCapabilitiesResponse{Capabilities: plugin.ControllerCapabilitiesToPB(c)}, nil
-}
-
-func (s controllerServer) CreateSnapshot(_ context.Context, req *csipb.CreateSnapshotRequest) (*csipb.CreateSnapshotResponse, error) {
-	const m = MethodCreateSnapshot
-	src, name := req.GetSourceVolumeId(), req.GetName()
-	if err := requireFields(m, "source_volume_id", src, "name", name); err != nil {
-		return nil, err
-	}
-	p := s.p
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, sn := range p.snapshots {
-		if sn.name != name {
-			continue
-		}
-		if sn.source != src {
-			return nil, errorf(codes.AlreadyExists, m, "snapshot named %q exists as %q of volume %q; use another name", name, sn.id, sn.source)
-		}
-		return &csipb.CreateSnapshotResponse{Snapshot: sn.toProto()}, nil
-	}
-	v := p.volumes[src]
-	if v == nil {
-		return nil, errorf(codes.NotFound, m, "source volume %q does not exist", src)
-	}
-	p.snapshotSeq++
-	sn := &snapshot{id: seqID("snap", p.snapshotSeq), name: name, source: src, size: v.capacity, created: p.clock.Now()}
-	p.snapshots[sn.id] = sn
-	return &csipb.CreateSnapshotResponse{Snapshot: sn.toProto()}, nil
-}
-
-func (s controllerServer) DeleteSnapshot(_ context.Context, req *csipb.DeleteSnapshotRequest) (*csipb.DeleteSnapshotResponse, error) {
-	id := req.GetSnapshotId()
-	if err := requireFields(MethodDeleteSnapshot, "snapshot_id", id); err != nil {
-		return nil, err
-	}
-	p := s.p
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	delete(p.snapshots, id)
-	return &csipb.DeleteSnapshotResponse{}, nil
-}
-
-func (s controllerServer) ListSnapshots(_ context.Context, req *csipb.ListSnapshotsRequest) (*csipb.ListSnapshotsResponse, error) {
-	p := s.p
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var ids []string
-	for _, id := range slices.Sorted(maps.Keys(p.snapshots)) {
-		sn := p.snapshots[id]
-		if (req.GetSnapshotId() == "" || id == req.GetSnapshotId()) &&
-			(req.GetSourceVolumeId() == "" || sn.source == req.GetSourceVolumeId()) {
-			ids = append(ids, id)
-		}
-	}
-	ids, next, err := page(MethodListSnapshots, ids, req.GetMaxEntries(), req.GetStartingToken())
-	if err != nil {
-		return nil, err
-	}
-	resp := &csipb.ListSnapshotsResponse{NextToken: next}
-	for _, id := range ids {
-		resp.Entries = append(resp.Entries, &csipb.ListSnapshotsResponse_Entry{Snapshot: p.snapshots[id].toProto()})
-	}
-	return resp, nil
-}
-
-func (s controllerServer) GetSnapshot(_ context.Context, req *csipb.GetSnapshotRequest) (*csipb.GetSnapshotResponse, error) {
-	const m = MethodGetSnapshot
-	id := req.GetSnapshotId()
-	if err := requireFields(m, "snapshot_id", id); err != nil {
-		return nil, err
-	}
-	p := s.p
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	sn := p.snapshots[id]
-	if sn == nil {
-		return nil, errorf(codes.NotFound, m, "snapshot %q does not exist", id)
-	}
-	return &csipb.GetSnapshotResponse{Snapshot: sn.toProto()}, nil
 }
 
 func (s controllerServer) ControllerExpandVolume(_ context.Context, req *csipb.ControllerExpandVolumeRequest) (*csipb.ControllerExpandVolumeResponse, error) {

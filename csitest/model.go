@@ -97,16 +97,10 @@ type snapshot struct {
 	id, name, source string
 	size             int64
 	created          time.Time
-}
-
-func (s *snapshot) toProto() *csipb.Snapshot {
-	return &csipb.Snapshot{
-		SnapshotId:     s.id,
-		SourceVolumeId: s.source,
-		SizeBytes:      s.size,
-		CreationTime:   timestamp(s.created),
-		ReadyToUse:     true,
-	}
+	// answers counts the replies that reported the snapshot; ready is
+	// set once one reported it ready (snapshots.go).
+	answers int
+	ready   bool
 }
 
 // VolumeState is a snapshot of one volume in the fake's model. Its maps
@@ -191,6 +185,9 @@ type SnapshotState struct {
 	SourceVolumeID string
 	Size           int64
 	CreatedAt      time.Time
+	// ReadyToUse: a reply has reported the snapshot ready (see
+	// Config.SnapshotReadyAfter).
+	ReadyToUse bool
 }
 
 // state copies v; explicitPools says whether v.pool is a Config.Pools
@@ -347,7 +344,7 @@ func (p *Plugin) Snapshot(id string) (SnapshotState, bool) {
 	if !ok {
 		return SnapshotState{}, false
 	}
-	return SnapshotState{ID: s.id, Name: s.name, SourceVolumeID: s.source, Size: s.size, CreatedAt: s.created}, true
+	return SnapshotState{ID: s.id, Name: s.name, SourceVolumeID: s.source, Size: s.size, CreatedAt: s.created, ReadyToUse: s.ready}, true
 }
 
 // attachmentsOnLocked counts the volumes attached to a node; p.mu is

@@ -59,10 +59,12 @@ type Plugin struct {
 	snapshots   map[string]*snapshot
 	volumeSeq   int
 	snapshotSeq int
-	calls       []*Call        // the retained log, oldest first; at most maxCalls when that is set
-	callCounts  map[string]int // calls per method since New or ResetCalls, dropped ones included
-	dropped     int            // calls MaxCalls dropped from the log since New or ResetCalls
-	violations  []Violation
+	// snapReady is Config.SnapshotReadyAfter and SnapshotReadyDelay.
+	snapReady  snapshotReadiness
+	calls      []*Call        // the retained log, oldest first; at most maxCalls when that is set
+	callCounts map[string]int // calls per method since New or ResetCalls, dropped ones included
+	dropped    int            // calls MaxCalls dropped from the log since New or ResetCalls
+	violations []Violation
 }
 
 // New validates cfg, fills its defaults and returns a plugin that is not
@@ -103,6 +105,7 @@ func New(cfg Config) (*Plugin, error) {
 		faults:             make(map[string]*fault),
 		volumes:            make(map[string]*volume),
 		snapshots:          make(map[string]*snapshot),
+		snapReady:          snapshotReadiness{after: c.SnapshotReadyAfter, delay: c.SnapshotReadyDelay},
 		callCounts:         make(map[string]int),
 	}, nil
 }

@@ -107,8 +107,12 @@
 //     scheduler's "which nodes can take this claim, and why not the
 //     others" (a csi.Reasons per node), and CreateVolume turns the
 //     host's candidate nodes into the CSI accessibility requirements of
-//     a zonal plugin (see VolumeCreateRequest). It reads the
-//     state.Reader and writes only through a state.Applier.
+//     a zonal plugin (see VolumeCreateRequest). Snapshots follow the
+//     same pattern (CreateSnapshot, DeleteSnapshot, ListSnapshots,
+//     ReconcileSnapshots): intent first, a deterministic CSI name, a
+//     resumable create; VolumeCreateRequest.From restores a snapshot or
+//     clones a volume. It reads the state.Reader and writes only
+//     through a state.Applier.
 //   - NodeEndpoint (node side) answers the router: controller calls go
 //     to the node's local controller plugin, node detach to its mounter.
 //

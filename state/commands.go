@@ -550,6 +550,10 @@ func decodeEnvelopeBody(env envelope) (Command, error) {
 		return decodeBody[DeleteAllocations](env.Kind, body)
 	case KindSetCapacity:
 		return decodeBody[SetCapacity](env.Kind, body)
+	case KindRegisterSnapshot:
+		return decodeBody[RegisterSnapshot](env.Kind, body)
+	case KindDeleteSnapshot:
+		return decodeBody[DeleteSnapshot](env.Kind, body)
 	case KindBatch:
 		return decodeBody[Batch](env.Kind, body)
 	case KindRequestExpansion, KindRecordControllerExpansion, KindRecordNodeExpansion,

@@ -56,7 +56,7 @@ const (
 // it raises.
 func tableOf(t string) Table {
 	switch t {
-	case tVolumes:
+	case tVolumes, tSnapshots: // snapshots.go says why
 		return TableVolumes
 	case tPlugins, tInstances, tCapacity: // capacity.go says why
 		return TablePlugins
@@ -111,7 +111,8 @@ func schema() *memdb.DBSchema {
 		tAllocations: {Name: tAllocations, Indexes: map[string]*memdb.IndexSchema{
 			iID: {Name: iID, Unique: true, Indexer: single(1, func(a *csi.Allocation) []string { return []string{a.ID} })},
 		}},
-		tCapacity: capacityTable(),
+		tCapacity:  capacityTable(),
+		tSnapshots: snapshotTable(),
 		tRefs: {Name: tRefs, Indexes: map[string]*memdb.IndexSchema{
 			iID: {Name: iID, Unique: true, Indexer: refKeyIndex{}},
 		}},

@@ -177,6 +177,7 @@ type Reader interface {
 	AllocationReader
 	PlacementReader
 	CapacityReader
+	SnapshotReader
 	Watcher
 }
 

@@ -37,6 +37,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 	t.Run("Placement", s.placement)
 	t.Run("Capacity", s.capacity)
 	t.Run("Expansion", s.expansions)
+	t.Run("VolumeSnapshot", s.volumeSnapshots)
 	t.Run("Property", s.property)
 }
 
@@ -204,6 +205,8 @@ type view struct {
 	Allocations map[string]*csi.Allocation
 	// PastClaimVolumes is PastClaimVolumeIDs, checked against Volumes.
 	PastClaimVolumes []state.VolumeStamp
+	// Snapshots are the snapshot records (volumesnapshots.go).
+	Snapshots []*csi.Snapshot
 }
 
 func (w *world) view(t reporter) view {
@@ -252,6 +255,9 @@ func (w *world) view(t reporter) view {
 		default:
 			v.Allocations[id] = a
 		}
+	}
+	if v.Snapshots, err = w.s.Snapshots(""); err != nil {
+		t.Fatalf("Snapshots: %v", err)
 	}
 	w.checkAllocationsByNode(t, v)
 	w.checkVolumeLookups(t, v)

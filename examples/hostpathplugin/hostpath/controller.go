@@ -35,6 +35,9 @@ const (
 type controllerState struct {
 	Version int                      `json:"version"`
 	Volumes map[string]*volumeRecord `json:"volumes"`
+	// Snapshots (snapshot.go); a state file from before snapshots has
+	// none.
+	Snapshots map[string]*snapshotRecord `json:"snapshots,omitempty"`
 }
 
 type volumeRecord struct {
@@ -51,6 +54,8 @@ type volumeRecord struct {
 	Topology map[string]string `json:"accessible_topology,omitempty"`
 	// Published holds the ControllerPublish attachments, by node ID.
 	Published map[string]*publishRecord `json:"published,omitempty"`
+	// Source is what the volume was created from (snapshot.go).
+	Source *sourceRecord `json:"content_source,omitempty"`
 }
 
 type publishRecord struct {
@@ -75,7 +80,8 @@ func (v *volumeRecord) clone() *volumeRecord {
 }
 
 func (v *volumeRecord) toProto() *csipb.Volume {
-	return &csipb.Volume{VolumeId: v.ID, CapacityBytes: v.CapacityBytes, AccessibleTopology: topologyToProto(v.Topology)}
+	return &csipb.Volume{VolumeId: v.ID, CapacityBytes: v.CapacityBytes, AccessibleTopology: topologyToProto(v.Topology),
+		ContentSource: v.Source.toProto()}
 }
 
 func (v *volumeRecord) nodes() []string {
@@ -125,6 +131,15 @@ func openController(cfg Config) (*controller, error) {
 	}
 	if c.st.Volumes == nil {
 		c.st.Volumes = map[string]*volumeRecord{}
+	}
+	if c.st.Snapshots == nil {
+		c.st.Snapshots = map[string]*snapshotRecord{}
+	}
+	for id, s := range c.st.Snapshots {
+		if !validSnapshotID(id) || s == nil || s.ID != id {
+			_ = lock.Close()
+			return nil, fmt.Errorf("state file %s holds a malformed snapshot entry %q; restore the file from a backup or remove the entry", c.statePath, id)
+		}
 	}
 	for id, v := range c.st.Volumes {
 		if !validVolumeID(id) || v == nil || v.ID != id {
@@ -182,6 +197,9 @@ func (c *controller) ControllerGetCapabilities(context.Context, *csipb.Controlle
 		csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME,
 		csipb.ControllerServiceCapability_RPC_MODIFY_VOLUME,
 		csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+		csipb.ControllerServiceCapability_RPC_CREATE_DELETE_SNAPSHOT,
+		csipb.ControllerServiceCapability_RPC_LIST_SNAPSHOTS,
+		csipb.ControllerServiceCapability_RPC_CLONE_VOLUME,
 	}
 	if c.cfg.Capacity > 0 {
 		types = append(types, csipb.ControllerServiceCapability_RPC_GET_CAPACITY)

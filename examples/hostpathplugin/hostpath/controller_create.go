@@ -22,13 +22,19 @@ func (c *controller) CreateVolume(ctx context.Context, req *csipb.CreateVolumeRe
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	src := sourceFromProto(req.GetVolumeContentSource())
 	if v := c.volumeNamed(req.GetName()); v != nil {
-		return c.createExisting(v, req)
+		return c.createExisting(v, req, src)
 	}
+	srcDir, srcSize, err := c.sourceDir(src, req.GetCapacityRange())
+	if err != nil {
+		return nil, err
+	}
+	capacity = max(capacity, srcSize)
 	if err := c.checkProvisionable(req, capacity); err != nil {
 		return nil, err
 	}
-	return c.provision(req, caps, capacity)
+	return c.provision(req, caps, capacity, src, srcDir)
 }
 
 // checkCreateRequest validates a CreateVolume request and returns the
@@ -40,9 +46,6 @@ func checkCreateRequest(ctx context.Context, req *csipb.CreateVolumeRequest) ([]
 	caps, err := checkCapabilities("volume_capabilities", req.GetVolumeCapabilities())
 	if err != nil {
 		return nil, 0, err
-	}
-	if req.GetVolumeContentSource() != nil {
-		return nil, 0, status.Error(codes.InvalidArgument, "volume_content_source: the hostpath plugin cannot create a volume from a snapshot or another volume; leave it unset")
 	}
 	if err := checkMutable("mutable_parameters", req.GetMutableParameters()); err != nil {
 		return nil, 0, err
@@ -71,8 +74,12 @@ func (c *controller) volumeNamed(name string) *volumeRecord {
 // createExisting answers a CreateVolume for a name that already has a
 // volume: the same volume when the request is compatible with it,
 // AlreadyExists otherwise; c.mu is held.
-func (c *controller) createExisting(v *volumeRecord, req *csipb.CreateVolumeRequest) (*csipb.CreateVolumeResponse, error) {
+func (c *controller) createExisting(v *volumeRecord, req *csipb.CreateVolumeRequest, src *sourceRecord) (*csipb.CreateVolumeResponse, error) {
 	name := req.GetName()
+	if !v.Source.equal(src) {
+		return nil, status.Errorf(codes.AlreadyExists,
+			"volume %s named %q already exists with another content source; use another name or the same source", v.ID, name)
+	}
 	if !capacityFits(v.CapacityBytes, req.GetCapacityRange()) {
 		return nil, status.Errorf(codes.AlreadyExists,
 			"volume %s named %q already exists with %d bytes, outside the requested range (required %d, limit %d); use another name or a compatible range",
@@ -89,7 +96,7 @@ func (c *controller) createExisting(v *volumeRecord, req *csipb.CreateVolumeRequ
 	}
 	// A crash between saving the record and creating the directory
 	// leaves a record without a directory: this retry completes it.
-	if err := makeVolumeDir(c.volumeDir(v.ID)); err != nil {
+	if err := c.fillVolumeDir(v); err != nil {
 		return nil, internal("volume %s: %v", v.ID, err)
 	}
 	return &csipb.CreateVolumeResponse{Volume: v.toProto()}, nil
@@ -113,7 +120,7 @@ func (c *controller) checkProvisionable(req *csipb.CreateVolumeRequest, capacity
 
 // provision records a new volume, then creates its directory; c.mu is
 // held.
-func (c *controller) provision(req *csipb.CreateVolumeRequest, caps []capRecord, capacity int64) (*csipb.CreateVolumeResponse, error) {
+func (c *controller) provision(req *csipb.CreateVolumeRequest, caps []capRecord, capacity int64, src *sourceRecord, srcDir string) (*csipb.CreateVolumeResponse, error) {
 	name := req.GetName()
 	v := &volumeRecord{
 		ID:                newVolumeID(),
@@ -124,6 +131,7 @@ func (c *controller) provision(req *csipb.CreateVolumeRequest, caps []capRecord,
 		MutableParameters: maps.Clone(req.GetMutableParameters()),
 		Topology:          maps.Clone(c.cfg.Topology),
 		Published:         map[string]*publishRecord{},
+		Source:            src,
 	}
 	c.st.Volumes[v.ID] = v
 	undo := func() { delete(c.st.Volumes, v.ID) }
@@ -132,7 +140,7 @@ func (c *controller) provision(req *csipb.CreateVolumeRequest, caps []capRecord,
 	if err := c.save(undo); err != nil {
 		return nil, err
 	}
-	if err := makeVolumeDir(c.volumeDir(v.ID)); err != nil {
+	if err := c.makeFilledDir(v.ID, srcDir); err != nil {
 		undo()
 		if serr := writeJSON(c.statePath, &c.st); serr != nil {
 			c.log.Error("could not drop the record of a volume whose directory failed", "volume_id", v.ID, "error", serr)
@@ -141,6 +149,25 @@ func (c *controller) provision(req *csipb.CreateVolumeRequest, caps []capRecord,
 	}
 	c.log.Info("volume created", "volume_id", v.ID, "name", name, "capacity_bytes", capacity)
 	return &csipb.CreateVolumeResponse{Volume: v.toProto()}, nil
+}
+
+// fillVolumeDir creates v's directory if it is missing, as a copy of
+// its content source when it has one that still exists. c.mu is held.
+func (c *controller) fillVolumeDir(v *volumeRecord) error {
+	srcDir, _, err := c.sourceDir(v.Source, nil)
+	if err != nil && status.Code(err) != codes.NotFound {
+		return err
+	}
+	return c.makeFilledDir(v.ID, srcDir)
+}
+
+// makeFilledDir creates the directory of volume id: a copy of srcDir,
+// or empty when srcDir is "".
+func (c *controller) makeFilledDir(id, srcDir string) error {
+	if srcDir == "" {
+		return makeVolumeDir(c.volumeDir(id))
+	}
+	return copyTree(srcDir, c.volumeDir(id))
 }
 
 // makeVolumeDir creates a volume directory, world-writable like other

@@ -140,14 +140,21 @@ func TestPlugin_Errors(t *testing.T) {
 				VolumeCapabilities: []*csipb.VolumeCapability{mountCap(snw)}})
 			return err
 		}, codes.InvalidArgument},
-		{"CreateVolume_ContentSource", nil, func(ctx context.Context, t *testing.T, f *fixture) error {
+		{"CreateVolume_ContentSourceMissing", nil, func(ctx context.Context, t *testing.T, f *fixture) error {
 			_, err := f.h.ctrl.CreateVolume(ctx, with(f.createReq(), func(r *csipb.CreateVolumeRequest) {
 				r.Name = "clone"
+				r.VolumeContentSource = &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Volume{
+					Volume: &csipb.VolumeContentSource_VolumeSource{VolumeId: "vol-00000000000000000000000000000000"}}}
+			}))
+			return err
+		}, codes.NotFound},
+		{"CreateVolume_Repeat_OtherSource", nil, func(ctx context.Context, t *testing.T, f *fixture) error {
+			_, err := f.h.ctrl.CreateVolume(ctx, with(f.createReq(), func(r *csipb.CreateVolumeRequest) {
 				r.VolumeContentSource = &csipb.VolumeContentSource{Type: &csipb.VolumeContentSource_Volume{
 					Volume: &csipb.VolumeContentSource_VolumeSource{VolumeId: f.vol}}}
 			}))
 			return err
-		}, codes.InvalidArgument},
+		}, codes.AlreadyExists},
 		{"CreateVolume_Repeat_SameVolume", nil, func(ctx context.Context, t *testing.T, f *fixture) error {
 			cv, err := f.h.ctrl.CreateVolume(ctx, f.createReq())
 			if err == nil {

@@ -24,6 +24,13 @@
 //	POST   /v1/volumes/{namespace}/{id}/expand      grow in the controller and on its nodes (rpcshim.VolumeExpandRequest → rpcshim.VolumeChangeResponse)
 //	POST   /v1/volumes/{namespace}/{id}/modify      change its mutable parameters (rpcshim.VolumeModifyRequest → rpcshim.VolumeChangeResponse)
 //
+// Snapshots (a volume create restores one with rpcshim.VolumeCreateRequest.From):
+//
+//	POST   /v1/volumes/{namespace}/{id}/snapshots/{snapshot}   snapshot the volume (SnapshotCreateBody → rpcshim.SnapshotResponse)
+//	GET    /v1/snapshots?namespace=NS&volume=V      list from the state (blocking)
+//	GET    /v1/snapshots/{namespace}/{snapshot}     one snapshot (blocking)
+//	DELETE /v1/snapshots/{namespace}/{snapshot}     delete in the plugin and forget
+//
 // Plugins:
 //
 //	GET    /v1/plugins                              list (blocking)

@@ -19,7 +19,7 @@ func StatusOf(err error) int {
 	switch {
 	case errors.Is(err, csi.ErrVolumeNotFound), errors.Is(err, csi.ErrPluginNotFound),
 		errors.Is(err, csi.ErrNodeNotFound), errors.Is(err, csi.ErrAllocationNotFound),
-		errors.Is(err, csi.ErrClaimNotFound):
+		errors.Is(err, csi.ErrClaimNotFound), errors.Is(err, csi.ErrSnapshotNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, csi.ErrInvalidID), errors.Is(err, csi.ErrInvalidRequest),
 		errors.Is(err, csi.ErrAccessModeNotAllowed), errors.Is(err, csi.ErrNamespaceMismatch),
@@ -27,10 +27,12 @@ func StatusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, csi.ErrVolumeExists), errors.Is(err, csi.ErrVolumeInUse),
 		errors.Is(err, csi.ErrMaxClaims), errors.Is(err, csi.ErrAttachedElsewhere),
-		errors.Is(err, csi.ErrAllocationTerminal), errors.Is(err, csi.ErrMaxVolumes):
+		errors.Is(err, csi.ErrAllocationTerminal), errors.Is(err, csi.ErrMaxVolumes),
+		errors.Is(err, csi.ErrSnapshotExists):
 		return http.StatusConflict
 	case errors.Is(err, csi.ErrNoController), errors.Is(err, csi.ErrNodeNotReady),
-		errors.Is(err, csi.ErrPluginUnhealthy), errors.Is(err, csi.ErrUnavailable):
+		errors.Is(err, csi.ErrPluginUnhealthy), errors.Is(err, csi.ErrUnavailable),
+		errors.Is(err, csi.ErrSnapshotNotReady):
 		return http.StatusServiceUnavailable
 	case csi.Classify(err) == csi.ClassUncertain:
 		return http.StatusGatewayTimeout

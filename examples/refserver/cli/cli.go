@@ -44,7 +44,7 @@ Run modes:
   agent     a node agent: plugin registry, mounter, node service
 
 Client commands (against a running server, -address or $REFSERVER_ADDR):
-  volume    register, create, delete or show volumes
+  volume    register, create, delete, snapshot or show volumes
   plugin    show plugins and their instances
   node      show nodes and their liveness
   cluster   show the servers of a cluster and which one leads
@@ -138,6 +138,7 @@ func (e *env) groups() map[string][]subcommand {
 			{"place", "show which nodes can take a claim on a volume, and why not the others", e.volumePlace},
 			{"expand", "grow a volume in its controller and on the nodes where it is mounted", e.volumeExpand},
 			{"modify", "change a volume's mutable parameters", e.volumeModify},
+			{"snapshot", "create, delete or list the snapshots of volumes", e.volumeSnapshot},
 		},
 		"plugin":  {{"status", "show the plugins, or one plugin with its instances", e.pluginStatus}},
 		"node":    {{"status", "show the nodes with their liveness and plugins", e.nodeStatus}},

@@ -48,6 +48,7 @@ func TestCLI_Help_Golden(t *testing.T) {
 		{}, {"demo"}, {"server"}, {"agent"}, {"version"}, {"completion"},
 		{"volume"}, {"volume", "create"}, {"volume", "register"}, {"volume", "delete"}, {"volume", "status"}, {"volume", "place"},
 		{"volume", "expand"}, {"volume", "modify"},
+		{"volume", "snapshot"}, {"volume", "snapshot", "create"}, {"volume", "snapshot", "delete"}, {"volume", "snapshot", "list"},
 		{"plugin"}, {"plugin", "status"}, {"node"}, {"node", "status"}, {"cluster"}, {"cluster", "status"},
 		{"claim"}, {"release"},
 	}

@@ -55,7 +55,7 @@ func (e *env) volumeRegister(ctx context.Context, args []string) int {
 }
 
 func (e *env) volumeCreate(ctx context.Context, args []string) int {
-	c := e.newCommand("volume create", "ID", "Creates a volume through a controller of its plugin and registers it.",
+	c := e.newCommand("volume create", "ID", "Creates a volume through a controller of its plugin and registers it; with -snapshot it restores a snapshot, with -clone it copies a volume (of the same namespace and plugin).",
 		"refserver volume create -plugin hostpath -capacity-min 1GiB -capability single-node-writer data")
 	ns := c.fs.String("namespace", api.DefaultNamespace, "the volume's namespace")
 	pluginID := c.fs.String("plugin", "", "the plugin ID (required)")
@@ -68,6 +68,8 @@ func (e *env) volumeCreate(ctx context.Context, args []string) int {
 	secrets, params := kvFlag{}, kvFlag{}
 	c.fs.Var(secrets, "secret", "KEY=VALUE secret for the plugin's calls, repeatable (never printed)")
 	c.fs.Var(params, "param", "KEY=VALUE CreateVolume parameter, repeatable")
+	fromSnap := c.fs.String("snapshot", "", "restore: fill the volume from this snapshot of its namespace")
+	fromVol := c.fs.String("clone", "", "clone: fill the volume from this volume of its namespace")
 	var nodes listFlag
 	c.fs.Var(&nodes, "node", "a node the volume should be usable from, repeatable or comma-separated: a zonal plugin is asked for their topologies (default: every node running the plugin)")
 	code := ExitOK
@@ -81,7 +83,12 @@ func (e *env) volumeCreate(ctx context.Context, args []string) int {
 	for _, n := range nodes {
 		ids = append(ids, idNode("-node", n))
 	}
+	ids = append(ids, idSnapshot("-snapshot", *fromSnap), idVolume("-clone", *fromVol))
 	if err := validateIDs(ids...); err != nil {
+		return c.fail(err)
+	}
+	from, err := createSource(*fromSnap, *fromVol)
+	if err != nil {
 		return c.fail(err)
 	}
 	cl, ctx, done, err := c.client(ctx)
@@ -89,7 +96,7 @@ func (e *env) volumeCreate(ctx context.Context, args []string) int {
 		return c.fail(err)
 	}
 	defer done()
-	req := &rpcshim.VolumeCreateRequest{Volume: csi.Volume{
+	req := &rpcshim.VolumeCreateRequest{From: from, Volume: csi.Volume{
 		ID: c.arg(0), Namespace: *ns, Name: *name, PluginID: *pluginID, Capabilities: defaultCaps(*caps),
 		Secrets: mapOrNil(secrets), Parameters: mapOrNil(params), RequestedCapacityMin: int64(capMin), RequestedCapacityMax: int64(capMax),
 	}, Nodes: nodes}
@@ -210,6 +217,9 @@ func (e *env) volumeStatus(ctx context.Context, args []string) int {
 	t.row("Schedulable", fmt.Sprintf("%s (controllers %s, nodes %s)", yesNo(v.Schedulable),
 		ratio(v.ControllersHealthy, v.ControllersExpected), ratio(v.NodesHealthy, v.NodesExpected)))
 	t.flush()
+	if code := e.volumeSnapshots(ctx, c, cl, v); code != ExitOK {
+		return code
+	}
 	fmt.Fprintln(e.stdout)
 	if !v.InUse() {
 		fmt.Fprintln(e.stdout, "No claims")
