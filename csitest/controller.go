@@ -117,6 +117,7 @@ func (s controllerServer) DeleteVolume(_ context.Context, req *csipb.DeleteVolum
 			v.attachedNodes(), len(v.staged), len(v.published))
 	}
 	delete(p.volumes, id)
+	p.deleted[id] = true
 	return &csipb.DeleteVolumeResponse{}, nil
 }
 

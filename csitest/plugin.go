@@ -56,6 +56,7 @@ type Plugin struct {
 	probeReady  bool
 	faults      map[string]*fault
 	volumes     map[string]*volume
+	deleted     map[string]bool // volumes the CO deleted, for RuleSnapshotMissingVolume
 	snapshots   map[string]*snapshot
 	volumeSeq   int
 	snapshotSeq int
@@ -104,6 +105,7 @@ func New(cfg Config) (*Plugin, error) {
 		probeReady:         true,
 		faults:             make(map[string]*fault),
 		volumes:            make(map[string]*volume),
+		deleted:            make(map[string]bool),
 		snapshots:          make(map[string]*snapshot),
 		snapReady:          snapshotReadiness{after: c.SnapshotReadyAfter, delay: c.SnapshotReadyDelay},
 		callCounts:         make(map[string]int),

@@ -18,7 +18,9 @@ import (
 // Snapshot rules of the lifecycle checker.
 const (
 	// RuleSnapshotMissingVolume: CreateSnapshot of a source volume the
-	// plugin does not have. The call fails with NotFound.
+	// CO itself deleted. The call fails with NotFound. A source the
+	// plugin never had is only NotFound: a harness probing the error
+	// code asks for one on purpose.
 	RuleSnapshotMissingVolume = "snapshot-of-missing-volume"
 	// RuleRestoreNotReady: CreateVolume from a snapshot not yet
 	// reported ready_to_use. The call fails with Unavailable, which a
@@ -91,7 +93,9 @@ func (s controllerServer) CreateSnapshot(_ context.Context, req *csipb.CreateSna
 	}
 	v := p.volumes[src]
 	if v == nil {
-		p.violateLocked(m, src, RuleSnapshotMissingVolume, "snapshot %q of a volume the plugin does not have", name)
+		if p.deleted[src] {
+			p.violateLocked(m, src, RuleSnapshotMissingVolume, "snapshot %q of a volume the CO deleted", name)
+		}
 		return nil, errorf(codes.NotFound, m, "source volume %q does not exist", src)
 	}
 	p.snapshotSeq++

@@ -69,6 +69,15 @@ func TestSnapshotRules(t *testing.T) {
 	p, c := start(t, fullConfig)
 	_, err := c.ctrl.CreateSnapshot(ctxT(t), &csipb.CreateSnapshotRequest{SourceVolumeId: "nope", Name: "s"})
 	wantCode(t, err, codes.NotFound)
+	if vs := p.Violations(); len(vs) != 0 {
+		t.Fatalf("violations %v for a source never had, want none", vs)
+	}
+	// A snapshot of a volume the CO deleted is the CO's mistake.
+	p.AddVolume("was", 10, nil)
+	_, err = c.ctrl.DeleteVolume(ctxT(t), &csipb.DeleteVolumeRequest{VolumeId: "was"})
+	noErr(t, err)
+	_, err = c.ctrl.CreateSnapshot(ctxT(t), &csipb.CreateSnapshotRequest{SourceVolumeId: "was", Name: "s"})
+	wantCode(t, err, codes.NotFound)
 	vs := p.Violations()
 	if len(vs) != 1 || vs[0].Rule != csitest.RuleSnapshotMissingVolume {
 		t.Fatalf("violations %v, want one %s", vs, csitest.RuleSnapshotMissingVolume)
