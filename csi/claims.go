@@ -33,13 +33,18 @@ func ValidateClaim(c *Claim) error {
 // error matching one of ErrInvalidRequest, ErrInvalidID,
 // ErrAllocationTerminal, ErrAccessModeNotAllowed, ErrMaxClaims,
 // ErrAttachedElsewhere or ErrVolumeInUse (the volume is being detached
-// from the claim's node), whose message names the volume and the
-// allocations that hold it.
+// from the claim's node, or a released claim is still published), whose
+// message names the volume and the allocations that hold it.
 //
 // The claims after the change must satisfy the access mode of every claim
 // in the set, not only the new one's (see AccessMode for how each mode is
 // read). For single-node modes, a past claim still attached to its node
-// (not yet ControllerDetached) counts as being on that node.
+// (not yet ControllerDetached) counts as being on that node. A past
+// claim whose node step is not done (before ClaimNodeDetached) is still
+// published on its node, so it keeps what it held: under
+// SINGLE_NODE_SINGLE_WRITER the whole volume, and under a single-writer
+// mode the write; a claim it would share with is refused with
+// ErrVolumeInUse, which is retryable.
 func CheckClaim(v *Volume, c *Claim) error {
 	if err := ValidateClaim(c); err != nil {
 		return err
@@ -92,7 +97,40 @@ func CheckClaim(v *Volume, c *Claim) error {
 			return err
 		}
 	}
+	if p := releasedHolder(v, c.AllocationID, c.Mode, c.AccessMode); p != nil {
+		return fmt.Errorf("%w: volume %s: allocation %s released its %s %s claim but is still published on node %s (%s); retry the claim of allocation %s once that release passes its node step",
+			ErrVolumeInUse, v.ID, p.AllocationID, p.Mode, p.AccessMode, p.NodeID, p.State, c.AllocationID)
+	}
 	return nil
+}
+
+// releasedHolder returns the past claim of v, other than alloc's, that
+// is still published on its node (before ClaimNodeDetached) and keeps a
+// claim of mode and access mode am from being shared with it: any claim
+// when either side is SINGLE_NODE_SINGLE_WRITER, a write claim when
+// both write and either side is a single-writer mode. It returns nil
+// when none does, and the first by allocation ID otherwise.
+func releasedHolder(v *Volume, alloc string, mode ClaimMode, am AccessMode) *Claim {
+	var found *Claim
+	for id, p := range v.PastClaims {
+		if id == alloc || p.State >= ClaimNodeDetached || (found != nil && found.AllocationID < id) {
+			continue
+		}
+		if holdsAgainst(p, mode, am) {
+			found = p
+		}
+	}
+	return found
+}
+
+func holdsAgainst(p *Claim, mode ClaimMode, am AccessMode) bool {
+	if am == AccessModeSingleNodeSingleWriter || p.AccessMode == AccessModeSingleNodeSingleWriter {
+		return true
+	}
+	oneWriter := func(m AccessMode) bool {
+		return m == AccessModeSingleNodeWriter || m == AccessModeMultiNodeSingleWriter
+	}
+	return mode == ClaimWrite && p.Mode == ClaimWrite && (oneWriter(am) || oneWriter(p.AccessMode))
 }
 
 // detachingFrom refuses a claim on a node from which the volume is

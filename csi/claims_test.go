@@ -93,7 +93,18 @@ func TestCheckClaim_Rules(t *testing.T) {
 			claim: claimOn("a2", "n2", csi.ClaimWrite, snw),
 		},
 		{
-			name: "a past writer does not count as a writer",
+			name: "a past writer detached from its node does not count as a writer",
+			vol: func() *csi.Volume {
+				v := volumeWith(mnsw)
+				c := claimOn("old", "n1", csi.ClaimWrite, mnsw)
+				c.State = csi.ClaimNodeDetached
+				v.PastClaims["old"] = c
+				return v
+			},
+			claim: claimOn("a2", "n2", csi.ClaimWrite, mnsw),
+		},
+		{
+			name: "a past writer still published on its node keeps the write",
 			vol: func() *csi.Volume {
 				v := volumeWith(mnsw)
 				c := claimOn("old", "n1", csi.ClaimWrite, mnsw)
@@ -101,7 +112,20 @@ func TestCheckClaim_Rules(t *testing.T) {
 				v.PastClaims["old"] = c
 				return v
 			},
-			claim: claimOn("a2", "n2", csi.ClaimWrite, mnsw),
+			claim:    claimOn("a2", "n2", csi.ClaimWrite, mnsw),
+			want:     csi.ErrVolumeInUse,
+			mentions: []string{"volume vol", "old", "node n1", "unpublishing", "a2", "retry"},
+		},
+		{
+			name: "a past writer still published does not keep readers out",
+			vol: func() *csi.Volume {
+				v := volumeWith(mnsw)
+				c := claimOn("old", "n1", csi.ClaimWrite, mnsw)
+				c.State = csi.ClaimUnpublishing
+				v.PastClaims["old"] = c
+				return v
+			},
+			claim: claimOn("a2", "n2", csi.ClaimRead, mnsw),
 		},
 		{
 			name: "existing single-node claim constrains a multi-node newcomer",
@@ -301,5 +325,60 @@ func TestModes_TextRoundTrip(t *testing.T) {
 	var m csi.AccessMode
 	if err := m.UnmarshalText([]byte("bogus")); !errors.Is(err, csi.ErrInvalidRequest) {
 		t.Fatalf("bogus access mode: %v", err)
+	}
+}
+
+// TestCheckClaim_ReleasedClaimStillPublished is the regression of the
+// bug the simulation found (internal/sim): a past claim whose node step
+// is not done is still published on its node, and CheckClaim let a
+// second holder in beside it. Each case failed before the fix.
+func TestCheckClaim_ReleasedClaimStillPublished(t *testing.T) {
+	snsw := csi.AccessModeSingleNodeSingleWriter
+	snw := csi.AccessModeSingleNodeWriter
+	mnsw := csi.AccessModeMultiNodeSingleWriter
+	past := func(am csi.AccessMode, mode csi.ClaimMode, st csi.ClaimState) *csi.Volume {
+		v := volumeWith(am)
+		c := claimOn("old", "n1", mode, am)
+		c.State = st
+		v.PastClaims["old"] = c
+		v.Attachments = map[string]*csi.Attachment{"n1": {NodeID: "n1", State: csi.AttachmentAttached}}
+		return v
+	}
+	for _, tc := range []struct {
+		name  string
+		vol   *csi.Volume
+		claim *csi.Claim
+		want  error
+	}{
+		{"single-node-single-writer, same node, writer after writer",
+			past(snsw, csi.ClaimWrite, csi.ClaimUnpublishing), claimOn("new", "n1", csi.ClaimWrite, snsw), csi.ErrVolumeInUse},
+		{"single-node-single-writer, same node, reader after writer",
+			past(snsw, csi.ClaimWrite, csi.ClaimUnpublishing), claimOn("new", "n1", csi.ClaimRead, snsw), csi.ErrVolumeInUse},
+		{"single-node-single-writer, same node, writer after reader",
+			past(snsw, csi.ClaimRead, csi.ClaimUnpublishing), claimOn("new", "n1", csi.ClaimWrite, snsw), csi.ErrVolumeInUse},
+		{"single-node-writer, same node, writer after writer",
+			past(snw, csi.ClaimWrite, csi.ClaimUnpublishing), claimOn("new", "n1", csi.ClaimWrite, snw), csi.ErrVolumeInUse},
+		{"multi-node-single-writer, other node, writer after writer",
+			past(mnsw, csi.ClaimWrite, csi.ClaimUnpublishing), claimOn("new", "n2", csi.ClaimWrite, mnsw), csi.ErrVolumeInUse},
+		{"single-node-single-writer, once node-detached",
+			past(snsw, csi.ClaimWrite, csi.ClaimNodeDetached), claimOn("new", "n1", csi.ClaimWrite, snsw), nil},
+		{"single-node-writer, reader beside a releasing writer",
+			past(snw, csi.ClaimWrite, csi.ClaimUnpublishing), claimOn("new", "n1", csi.ClaimRead, snw), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := csi.CheckClaim(tc.vol, tc.claim)
+			if tc.want == nil {
+				if err != nil {
+					t.Fatalf("CheckClaim = %v, want allowed", err)
+				}
+				return
+			}
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("CheckClaim = %v, want %v", err, tc.want)
+			}
+			if csi.Classify(err) != csi.ClassRetryable {
+				t.Errorf("CheckClaim = %v: class %v, want retryable", err, csi.Classify(err))
+			}
+		})
 	}
 }

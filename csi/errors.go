@@ -184,6 +184,7 @@ var sentinels = []*Sentinel{
 	ErrClaimNotFound, ErrAttachmentNotFound, ErrMaxClaims, ErrAttachedElsewhere,
 	ErrAccessModeNotAllowed, ErrNamespaceMismatch, ErrMaxVolumes, ErrTopologyMismatch,
 	ErrInvalidRequest, ErrNotSupported, ErrUnavailable,
+	ErrShrinkRefused, ErrExpansionOffline, ErrExpansionUnsupported,
 }
 
 // SentinelByCode returns the sentinel whose Code is code, or nil. A

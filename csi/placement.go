@@ -77,9 +77,10 @@ type Reasons uint16
 // Reason is one member of Reasons.
 type Reason = Reasons
 
-// The reasons, in the order a claim checks them. The first three do
-// not depend on the node: when one holds, it holds for every node. The
-// access-mode reasons (ReasonDetaching to ReasonClaimsTaken) are one
+// The reasons, in the order a claim checks them (but for
+// ReasonReleasing, see there). The first three do not depend on the
+// node: when one holds, it holds for every node. The access-mode reasons
+// (ReasonDetaching to ReasonClaimsTaken, and ReasonReleasing) are one
 // check of the claim (CheckClaim), which may meet them in another
 // order.
 const (
@@ -123,6 +124,14 @@ const (
 	// attached, in any attachment state, as its MaxVolumes
 	// (ErrMaxVolumes).
 	ReasonMaxVolumes
+	// ReasonReleasing: a released claim is still published on its node
+	// (its node step is not done) and keeps what the request would share
+	// with it: the whole volume under SINGLE_NODE_SINGLE_WRITER, the
+	// write under a single-writer mode. It holds on every node; retry
+	// once the release passes its node step (ErrVolumeInUse). It is an
+	// access-mode reason, numbered last only so that the earlier bits
+	// keep their values.
+	ReasonReleasing
 
 	reasonEnd
 )
@@ -130,13 +139,13 @@ const (
 var reasonNames = [...]string{
 	"namespace", "volume-creating", "plugin-not-schedulable", "no-node-plugin",
 	"node-plugin-unhealthy", "topology", "detaching", "mode-not-allowed",
-	"attached-elsewhere", "claims-taken", "max-volumes",
+	"attached-elsewhere", "claims-taken", "max-volumes", "releasing",
 }
 
 var reasonSentinels = [...]*Sentinel{
 	ErrNamespaceMismatch, ErrVolumeInUse, ErrPluginUnhealthy, ErrPluginNotFound,
 	ErrPluginUnhealthy, ErrTopologyMismatch, ErrVolumeInUse, ErrAccessModeNotAllowed,
-	ErrAttachedElsewhere, ErrMaxClaims, ErrMaxVolumes,
+	ErrAttachedElsewhere, ErrMaxClaims, ErrMaxVolumes, ErrVolumeInUse,
 }
 
 // Has reports whether every reason in o is in r.
@@ -147,8 +156,9 @@ func (r Reasons) First() Reason { return r & -r }
 
 // Sentinel returns the sentinel error of r's first reason, or nil when
 // r is empty: the error a claim is refused with, unless the first
-// reason is an access-mode one and the claim meets another access-mode
-// reason of r first.
+// reason is an access-mode one (or ReasonMaxVolumes with
+// ReasonReleasing in r) and the claim meets another access-mode reason
+// of r first.
 func (r Reasons) Sentinel() *Sentinel {
 	if i := r.First().index(); i >= 0 {
 		return reasonSentinels[i]
@@ -267,6 +277,9 @@ func NewPlacement(v *Volume, plugin *Plugin, req PlacementRequest) Placement {
 		p.base |= ReasonPluginNotSchedulable
 	}
 	p.base |= modeReasons(v, req)
+	if releasedHolder(v, "", req.Mode, req.Capability.AccessMode) != nil {
+		p.base |= ReasonReleasing
+	}
 	p.pinned = req.Capability.AccessMode.SingleNode()
 	var seen string
 	count := func(node string) {

@@ -192,6 +192,25 @@ func TestPlacement_AgreesWithClaim(t *testing.T) {
 			}
 			v.Attachments[c.NodeID] = &csi.Attachment{NodeID: c.NodeID, State: csi.AttachmentAttached}
 		}
+		for i := range rapid.IntRange(0, 2).Draw(t, "past-claims") {
+			// A released claim: its node keeps an attachment until its
+			// controller step is done.
+			c := &csi.Claim{AllocationID: fmt.Sprint("old", i), NodeID: rapid.SampledFrom(nodes).Draw(t, "past-node"),
+				Mode:  rapid.SampledFrom([]csi.ClaimMode{csi.ClaimRead, csi.ClaimWrite}).Draw(t, "past-mode"),
+				State: rapid.SampledFrom([]csi.ClaimState{csi.ClaimUnpublishing, csi.ClaimNodeDetached, csi.ClaimControllerDetached}).Draw(t, "past-claim-state")}
+			cp := v.Capabilities[rapid.IntRange(0, len(v.Capabilities)-1).Draw(t, "past-cap")]
+			c.AccessMode, c.AttachmentMode = cp.AccessMode, cp.AttachmentMode
+			if v.PastClaims == nil {
+				v.PastClaims = map[string]*csi.Claim{}
+			}
+			v.PastClaims[c.AllocationID] = c
+			if c.State < csi.ClaimControllerDetached && v.Attachments[c.NodeID] == nil {
+				if v.Attachments == nil {
+					v.Attachments = map[string]*csi.Attachment{}
+				}
+				v.Attachments[c.NodeID] = &csi.Attachment{NodeID: c.NodeID, State: csi.AttachmentAttached}
+			}
+		}
 		for _, n := range nodes {
 			if v.Attachments[n] == nil && rapid.Float64().Draw(t, "past-attach") < 0.3 {
 				if v.Attachments == nil {
@@ -204,6 +223,11 @@ func TestPlacement_AgreesWithClaim(t *testing.T) {
 		plugin := &csi.Plugin{ID: "p", NodesHealthy: rapid.IntRange(0, 1).Draw(t, "nodes-healthy")}
 		req := csi.PlacementRequest{Namespace: rapid.SampledFrom([]string{"default", "prod"}).Draw(t, "ns"),
 			Mode: rapid.SampledFrom([]csi.ClaimMode{csi.ClaimRead, csi.ClaimWrite}).Draw(t, "mode"), Capability: capOf(t, "req")}
+		if rapid.Float64().Draw(t, "req-allowed") < 0.7 {
+			// Mostly a capability the volume allows, so that the
+			// checks past the capability's are reached.
+			req.Capability = v.Capabilities[rapid.IntRange(0, len(v.Capabilities)-1).Draw(t, "req-cap")]
+		}
 		p := csi.NewPlacement(v, plugin, req)
 
 		for _, n := range append(nodes, "n4") {
@@ -223,7 +247,7 @@ func TestPlacement_AgreesWithClaim(t *testing.T) {
 			if claimErr != nil && !matchesOne(claimErr, got) {
 				t.Fatalf("node %s: CheckClaim refused with %v, placement's reasons are %s", n, claimErr, got)
 			}
-			if got&(csi.ReasonModeNotAllowed|csi.ReasonClaimsTaken|csi.ReasonAttachedElsewhere|csi.ReasonDetaching) != 0 && claimErr == nil {
+			if got&(csi.ReasonModeNotAllowed|csi.ReasonClaimsTaken|csi.ReasonAttachedElsewhere|csi.ReasonDetaching|csi.ReasonReleasing) != 0 && claimErr == nil {
 				t.Fatalf("node %s: placement says %s, CheckClaim allows the claim", n, got)
 			}
 		}

@@ -93,6 +93,10 @@ type PluginInfo struct {
 	// RequiresTopologies: the plugin advertises
 	// VOLUME_ACCESSIBILITY_CONSTRAINTS.
 	RequiresTopologies bool `json:",omitempty"`
+	// OnlineExpansion and OfflineExpansion are the plugin's
+	// VolumeExpansion capabilities (ONLINE, OFFLINE).
+	OnlineExpansion  bool `json:",omitempty"`
+	OfflineExpansion bool `json:",omitempty"`
 
 	// ControllerInfo is set for controller and monolith instances.
 	ControllerInfo *ControllerInfo `json:",omitempty"`

@@ -132,6 +132,14 @@ type Volume struct {
 	Capacity             int64 `json:",omitempty"`
 	RequestedCapacityMin int64 `json:",omitempty"`
 	RequestedCapacityMax int64 `json:",omitempty"`
+	// Expansion is the volume's latest expansion, nil if it never had
+	// one (see csi.Expansion).
+	Expansion *Expansion `json:",omitempty"`
+	// MutableParameters are the CSI mutable parameters the volume was
+	// created or last modified with; ModifyingParameters, while set, are
+	// those a ControllerModifyVolume in progress asks for.
+	MutableParameters   map[string]string `json:",omitempty"`
+	ModifyingParameters map[string]string `json:",omitempty"`
 
 	// The claims, by allocation ID. The maps and the claims they point
 	// to may be shared with other versions of the volume: replace an
@@ -169,6 +177,9 @@ func (v *Volume) Copy() *Volume {
 	c.Secrets = v.Secrets.Copy()
 	c.Parameters = maps.Clone(v.Parameters)
 	c.Context = maps.Clone(v.Context)
+	c.Expansion = v.Expansion.Copy()
+	c.MutableParameters = maps.Clone(v.MutableParameters)
+	c.ModifyingParameters = maps.Clone(v.ModifyingParameters)
 	c.RequestedTopologies = v.RequestedTopologies.Copy()
 	c.Topologies = copyTopologies(v.Topologies)
 	c.ReadClaims = copyClaims(v.ReadClaims)

@@ -118,6 +118,10 @@ type Config struct {
 	// NotFound. Use it for a node-only fake paired with a separate
 	// controller fake, so that the test need not AddVolume on both.
 	AdmitUnknownVolumes bool
+	// OfflineExpansion makes the plugin advertise the OFFLINE
+	// VolumeExpansion capability instead of ONLINE, and refuse to
+	// expand a published volume (see expand.go).
+	OfflineExpansion bool
 
 	// Endpoint is the unix socket path; a relative one is made absolute.
 	// The default is "csi.sock" in a new, short temporary directory that

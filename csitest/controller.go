@@ -355,6 +355,9 @@ func (s controllerServer) ControllerExpandVolume(_ context.Context, req *csipb.C
 	if err != nil {
 		return nil, err
 	}
+	if err := p.checkOfflineLocked(m, v); err != nil {
+		return nil, err
+	}
 	if err := p.growLocked(m, v, req.GetCapacityRange()); err != nil {
 		return nil, err
 	}

@@ -35,7 +35,7 @@ func (s identityServer) GetPluginCapabilities(context.Context, *csipb.GetPluginC
 	}
 	if ctrl.ExpandVolume || node.ExpandVolume {
 		caps = append(caps, &csipb.PluginCapability{Type: &csipb.PluginCapability_VolumeExpansion_{
-			VolumeExpansion: &csipb.PluginCapability_VolumeExpansion{Type: csipb.PluginCapability_VolumeExpansion_ONLINE},
+			VolumeExpansion: &csipb.PluginCapability_VolumeExpansion{Type: p.expansionType()},
 		}})
 	}
 	return &csipb.GetPluginCapabilitiesResponse{Capabilities: caps}, nil

@@ -335,6 +335,7 @@ func (s nodeServer) NodeExpandVolume(_ context.Context, req *csipb.NodeExpandVol
 	if err != nil {
 		return nil, err
 	}
+	p.checkNodeExpandLocked(m, v, req.GetCapacityRange())
 	if err := p.growLocked(m, v, req.GetCapacityRange()); err != nil {
 		return nil, err
 	}

@@ -32,6 +32,7 @@ type Plugin struct {
 	explicitPools      bool   // Config.Pools was set
 	volumeStatus       StatusReply
 	admitUnknown       bool
+	offlineExpansion   bool
 	publishContext     ContextReply
 	volumeContext      ContextReply
 	unknownCapacity    bool
@@ -86,6 +87,7 @@ func New(cfg Config) (*Plugin, error) {
 		explicitPools:      explicit,
 		volumeStatus:       c.VolumeStatus,
 		admitUnknown:       c.AdmitUnknownVolumes,
+		offlineExpansion:   c.OfflineExpansion,
 		publishContext:     c.PublishContext,
 		volumeContext:      c.VolumeContext,
 		unknownCapacity:    c.UnknownCapacity,

@@ -193,6 +193,8 @@ func (f *Fingerprinter) Fingerprint(ctx context.Context) (*csi.PluginInfo, error
 		ProviderVersion:    f.static.info.VendorVersion,
 		RequiresController: f.static.caps.ControllerService,
 		RequiresTopologies: f.static.caps.VolumeAccessibilityConstraints,
+		OnlineExpansion:    f.static.caps.OnlineExpansion,
+		OfflineExpansion:   f.static.caps.OfflineExpansion,
 	}
 	if f.cfg.Type.HasController() {
 		caps, err := f.cfg.Client.ControllerGetCapabilities(ctx)

@@ -184,3 +184,29 @@ func BenchmarkFingerprinter_SteadyState(b *testing.B) {
 	b.ReportMetric(float64(calls)/float64(b.N), "rpcs/cycle")
 	b.ReportMetric(float64(p.CallCount(csitest.MethodNodeGetInfo))/float64(b.N), "nodegetinfo/cycle")
 }
+
+func TestFingerprinter_Fingerprint_ExpansionCapabilities(t *testing.T) {
+	for _, tt := range []struct {
+		name            string
+		offline         bool
+		online, offOnly bool
+	}{
+		{"online", false, true, false},
+		{"offline", true, false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			p := csitest.Start(t, csitest.Config{
+				Type: csi.PluginTypeController, OfflineExpansion: tt.offline,
+				Controller: csi.ControllerCapabilities{ExpandVolume: true},
+			})
+			f, _ := newFingerprinter(t, p, csi.PluginTypeController, clock.NewFake(time.Unix(1e9, 0)))
+			info, err := f.Fingerprint(t.Context())
+			must.NoError(t, err)
+			check.Equal(t, tt.online, info.OnlineExpansion)
+			check.Equal(t, tt.offOnly, info.OfflineExpansion)
+			pl := &csi.Plugin{Controllers: map[string]*csi.PluginInfo{"n1": info}}
+			check.Equal(t, tt.offOnly, pl.ExpansionMode().OfflineOnly())
+			check.True(t, pl.ExpansionMode().Controller)
+		})
+	}
+}

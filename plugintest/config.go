@@ -1,8 +1,10 @@
 package plugintest
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"time"
 
@@ -117,8 +119,11 @@ type Config struct {
 	// SkipIdempotency skips repeating each mutating call with identical
 	// arguments.
 	SkipIdempotency bool
-	// SkipNegative skips the calls the spec requires the plugin to
-	// refuse (an unknown volume, a missing required field).
+	// SkipNegative skips the lifecycle's calls that the spec requires
+	// the plugin to refuse (an unknown volume, a missing required
+	// field). The coverage rows, which send such calls too, are chosen
+	// with RunChecks and SkipChecks ("errors|missing|invalid" leaves
+	// out the rows that only send refusals).
 	SkipNegative bool
 	// StrictUnstage makes the harness call NodeUnstageVolume while the
 	// volume is still published, and require the plugin to refuse it
@@ -133,11 +138,53 @@ type Config struct {
 	// Logger receives the csikit stack's logs and a debug line per step;
 	// nil means no logging.
 	Logger hclog.Logger
+
+	// Faults makes the harness restart its own node agent (mounter and
+	// node endpoint) from its state directory after the first mount,
+	// between the unmounts and before the release, and cancel each
+	// publish and stage call right after sending it and retry it, which
+	// must succeed. The plugin keeps running; it only sees repeats.
+	Faults bool
+	// RestartPlugin, when set, restarts the plugin itself after the
+	// first mount (csicheck runs --restart-cmd). The harness then waits
+	// until Probe says ready and repeats the publish calls, which must
+	// succeed: a restarted plugin still knows what it published.
+	RestartPlugin func(ctx context.Context) error
+
+	// SecondNodeEndpoint is the socket of the same plugin's node service
+	// on a second node (another process with its own node ID, sharing
+	// the back end). When set, after the release the harness hands the
+	// volume over to that node: it attaches the volume there, requires a
+	// single-node volume refused on the first node meanwhile, stages and
+	// publishes it there, and undoes it all.
+	SecondNodeEndpoint string
+
+	// RunChecks and SkipChecks are regular expressions over the names of
+	// the per-RPC coverage checks ("ListVolumes (paging)",
+	// "CreateSnapshot (errors)"): a check runs when RunChecks is empty
+	// or matches its name, and SkipChecks is empty or does not. The
+	// lifecycle's own steps always run, since each depends on the one
+	// before. SkipChecks "." keeps the lifecycle alone.
+	RunChecks, SkipChecks string
+
+	// SettingNames maps a Config field's name ("VolumeID") to the name
+	// the caller gives its users ("--volume-id"): messages that tell
+	// what to change then name the caller's setting, not the Go field.
+	// csicheck maps every field to its flag; nil keeps "Config.VolumeID".
+	SettingNames map[string]string
+
+	runRE, skipRE *regexp.Regexp // RunChecks and SkipChecks, compiled
 }
 
 // withDefaults validates c and fills its defaults, except the
 // directories, which the caller (Run or Check) chooses.
 func (c Config) withDefaults() (Config, error) {
+	out, err := c.validate()
+	return out, c.renameErr(err)
+}
+
+// validate is withDefaults before its errors name the caller's settings.
+func (c Config) validate() (Config, error) {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: plugintest: %s", csi.ErrInvalidRequest, fmt.Sprintf(format, args...))
 	}
@@ -152,6 +199,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	for _, e := range []struct{ field, v string }{
 		{"Endpoint", c.Endpoint}, {"ControllerEndpoint", c.ControllerEndpoint}, {"NodeEndpoint", c.NodeEndpoint},
+		{"SecondNodeEndpoint", c.SecondNodeEndpoint},
 	} {
 		if e.v == "" {
 			continue
@@ -190,6 +238,19 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.DataCheck < DataShared || c.DataCheck > DataOff {
 		return c, bad("Config.DataCheck %s is not DataShared, DataWriterOnly or DataOff", c.DataCheck)
+	}
+	for _, e := range []struct {
+		field, expr string
+		re          **regexp.Regexp
+	}{{"RunChecks", c.RunChecks, &c.runRE}, {"SkipChecks", c.SkipChecks, &c.skipRE}} {
+		if e.expr == "" {
+			continue
+		}
+		re, err := regexp.Compile(e.expr)
+		if err != nil {
+			return c, bad("Config.%s %q is not a regular expression: %v", e.field, e.expr, err)
+		}
+		*e.re = re
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()

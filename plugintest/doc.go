@@ -106,6 +106,55 @@
 // unstage; the hostpath example refuses it). The harness stages the
 // volume again after a probe that succeeded.
 //
+// # Coverage per RPC
+//
+// Besides the lifecycle, the harness checks the spec's rules for every
+// call the plugin advertises, one row of a table each, named after the
+// call ("ListVolumes (paging)", "CreateSnapshot (errors)"): ListVolumes
+// with max_entries and starting_token (an invalid token must answer
+// Aborted), GetCapacity, ControllerGetVolume, ValidateVolumeCapabilities,
+// a 128-byte volume name, DeleteVolume of an unknown volume, snapshots
+// with ListSnapshots paging, restore and clone, ControllerExpandVolume,
+// ControllerModifyVolume, the attach limit (max_volumes_per_node filled,
+// then ResourceExhausted), NodeGetVolumeStats (usage, and NotFound for an
+// unknown volume or path) and NodeExpandVolume, each with the codes the
+// spec requires for missing fields and unknown IDs. A row whose
+// capability is not advertised is reported skipped with the reason.
+// Rows that need volumes or snapshots of their own make and delete them
+// (the cleanups delete what a failed row left). Config.RunChecks and
+// SkipChecks select the rows by regular expression. A call that keeps
+// answering Unavailable fails its row after a few tries; the other rows
+// still run.
+//
+// # Faults
+//
+// With Config.Faults the harness also plays an orchestrator that fails:
+// it restarts its own node agent (the mounter and node endpoint) from
+// the state directory after the first mount, between the unmounts and
+// before the release, and the lifecycle must go on from the node state
+// on disk, the plugin seeing each call once ("order of calls" holds it
+// to that); and it sends each ControllerPublishVolume, NodeStageVolume
+// and NodePublishVolume again with a 50 ms deadline, then retries it,
+// and the retry must succeed. Config.RestartPlugin (csicheck's
+// --restart-cmd) restarts the plugin itself after the first mount: the
+// harness waits for Probe, and the publish calls repeated then must
+// succeed.
+//
+// Config.SecondNodeEndpoint names the plugin's node service on a second
+// node. After the release, step "second node (hand-over)" attaches the
+// volume there, requires ControllerPublishVolume to the first node
+// refused with FailedPrecondition meanwhile (for a single-node mode),
+// stages and publishes it on the second node and undoes it all.
+//
+// # Setup
+//
+// Before any step, the harness connects once to each socket (within two
+// seconds). A missing socket, a file that is not a stream socket, a
+// refused connection or a denied permission is ErrCannotConnect, not a
+// failure of the plugin: Run fails the test with it and Check returns it.
+// Messages that say which setting to change name it as
+// Config.SettingNames does (csicheck's flags).
+//
 // # Stopping and cleaning up
 //
 // A failure that later steps depend on (a claim that failed, a mount
@@ -126,8 +175,9 @@
 //
 // # What it does not do
 //
-// One node only; no topology, snapshots, expansion, volume statistics
-// or health calls; no data check on block devices. The harness runs in
+// The csikit stack runs one node (the second node is driven by direct
+// calls); no topology or health calls; no data check on block
+// devices. The harness runs in
 // the plugin's mount namespace (in-process or on the same host), since it
 // reads and writes the published paths itself.
 package plugintest

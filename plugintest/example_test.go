@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -18,7 +19,7 @@ import (
 // does the same and reports to t.
 func Example() {
 	p, err := csitest.New(csitest.Config{
-		Controller: csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true},
+		Controller: csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true, ListVolumes: true, CreateDeleteSnapshot: true, ListSnapshots: true},
 		Node:       csi.NodeCapabilities{StageUnstageVolume: true},
 	})
 	if err != nil {
@@ -38,7 +39,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	for _, s := range r.Steps()[:8] {
+	for _, s := range r.Steps()[:12] {
 		fmt.Println(s.Status, s.Name)
 	}
 	fmt.Println("…", len(r.Steps()), "steps, failed:", r.Failed())
@@ -49,10 +50,14 @@ func Example() {
 	// pass create volume
 	// pass create volume (idempotent repeat)
 	// pass create volume without a name
-	// pass claim (allocation 1)
-	// pass controller publish (idempotent repeat)
-	// pass controller publish of an unknown volume
-	// … 29 steps, failed: false
+	// pass ListVolumes
+	// pass ListVolumes (paging)
+	// pass ListVolumes (invalid starting token)
+	// skip GetCapacity
+	// skip ControllerGetVolume
+	// pass ValidateVolumeCapabilities
+	// pass CreateVolume (128-byte name)
+	// … 54 steps, failed: false
 	// volumes left in the plugin: 0
 }
 
@@ -90,4 +95,48 @@ func ExampleRecorder() {
 	}
 	// Output:
 	// step "publish (idempotent repeat)": NodePublishVolume returned AlreadyExists; the spec requires OK when the volume is already published at target_path with identical arguments (plugin message: "already published")
+}
+
+// Coverage checks are chosen by name, and Faults adds the orchestrator's
+// own failures: node agent restarts and cancelled calls retried.
+func ExampleConfig_coverageAndFaults() {
+	p, err := csitest.New(csitest.Config{
+		Controller: csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true, ListVolumes: true},
+		Node:       csi.NodeCapabilities{StageUnstageVolume: true},
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := p.Start(); err != nil {
+		log.Fatal(err)
+	}
+	defer p.Stop()
+
+	r := &plugintest.Recorder{}
+	err = plugintest.Check(context.Background(), plugintest.Config{
+		Endpoint:   p.Endpoint(),
+		DataCheck:  plugintest.DataWriterOnly,
+		RunChecks:  "^ListVolumes",
+		SkipChecks: "invalid",
+		Faults:     true,
+	}, r)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range r.Steps() {
+		if strings.HasPrefix(s.Name, "ListVolumes") || strings.HasPrefix(s.Name, "restart") || strings.HasPrefix(s.Name, "cancelled") {
+			fmt.Println(s.Status, s.Name)
+		}
+	}
+	fmt.Println("failed:", r.Failed())
+	// Output:
+	// pass ListVolumes
+	// pass ListVolumes (paging)
+	// pass restart the node agent (after the first mount)
+	// pass cancelled call retried (ControllerPublishVolume)
+	// pass cancelled call retried (NodeStageVolume)
+	// pass cancelled call retried (NodePublishVolume)
+	// pass restart the node agent (between the unmounts)
+	// pass restart the node agent (before the release)
+	// failed: false
 }

@@ -20,7 +20,9 @@ import (
 // Run drives the plugin that cfg names through the orchestrator's
 // lifecycle with the real csikit stack, in-process, and reports to t:
 // every failed check is a t.Errorf naming the step, the CSI call, the
-// gRPC code and what the spec expects. When a step fails that later
+// gRPC code and what the spec expects. With a *testing.T, each step is
+// reported as a subtest of its own, once the run is over, so that
+// go test -run TestPlugin/ListVolumes selects what to show. When a step fails that later
 // steps depend on, the rest are skipped and Run ends the test with
 // t.FailNow, after the cleanups.
 //
@@ -47,13 +49,41 @@ func Run(t testing.TB, cfg Config) {
 			cfg.StateDir = filepath.Join(dir, "state")
 		}
 	}
-	r := TestReporter(t)
+	var r Reporter = TestReporter(t)
+	rec := &Recorder{}
+	tt, subtests := t.(*testing.T)
+	if subtests {
+		r = rec
+	}
 	res, err := lifecycle(t.Context(), cfg, r, t.Cleanup)
 	if err != nil {
 		t.Fatalf("plugintest: %v", err)
 	}
+	if subtests {
+		replay(tt, rec)
+	}
 	if res.stopped != "" {
 		t.FailNow()
+	}
+}
+
+// replay reports each step rec holds as a subtest of t, so that go test
+// -run selects the checks to show ("TestPlugin/ListVolumes_(paging)"),
+// and each failure is the subtest's t.Errorf.
+func replay(t *testing.T, rec *Recorder) {
+	t.Helper()
+	for _, n := range rec.Notes() {
+		t.Logf("plugintest: %s", n)
+	}
+	for _, s := range rec.Steps() {
+		t.Run(s.Name, func(t *testing.T) {
+			for _, f := range s.Failures {
+				t.Errorf("plugintest: %s", f)
+			}
+			if s.Status == StatusSkip {
+				t.Skip(s.Reason)
+			}
+		})
 	}
 }
 
@@ -132,6 +162,8 @@ type run struct {
 	ctrlCaps      csi.ControllerCapabilities
 	nodeCaps      csi.NodeCapabilities
 	csiNode       string
+	provider      string // GetPluginInfo's name
+	maxVolumes    int64  // NodeGetInfo's max_volumes_per_node; 0: no limit
 
 	// The volume.
 	volID      string // csikit's ID
@@ -141,6 +173,14 @@ type run struct {
 	registered bool   // registered and not deregistered yet
 	allocs     []*alloc
 	probeDir   string
+	// scratchIDs are the volumes coverage checks created and did not
+	// delete yet.
+	scratchIDs []string
+	// secondAttached is the second node the volume is attached to, ""
+	// when none.
+	secondAttached string
+	// deletedSnapshots are the snapshots coverage checks deleted.
+	deletedSnapshots []string
 }
 
 // instance is one plugin instance the node's registry runs.
@@ -199,6 +239,9 @@ func newRun(cfg Config, r Reporter) (*run, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := preflight(c); err != nil {
+		return nil, err
+	}
 	suffix := randomHex(6)
 	l := &run{
 		cfg:   c,
@@ -229,12 +272,16 @@ func (l *run) steps(ctx context.Context) {
 	l.fingerprint(ctx)
 	l.registerPlugin(ctx)
 	l.provision(ctx)
+	l.coverage(ctx, phaseProvisioned)
 	l.claimAll(ctx)
 	l.mountAll(ctx)
 	l.checkData(ctx)
+	l.coverage(ctx, phaseMounted)
 	l.probeUnstage(ctx)
 	l.unmountAll(ctx)
+	l.coverage(ctx, phaseUnmounted)
 	l.release(ctx)
+	l.secondNode(ctx)
 	l.deleteVolume(ctx)
 	l.checkOrder(ctx)
 	l.checkLeftovers(ctx)
@@ -255,7 +302,7 @@ func (l *run) begin(ctx context.Context, step string) bool {
 		l.stopped = fmt.Sprintf("the run was interrupted (%v)", err)
 	}
 	if l.stopped != "" {
-		l.rep.Skip(step, l.stopped)
+		l.rep.Skip(step, l.cfg.rename(l.stopped))
 		return false
 	}
 	l.rep.Step(step)
@@ -291,6 +338,7 @@ func (l *run) fail(ctx context.Context, f Failure) {
 			l.stopped = fmt.Sprintf("the run was interrupted (%v)", err)
 		}
 	}
+	f.Expect, f.Got, f.Detail = l.cfg.rename(f.Expect), l.cfg.rename(f.Got), l.cfg.rename(f.Detail)
 	l.rep.Fail(f)
 }
 

@@ -40,6 +40,9 @@ type stack struct {
 	mgr     *fingerprint.Manager
 	mnt     *mounter.Mounter
 	plugins recordingPlugins
+	// startNode makes the node agent's mounter and endpoint; restartNode
+	// calls it again.
+	startNode func() error
 
 	cancels  []context.CancelFunc // end the Worker's and the Manager's Run
 	wg       sync.WaitGroup
@@ -95,21 +98,41 @@ func newStack(cfg Config, mountRoot, stateDir string, calls *callLog) (*stack, e
 		return nil, err
 	}
 	s.plugins = recordingPlugins{reg: s.mgr, log: calls}
-	if s.mnt, err = mounter.New(mounter.Config{
-		Root: mountRoot, StateDir: stateDir, Plugins: s.plugins, Logger: log.Named("mounter"),
-		// The state directory is the run's own and is thrown away.
-		NoSync: true,
-	}); err != nil {
+	s.startNode = func() error {
+		mnt, err := mounter.New(mounter.Config{
+			Root: mountRoot, StateDir: stateDir, Plugins: s.plugins, Logger: log.Named("mounter"),
+			// The state directory is the run's own and is thrown away.
+			NoSync: true,
+		})
+		if err != nil {
+			return err
+		}
+		endpoint, err := rpcshim.NewNodeEndpoint(rpcshim.NodeEndpointConfig{
+			NodeID: hostNode, Plugins: s.plugins, Mounter: mnt, Logger: log.Named("endpoint"),
+		})
+		if err != nil {
+			_ = mnt.Close()
+			return err
+		}
+		s.mnt = mnt
+		s.tr.Register(hostNode, endpoint)
+		return nil
+	}
+	if err := s.startNode(); err != nil {
 		return nil, err
 	}
-	endpoint, err := rpcshim.NewNodeEndpoint(rpcshim.NodeEndpointConfig{
-		NodeID: hostNode, Plugins: s.plugins, Mounter: s.mnt, Logger: log.Named("endpoint"),
-	})
-	if err != nil {
-		return nil, err
-	}
-	s.tr.Register(hostNode, endpoint)
 	return s, nil
+}
+
+// restartNode closes the node agent's mounter and starts a new mounter
+// and node endpoint from the same state directory, as a node agent that
+// restarts. The caller makes sure no call is in flight on the node.
+func (s *stack) restartNode() error {
+	if err := s.mnt.Close(); err != nil {
+		return fmt.Errorf("close the mounter: %w", err)
+	}
+	s.mnt = nil
+	return s.startNode()
 }
 
 // report is the Manager's Report: the node's fingerprints go to the

@@ -20,8 +20,17 @@ import (
 // node's mounter: the first mount stages (when the plugin stages) and
 // publishes, the second publishes from the same stage.
 func (l *run) mountAll(ctx context.Context) {
-	for _, a := range l.allocs {
+	for i, a := range l.allocs {
 		l.mount(ctx, a)
+		if i == 0 {
+			if l.cfg.Faults && len(l.allocs) > 1 {
+				l.restartNode(ctx, "after the first mount")
+			}
+			l.restartPlugin(ctx)
+		}
+	}
+	if l.cfg.Faults {
+		l.cancelRetry(ctx)
 	}
 }
 
@@ -287,6 +296,12 @@ func (l *run) unmountAll(ctx context.Context) {
 		if a := l.allocs[i]; !a.refused {
 			l.unmount(ctx, a)
 		}
+		if i > 0 && l.cfg.Faults {
+			l.restartNode(ctx, "between the unmounts")
+		}
+	}
+	if l.cfg.Faults {
+		l.restartNode(ctx, "before the release")
 	}
 }
 

@@ -168,13 +168,16 @@ func (l *run) fingerprintOne(ctx context.Context, step string, c fingerprint.Cli
 		return nil, false
 	}
 	delay := 20 * time.Millisecond
-	for {
+	for tries := 1; ; tries++ {
 		info, err := fp.Fingerprint(ctx)
 		if err == nil {
 			return info, true
 		}
+		// Probe's ready=false may last the whole step; any other
+		// retryable answer (Unavailable) only maxUnavailable times.
 		notReady := errors.Is(err, csi.ErrPluginUnhealthy)
-		if (notReady || csi.Classify(err) == csi.ClassRetryable) && sleep(ctx, delay) {
+		retry := notReady || csi.Classify(err) == csi.ClassRetryable && tries < maxUnavailable
+		if retry && sleep(ctx, delay) {
 			delay = min(2*delay, time.Second)
 			continue
 		}
@@ -194,6 +197,7 @@ func (l *run) fingerprintOne(ctx context.Context, step string, c fingerprint.Cli
 // learn records what a fingerprint says and checks the fields the spec
 // requires.
 func (l *run) learn(ctx context.Context, step string, info *csi.PluginInfo) {
+	l.provider = info.Provider
 	if info.Provider == "" {
 		l.fail(ctx, Failure{Step: step, Call: methodGetPluginInfo, Code: csi.CodeOK, Got: "with an empty name", Expect: "the spec requires the plugin's name"})
 	}
@@ -207,6 +211,7 @@ func (l *run) learn(ctx context.Context, step string, info *csi.PluginInfo) {
 	if info.NodeInfo != nil {
 		l.nodeCaps = info.NodeInfo.Capabilities
 		l.csiNode = info.NodeInfo.ID
+		l.maxVolumes = info.NodeInfo.MaxVolumes
 		if info.NodeInfo.ID == "" {
 			l.fail(ctx, Failure{Step: step, Call: methodNodeGetInfo, Code: csi.CodeOK, Got: "with an empty node_id",
 				Expect: "the spec requires node_id, which ControllerPublishVolume takes", Fatal: true})

@@ -155,7 +155,12 @@
 //     Nodes and Controllers and the same NodeStatuses.
 //  5. Feed each node's fingerprints to the store (state.UpsertNodePlugins
 //     through the applier) as the nodes report them; the router reads
-//     them on every call.
+//     them on every call. After a node's report, and after a node mounts
+//     a volume, call CompleteNodeExpansions for it: it runs the
+//     NodeExpandVolume steps the node still owes.
+//  6. When this server becomes the leader, call ResumeVolumeChanges: it
+//     finishes the expansions and modifies the previous leader wrote
+//     but did not complete.
 //
 // On each node agent:
 //

@@ -84,6 +84,7 @@ func NewNodeEndpoint(cfg NodeEndpointConfig) (*NodeEndpoint, error) {
 	}
 	e := &NodeEndpoint{nodeID: cfg.NodeID, plugins: cfg.Plugins, mounter: cfg.Mounter, logger: logger, mux: NewMux()}
 	e.handleControllerCalls()
+	e.handleExpandCalls()
 	handle(e.mux, MethodNodeDetach, e.nodeDetach, true)
 	return e, nil
 }

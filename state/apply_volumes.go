@@ -195,6 +195,8 @@ func (c RegisterVolume) apply(w *writer) error {
 		return err
 	}
 	v.ReadClaims, v.WriteClaims, v.PastClaims, v.Attachments = nil, nil, nil, nil
+	// Expansions and modifies change only through their commands.
+	v.Expansion, v.ModifyingParameters = nil, nil
 	v.ControllerRequired, v.Schedulable = false, false
 	v.ControllersHealthy, v.ControllersExpected, v.NodesHealthy, v.NodesExpected = 0, 0, 0, 0
 	old, err := w.volume(v.Namespace, v.ID)
@@ -278,6 +280,7 @@ func (w *writer) updateRegistration(old, v *csi.Volume) error {
 	}
 	v.ReadClaims, v.WriteClaims, v.PastClaims, v.Attachments = old.ReadClaims, old.WriteClaims, old.PastClaims, old.Attachments
 	v.CreateIndex, v.ModifyIndex = old.CreateIndex, old.ModifyIndex
+	v.Expansion, v.ModifyingParameters = old.Expansion, old.ModifyingParameters
 	normalizeVolume(v)
 	if reflect.DeepEqual(v, old) {
 		return nil

@@ -552,6 +552,9 @@ func decodeEnvelopeBody(env envelope) (Command, error) {
 		return decodeBody[SetCapacity](env.Kind, body)
 	case KindBatch:
 		return decodeBody[Batch](env.Kind, body)
+	case KindRequestExpansion, KindRecordControllerExpansion, KindRecordNodeExpansion,
+		KindRecordExpansionError, KindRequestModify, KindRecordModify:
+		return decodeVolumeChange(env.Kind, body)
 	}
 	return nil, fmt.Errorf("%w: unknown command kind %q; is this replica older than the one that wrote the log?", csi.ErrInvalidRequest, env.Kind)
 }

@@ -29,6 +29,8 @@
 //	--endpoint                the plugin's socket (monolith or node-only)
 //	--controller-endpoint     a split plugin's controller socket
 //	--node-endpoint           a split plugin's node socket
+//	--second-node-endpoint    the plugin's node socket on a second node (own node ID, shared
+//	                          back end): after the release the volume is handed over to it
 //	--volume-id               a pre-provisioned volume (required when the plugin cannot create volumes)
 //	--volume-context k=v      its volume context (repeatable)
 //	--access-mode             default single-node-writer
@@ -36,13 +38,25 @@
 //	--fs-type, --mount-flag   mount options (--mount-flag repeatable)
 //	--parameter k=v           CreateVolume parameters (repeatable)
 //	--capacity                CreateVolume's required bytes
-//	--secrets-file            a JSON object of secrets, passed to every call that takes them
+//	--secrets-file            YAML or JSON secrets passed to every call that takes them: one
+//	                          object of strings, or csi-sanity's per-call form
+//	                          (CreateVolumeSecret: {…}), whose sets must agree
+//	--test-volume-size        CreateVolume's required capacity (1Gi, 500M, bytes)
+//	--test-volume-parameters  YAML or JSON file of CreateVolume parameters (--parameter wins)
+//	--run, --skip             regular expressions over the coverage checks' names
+//	                          ("ListVolumes (paging)"); the lifecycle's steps always run
+//	--junit FILE              also write the results as JUnit XML
+//	--faults                  restart csicheck's own node agent mid-lifecycle (resuming from
+//	                          its state on disk), cancel publish and stage calls and retry them
+//	--restart-cmd CMD         sh -c CMD restarts the plugin after the first mount; csicheck
+//	                          waits for Probe and repeats the publish calls
 //	--mount-root, --state-dir where to stage and publish, and the mounter's state
 //	--timeout                 bound on each step (default 1m)
 //	--data-check              shared (default), writer-only or off
 //	--skip-idempotency        do not repeat the mutating calls
 //	--skip-negative           do not send requests the plugin must refuse
-//	--strict-unstage          require NodeUnstageVolume to be refused while published
+//	--strict-unstage          require NodeUnstageVolume to be refused while published: stricter
+//	                          than the spec, which leaves the order to the CO
 //	--json                    print the results as JSON instead of a table
 //	--verbose                 print each step to stderr as it starts
 //	--log-level               csikit's logs on stderr: off (default), error, warn, info, debug, trace
@@ -52,5 +66,9 @@
 // the cleanups still run.
 //
 // Exit status: 0 when every check passed, 1 when one failed, 2 when
-// csicheck could not run (bad flags, an unusable mount root).
+// csicheck could not run (bad flags, an unusable mount root, a socket it
+// cannot connect to: missing, not a stream socket, refusing, or not
+// permitted). A setup failure says so, within two seconds
+// ("cannot connect to /run/csi.sock (--endpoint): no such file or
+// directory"), and never blames the plugin.
 package main

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"encoding/json"
+	"context"
 	"flag"
 	"fmt"
 	"io"
-	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -18,6 +18,7 @@ import (
 // options are the flags that shape csicheck's output, not the checks.
 type options struct {
 	json, verbose bool
+	junit         string // --junit FILE
 }
 
 // flags are csicheck's flags as parsed: the settings that go straight
@@ -27,6 +28,7 @@ type flags struct {
 	opts options
 
 	access, attach, fsType, data, logLevel, secrets string
+	size, paramsFile, restartCmd                    string
 	mountFlags                                      []string
 	params, volCtx                                  pairs
 }
@@ -51,8 +53,12 @@ func parse(args []string, stderr io.Writer) (plugintest.Config, options, error) 
 		return f.cfg, f.opts, fmt.Errorf("unexpected arguments %q; every setting is a flag (see --help)", fs.Args())
 	}
 	f.setOptional()
+	f.cfg.SettingNames = settingNames
+	if f.restartCmd != "" {
+		f.cfg.RestartPlugin = restartCommand(f.restartCmd, stderr)
+	}
 	readLogLevel := func() error { return f.readLogLevel(stderr) }
-	for _, read := range []func() error{f.readModes, f.readDirs, f.readDataCheck, f.readSecrets, readLogLevel} {
+	for _, read := range []func() error{f.readModes, f.readDirs, f.readDataCheck, f.readSecrets, f.readTestVolume, readLogLevel} {
 		if err := read(); err != nil {
 			return f.cfg, f.opts, err
 		}
@@ -72,6 +78,7 @@ func (f *flags) define(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.Endpoint, "endpoint", "", "the plugin's unix socket (/path or unix:///path)")
 	fs.StringVar(&cfg.ControllerEndpoint, "controller-endpoint", "", "a split plugin's controller socket")
 	fs.StringVar(&cfg.NodeEndpoint, "node-endpoint", "", "a split plugin's node socket")
+	fs.StringVar(&cfg.SecondNodeEndpoint, "second-node-endpoint", "", "the plugin's node socket on a second node: the volume is handed over to it after the release")
 	fs.StringVar(&cfg.VolumeID, "volume-id", "", "the plugin's ID of a pre-provisioned volume to use instead of creating one")
 	fs.Var(f.volCtx, "volume-context", "key=value of the pre-provisioned volume's context (repeatable)")
 	fs.StringVar(&f.access, "access-mode", f.access, "access mode of the volume and its claims")
@@ -83,7 +90,14 @@ func (f *flags) define(stderr io.Writer) *flag.FlagSet {
 	})
 	fs.Var(f.params, "parameter", "key=value passed to CreateVolume (repeatable)")
 	fs.Int64Var(&cfg.CapacityBytes, "capacity", 0, "CreateVolume's required capacity in bytes (0: none)")
-	fs.StringVar(&f.secrets, "secrets-file", "", "JSON object of secrets passed to every call that takes them")
+	fs.StringVar(&f.secrets, "secrets-file", "", "YAML or JSON file of secrets passed to every call that takes them (csi-sanity's per-call form too)")
+	fs.StringVar(&f.size, "test-volume-size", "", "CreateVolume's required capacity, such as 1Gi (as --capacity)")
+	fs.StringVar(&f.paramsFile, "test-volume-parameters", "", "YAML or JSON file of CreateVolume parameters (merged under --parameter)")
+	fs.StringVar(&cfg.RunChecks, "run", "", "regular expression: run only the coverage checks whose names match")
+	fs.StringVar(&cfg.SkipChecks, "skip", "", "regular expression: skip the coverage checks whose names match")
+	fs.StringVar(&f.opts.junit, "junit", "", "also write the results as JUnit XML to this file")
+	fs.BoolVar(&cfg.Faults, "faults", false, "restart csicheck's own node agent mid-lifecycle and cancel then retry the publish and stage calls")
+	fs.StringVar(&f.restartCmd, "restart-cmd", "", "shell command that restarts the plugin; run after the first mount, then the plugin must still know its publications")
 	fs.StringVar(&cfg.MountRoot, "mount-root", "", "directory to stage and publish under (default: a temporary directory)")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory for the mounter's state (default: a temporary directory)")
 	fs.DurationVar(&cfg.Timeout, "timeout", plugintest.DefaultTimeout, "bound on each step")
@@ -95,6 +109,45 @@ func (f *flags) define(stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&f.opts.verbose, "verbose", false, "print each step to stderr as it starts")
 	fs.StringVar(&f.logLevel, "log-level", f.logLevel, "csikit's logs on stderr: off, error, warn, info, debug or trace")
 	return fs
+}
+
+// settingNames are the flags that set each plugintest.Config field, so
+// that plugintest's messages name the flag to change.
+var settingNames = map[string]string{
+	"Endpoint":           "--endpoint",
+	"ControllerEndpoint": "--controller-endpoint",
+	"NodeEndpoint":       "--node-endpoint",
+	"SecondNodeEndpoint": "--second-node-endpoint",
+	"VolumeID":           "--volume-id",
+	"VolumeContext":      "--volume-context",
+	"Capability":         "--access-mode/--attachment-mode",
+	"MountOptions":       "--fs-type/--mount-flag",
+	"Parameters":         "--parameter",
+	"Secrets":            "--secrets-file",
+	"CapacityBytes":      "--capacity/--test-volume-size",
+	"RunChecks":          "--run",
+	"SkipChecks":         "--skip",
+	"MountRoot":          "--mount-root",
+	"StateDir":           "--state-dir",
+	"Timeout":            "--timeout",
+	"SkipIdempotency":    "--skip-idempotency",
+	"SkipNegative":       "--skip-negative",
+	"StrictUnstage":      "--strict-unstage",
+	"DataCheck":          "--data-check",
+	"Faults":             "--faults",
+	"RestartPlugin":      "--restart-cmd",
+}
+
+// restartCommand runs cmd with sh -c, its output on stderr.
+func restartCommand(cmd string, stderr io.Writer) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		c := exec.CommandContext(ctx, "sh", "-c", cmd)
+		c.Stdout, c.Stderr = stderr, stderr
+		if err := c.Run(); err != nil {
+			return fmt.Errorf("--restart-cmd %q: %w", cmd, err)
+		}
+		return nil
+	}
 }
 
 // readModes reads --access-mode and --attachment-mode.
@@ -160,6 +213,31 @@ func (f *flags) readSecrets() error {
 	return err
 }
 
+// readTestVolume reads --test-volume-size and --test-volume-parameters.
+func (f *flags) readTestVolume() error {
+	if f.size != "" {
+		n, err := parseSize(f.size)
+		if err != nil {
+			return fmt.Errorf("--test-volume-size: %w", err)
+		}
+		f.cfg.CapacityBytes = n
+	}
+	if f.paramsFile == "" {
+		return nil
+	}
+	p, err := readParametersFile(f.paramsFile)
+	if err != nil {
+		return err
+	}
+	for k, v := range f.cfg.Parameters {
+		p[k] = v // --parameter wins
+	}
+	if len(p) > 0 {
+		f.cfg.Parameters = p
+	}
+	return nil
+}
+
 // readLogLevel gives the Config a logger on stderr unless --log-level
 // is off.
 func (f *flags) readLogLevel(stderr io.Writer) error {
@@ -172,21 +250,6 @@ func (f *flags) readLogLevel(stderr io.Writer) error {
 	}
 	f.cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "csicheck", Level: lvl, Output: stderr})
 	return nil
-}
-
-// readSecretsFile reads a JSON object of strings. Its errors name the file,
-// never its content.
-func readSecretsFile(path string) (csi.Secrets, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("--secrets-file: %w", err)
-	}
-	var s map[string]string
-	if err := json.Unmarshal(b, &s); err != nil {
-		// The decoder's message may quote the content: leave it out.
-		return nil, fmt.Errorf("%w: --secrets-file %s is not a JSON object of strings; fix the file (its content is not shown)", csi.ErrInvalidRequest, path)
-	}
-	return csi.Secrets(s), nil
 }
 
 // pairs is a repeatable key=value flag.

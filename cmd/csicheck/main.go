@@ -52,6 +52,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	} else {
 		err = t.writeText(stdout)
 	}
+	if err == nil && opts.junit != "" {
+		err = t.writeJUnit(opts.junit)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "csicheck: write the results: %v\n", err)
 		return exitUsage

@@ -53,7 +53,7 @@ func TestRun_Pass(t *testing.T) {
 	if code != exitPass {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	for _, want := range []string{"STEP", "RESULT", "fingerprint", "publish (idempotent repeat)", "nothing left behind", "29 passed, 0 failed, 0 skipped"} {
+	for _, want := range []string{"STEP", "RESULT", "fingerprint", "publish (idempotent repeat)", "nothing left behind", "37 passed, 0 failed, 17 skipped"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the table lacks %q:\n%s", want, out)
 		}
@@ -103,7 +103,7 @@ func TestRun_Fail(t *testing.T) {
 			t.Errorf("the failed step's row %q lacks %q:\n%s", line, want, out)
 		}
 	}
-	if !strings.Contains(out, "28 passed, 1 failed, 0 skipped") {
+	if !strings.Contains(out, "36 passed, 1 failed, 17 skipped") {
 		t.Errorf("summary:\n%s", out)
 	}
 }
@@ -179,7 +179,7 @@ func TestRun_SecretsFile(t *testing.T) {
 
 func TestRun_Usage(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.json")
-	if err := os.WriteFile(bad, []byte(`{"token": 42, "x": "hunter2"}`), 0o600); err != nil {
+	if err := os.WriteFile(bad, []byte(`["hunter2", {"x": 1}]`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
@@ -194,8 +194,11 @@ func TestRun_Usage(t *testing.T) {
 		{"bad parameter", []string{"--endpoint", "/a.sock", "--parameter", "novalue"}, "not key=value"},
 		{"bad data check", []string{"--endpoint", "/a.sock", "--data-check", "maybe"}, "--data-check"},
 		{"bad log level", []string{"--endpoint", "/a.sock", "--log-level", "loud"}, "--log-level"},
+		{"bad size", []string{"--endpoint", "/a.sock", "--test-volume-size", "big"}, "--test-volume-size"},
+		{"bad --run", []string{"--endpoint", "/a.sock", "--run", "("}, "--run"},
+		{"missing parameters file", []string{"--endpoint", "/a.sock", "--test-volume-parameters", "/nonexistent/p.yaml"}, "--test-volume-parameters"},
 		{"missing secrets file", []string{"--endpoint", "/a.sock", "--secrets-file", "/nonexistent/s.json"}, "--secrets-file"},
-		{"malformed secrets file", []string{"--endpoint", "/a.sock", "--secrets-file", bad}, "not a JSON object of strings"},
+		{"malformed secrets file", []string{"--endpoint", "/a.sock", "--secrets-file", bad}, "not a YAML or JSON object of strings"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			code, out, errOut := csicheck(t, c.args...)

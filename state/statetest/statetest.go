@@ -36,6 +36,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 	t.Run("Ownership", s.ownership)
 	t.Run("Placement", s.placement)
 	t.Run("Capacity", s.capacity)
+	t.Run("Expansion", s.expansions)
 	t.Run("Property", s.property)
 }
 

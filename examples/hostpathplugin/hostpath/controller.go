@@ -43,6 +43,9 @@ type volumeRecord struct {
 	CapacityBytes int64             `json:"capacity_bytes"`
 	Capabilities  []capRecord       `json:"capabilities"`
 	Parameters    map[string]string `json:"parameters,omitempty"`
+	// MutableParameters are CreateVolume's and ControllerModifyVolume's
+	// (expand.go).
+	MutableParameters map[string]string `json:"mutable_parameters,omitempty"`
 	// Topology is the plugin's Config.Topology when the volume was
 	// created: where the volume is accessible from. Nil: everywhere.
 	Topology map[string]string `json:"accessible_topology,omitempty"`
@@ -60,6 +63,7 @@ func (v *volumeRecord) clone() *volumeRecord {
 	c := *v
 	c.Capabilities = slices.Clone(v.Capabilities)
 	c.Parameters = maps.Clone(v.Parameters)
+	c.MutableParameters = maps.Clone(v.MutableParameters)
 	c.Topology = maps.Clone(v.Topology)
 	c.Published = make(map[string]*publishRecord, len(v.Published))
 	for n, p := range v.Published {
@@ -176,6 +180,7 @@ func (c *controller) ControllerGetCapabilities(context.Context, *csipb.Controlle
 		csipb.ControllerServiceCapability_RPC_LIST_VOLUMES,
 		csipb.ControllerServiceCapability_RPC_GET_VOLUME,
 		csipb.ControllerServiceCapability_RPC_EXPAND_VOLUME,
+		csipb.ControllerServiceCapability_RPC_MODIFY_VOLUME,
 		csipb.ControllerServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
 	}
 	if c.cfg.Capacity > 0 {

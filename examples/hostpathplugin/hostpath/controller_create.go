@@ -44,8 +44,8 @@ func checkCreateRequest(ctx context.Context, req *csipb.CreateVolumeRequest) ([]
 	if req.GetVolumeContentSource() != nil {
 		return nil, 0, status.Error(codes.InvalidArgument, "volume_content_source: the hostpath plugin cannot create a volume from a snapshot or another volume; leave it unset")
 	}
-	if len(req.GetMutableParameters()) > 0 {
-		return nil, 0, status.Error(codes.InvalidArgument, "mutable_parameters: the hostpath plugin has no MODIFY_VOLUME capability; leave them unset")
+	if err := checkMutable("mutable_parameters", req.GetMutableParameters()); err != nil {
+		return nil, 0, err
 	}
 	capacity, err := capacityFor("capacity_range", req.GetCapacityRange(), DefaultCapacity)
 	if err != nil {
@@ -116,13 +116,14 @@ func (c *controller) checkProvisionable(req *csipb.CreateVolumeRequest, capacity
 func (c *controller) provision(req *csipb.CreateVolumeRequest, caps []capRecord, capacity int64) (*csipb.CreateVolumeResponse, error) {
 	name := req.GetName()
 	v := &volumeRecord{
-		ID:            newVolumeID(),
-		Name:          name,
-		CapacityBytes: capacity,
-		Capabilities:  caps,
-		Parameters:    maps.Clone(req.GetParameters()),
-		Topology:      maps.Clone(c.cfg.Topology),
-		Published:     map[string]*publishRecord{},
+		ID:                newVolumeID(),
+		Name:              name,
+		CapacityBytes:     capacity,
+		Capabilities:      caps,
+		Parameters:        maps.Clone(req.GetParameters()),
+		MutableParameters: maps.Clone(req.GetMutableParameters()),
+		Topology:          maps.Clone(c.cfg.Topology),
+		Published:         map[string]*publishRecord{},
 	}
 	c.st.Volumes[v.ID] = v
 	undo := func() { delete(c.st.Volumes, v.ID) }

@@ -67,7 +67,7 @@ func (c *controller) ControllerExpandVolume(ctx context.Context, req *csipb.Cont
 			"volume %s already has %d bytes, more than limit_bytes %d; volumes cannot shrink", id, v.CapacityBytes, lim)
 	}
 	if v.CapacityBytes >= want {
-		return &csipb.ControllerExpandVolumeResponse{CapacityBytes: v.CapacityBytes}, nil
+		return &csipb.ControllerExpandVolumeResponse{CapacityBytes: v.CapacityBytes, NodeExpansionRequired: true}, nil
 	}
 	if grow, free := want-v.CapacityBytes, c.free(); c.cfg.Capacity > 0 && grow > free {
 		return nil, status.Errorf(codes.OutOfRange,
@@ -79,6 +79,6 @@ func (c *controller) ControllerExpandVolume(ctx context.Context, req *csipb.Cont
 		return nil, err
 	}
 	c.log.Info("volume expanded", "volume_id", id, "capacity_bytes", want)
-	// The capacity is bookkeeping: no file system needs to grow.
-	return &csipb.ControllerExpandVolumeResponse{CapacityBytes: want, NodeExpansionRequired: false}, nil
+	// The capacity is a quota the nodes record too (NodeExpandVolume).
+	return &csipb.ControllerExpandVolumeResponse{CapacityBytes: want, NodeExpansionRequired: true}, nil
 }

@@ -10,9 +10,10 @@
 // Identity is served in every Mode. Controller (ModeController,
 // ModeMonolith) creates and deletes volumes as directories, records
 // ControllerPublish attachments, validates capabilities, lists volumes,
-// gets one volume, and expands a volume's recorded capacity. Node
-// (ModeNode, ModeMonolith) stages, publishes, unpublishes and unstages
-// with real bind mounts or symbolic links (see MountMethod), reports
+// gets one volume, expands a volume's recorded capacity and modifies its
+// one mutable parameter (LabelParameter). Node (ModeNode, ModeMonolith)
+// stages, publishes, unpublishes and unstages with real bind mounts or
+// symbolic links (see MountMethod), records expansions, and reports
 // NodeGetInfo and volume statistics from statfs(2).
 // Config.ControllerPublish and Config.Staging switch the optional
 // PUBLISH_UNPUBLISH_VOLUME and STAGE_UNSTAGE_VOLUME capabilities, so that

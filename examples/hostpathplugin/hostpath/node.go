@@ -27,6 +27,9 @@ type nodeState struct {
 	NodeID    string                   `json:"node_id"`
 	Staged    map[string]*stageRecord  `json:"staged"`    // by staging path
 	Published map[string]*targetRecord `json:"published"` // by target path
+	// Expanded is the size NodeExpandVolume gave each volume here, by
+	// volume ID (expand.go).
+	Expanded map[string]int64 `json:"expanded,omitempty"`
 }
 
 type stageRecord struct {
@@ -472,6 +475,7 @@ func (n *nodeService) NodeGetCapabilities(context.Context, *csipb.NodeGetCapabil
 	types := []csipb.NodeServiceCapability_RPC_Type{
 		csipb.NodeServiceCapability_RPC_GET_VOLUME_STATS,
 		csipb.NodeServiceCapability_RPC_SINGLE_NODE_MULTI_WRITER,
+		csipb.NodeServiceCapability_RPC_EXPAND_VOLUME,
 	}
 	if n.cfg.Staging {
 		types = append(types, csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME)

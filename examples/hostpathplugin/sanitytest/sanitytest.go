@@ -103,6 +103,7 @@ func Run(t *testing.T, layout Layout, opts ...Option) {
 	cfg.TargetPath = filepath.Join(dir, "target")
 	cfg.StagingPath = filepath.Join(dir, "staging")
 	cfg.TestNodeVolumeAttachLimit = true
+	cfg.TestVolumeMutableParameters = map[string]string{hostpath.LabelParameter: "gold"}
 	switch layout {
 	case Monolith:
 		base.Mode = hostpath.ModeMonolith

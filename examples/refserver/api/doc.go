@@ -21,6 +21,8 @@
 //	DELETE /v1/volumes/{namespace}/{id}?deregister=true[&force=true]   deregister only
 //	POST   /v1/volumes/{namespace}/{id}/claim       claim for an allocation (ClaimRequest → ClaimResponse)
 //	POST   /v1/volumes/{namespace}/{id}/place       which nodes can take a claim, and why not (PlaceRequest → PlaceResponse)
+//	POST   /v1/volumes/{namespace}/{id}/expand      grow in the controller and on its nodes (rpcshim.VolumeExpandRequest → rpcshim.VolumeChangeResponse)
+//	POST   /v1/volumes/{namespace}/{id}/modify      change its mutable parameters (rpcshim.VolumeModifyRequest → rpcshim.VolumeChangeResponse)
 //
 // Plugins:
 //

@@ -47,6 +47,7 @@ func TestCLI_Help_Golden(t *testing.T) {
 	commands := [][]string{
 		{}, {"demo"}, {"server"}, {"agent"}, {"version"}, {"completion"},
 		{"volume"}, {"volume", "create"}, {"volume", "register"}, {"volume", "delete"}, {"volume", "status"}, {"volume", "place"},
+		{"volume", "expand"}, {"volume", "modify"},
 		{"plugin"}, {"plugin", "status"}, {"node"}, {"node", "status"}, {"cluster"}, {"cluster", "status"},
 		{"claim"}, {"release"},
 	}

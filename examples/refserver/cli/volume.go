@@ -205,6 +205,7 @@ func (e *env) volumeStatus(ctx context.Context, args []string) int {
 	t.row("External ID", v.ExternalID)
 	t.row("Capabilities", capsText(v.Capabilities))
 	t.row("Capacity", bytesText(v.Capacity))
+	changeRows(t, v)
 	t.row("Topology", csi.TopologiesString(v.Topologies))
 	t.row("Schedulable", fmt.Sprintf("%s (controllers %s, nodes %s)", yesNo(v.Schedulable),
 		ratio(v.ControllersHealthy, v.ControllersExpected), ratio(v.NodesHealthy, v.NodesExpected)))

@@ -27,6 +27,8 @@ func (s *Server) routes() http.Handler {
 	m.HandleFunc("DELETE /v1/volumes/{namespace}/{id}", handle(s.deleteVolume))
 	m.HandleFunc("POST /v1/volumes/{namespace}/{id}/claim", handle(s.claimVolume))
 	m.HandleFunc("POST /v1/volumes/{namespace}/{id}/place", handle(s.placeVolume))
+	m.HandleFunc("POST /v1/volumes/{namespace}/{id}/expand", handle(s.expandVolume))
+	m.HandleFunc("POST /v1/volumes/{namespace}/{id}/modify", handle(s.modifyVolume))
 	m.HandleFunc("GET /v1/plugins", handle(s.listPlugins))
 	m.HandleFunc("GET /v1/plugins/{id}", handle(s.getPlugin))
 	m.HandleFunc("POST /v1/allocations/{id}/release", handle(s.release))

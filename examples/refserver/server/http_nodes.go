@@ -182,6 +182,7 @@ func (s *Server) reportPlugins(w http.ResponseWriter, r *http.Request) (api.Writ
 		return api.WriteResponse{}, 0, err
 	}
 	s.printPluginChanges(id, before, req.Plugins)
+	s.completeNodeExpansions(r.Context(), id)
 	return api.WriteResponse{Index: res.Index}, res.Index, nil
 }
 

@@ -129,8 +129,12 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 	wctx, stopWorker := context.WithCancel(context.Background())
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- s.worker.Run(wctx) }()
+	resumed := make(chan struct{})
 	if !s.cfg.Follower {
 		s.worker.SetEnabled(true)
+		go s.resumeVolumeChanges(wctx, resumed)
+	} else {
+		close(resumed)
 	}
 
 	srv := &http.Server{
@@ -162,6 +166,7 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 		}
 	}
 	stopWorker()
+	<-resumed
 	if werr := <-workerDone; werr != nil && err == nil {
 		err = werr
 	}

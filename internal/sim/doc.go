@@ -1,0 +1,45 @@
+// Package sim is csikit's seeded whole-stack simulation. It holds tests
+// only: this file is here for the package's documentation.
+//
+// One world is three raftstate servers over raft's in-memory transport
+// (each with a Router, a Server and a claim release Worker, enabled
+// while it leads), three node agents (a fingerprint Manager, a Mounter
+// on a temp dir and a NodeEndpoint, reached through rpcshim's
+// InmemTransport), csitest plugins over real gRPC on unix sockets (a
+// node plugin per node, a controller plugin on n1), and one fake clock
+// (csi/clock) for the workers' retries and backoff.
+//
+// A seed decides the whole decision trace: the workload (register,
+// claim read and write in several access modes, mount, stop) and the
+// fault schedule (plugin errors of every class, partitions, agent crash
+// and restart from its state dir, agent crash while a NodePublish is in
+// flight, leadership transfer). The decisions are drawn from the seed
+// alone, never from what an operation returned, so the same seed gives
+// the same trace (TestSim_TraceIsStable checks its hash). After every
+// step and at quiescence the invariants (invariants_test.go) are
+// checked; each failure message names the seed.
+//
+// # Why not testing/synctest
+//
+// A synctest bubble needs every goroutine in it to block durably on
+// bubble-owned primitives. hashicorp/raft's goroutines wait on real
+// network timers and channels outside the bubble (and its in-memory
+// transport's timeouts), and grpc's server and client goroutines block
+// on sockets, which are never durably blocked; the bubble then never
+// advances its clock or deadlocks. So time is driven instead by
+// csikit's injected fake clock where csikit has one (the claim
+// worker), raft runs with short real timeouts, and every wait on
+// another goroutine is a channel or a store watch with a real-time
+// bound.
+//
+// # Running
+//
+//	go test ./internal/sim                        # the default seeds
+//	go test ./internal/sim -run 'Sim$' -seed 7    # one seed
+//	go test ./internal/sim -run 'Sim$' -seed 7 -steps 400 -rerun 20 -shrink
+//	CSIKIT_SIM_SEEDS=10000 go test ./internal/sim -run 'Sim$' -timeout 0
+//
+// A failing seed is rerun (-rerun times) and reported with how often it
+// failed, since goroutine scheduling still leaves freedom; -shrink then
+// looks for the shortest prefix of the trace that still fails.
+package sim

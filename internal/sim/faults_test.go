@@ -1,0 +1,98 @@
+package sim
+
+import (
+	"context"
+	"time"
+
+	"github.com/csikit/csikit/csitest"
+)
+
+// fault applies one fault decision.
+func (r *run) fault(d decision) {
+	w := r.w
+	switch d.kind {
+	case opFail:
+		p := w.ctl
+		if d.plugin != "ctl" {
+			p = w.nodes[d.plugin].plugin
+		}
+		p.FailNext(d.method, d.code, d.times)
+	case opPartition:
+		n := w.nodes[d.node]
+		n.mu.Lock()
+		n.down = !n.down
+		down := n.down
+		n.mu.Unlock()
+		w.tr.SetDown(d.node, down)
+	case opRestart:
+		w.settle()
+		w.restartAgent(w.nodes[d.node])
+	case opCrashMount:
+		r.crashMount(d)
+	case opLeader:
+		r.transferLeader()
+	}
+}
+
+// restartAgent crashes n's agent and starts it again from its state
+// dir: the endpoint goes, the mounter is closed without any further
+// call, and a new mounter and endpoint take over. The partition state
+// stays as it was.
+func (w *world) restartAgent(n *node) {
+	w.tr.SetDown(n.id, true)
+	if err := n.mnt().Close(); err != nil {
+		w.t.Errorf("close the mounter of %s: %v", n.id, err)
+	}
+	w.openAgent(n)
+	n.mu.Lock()
+	n.restarts++
+	down := n.down
+	n.mu.Unlock()
+	w.tr.SetDown(n.id, down)
+}
+
+// crashMount claims and mounts, and crashes the node agent once the
+// node plugin has published the volume but before the mounter hears
+// its reply: the plugin's reply is held, the mount's context ends, the
+// agent restarts, and only then is the reply let go (to nobody).
+func (r *run) crashMount(d decision) {
+	w := r.w
+	n := w.nodes[d.node]
+	gate := n.plugin.HoldReplies(csitest.MethodNodePublishVolume)
+	defer gate.Open()
+	mountCtx, cancelMount := context.WithCancel(context.Background())
+	defer cancelMount()
+	done := make(chan error, 1)
+	arrived := make(chan struct{})
+	go func() { done <- r.claimAndMount(d, mountCtx) }()
+	waitCtx, cancelWait := context.WithTimeout(context.Background(), waitLimit)
+	defer cancelWait()
+	go func() {
+		if gate.Wait(waitCtx, 1) == nil {
+			close(arrived)
+		}
+	}()
+	select {
+	case <-done:
+		// Refused or failed before NodePublish answered: no crash.
+		return
+	case <-arrived:
+	case <-time.After(waitLimit):
+		w.t.Fatalf("seed %d: %s: the mount neither returned nor reached NodePublish", r.p.seed, d)
+	}
+	cancelMount()
+	select {
+	case <-done:
+	case <-time.After(waitLimit):
+		w.t.Fatalf("seed %d: %s: the mount did not return after its context ended", r.p.seed, d)
+	}
+	w.restartAgent(n)
+}
+
+// transferLeader hands leadership to another server and waits for a
+// leader.
+func (r *run) transferLeader() {
+	f := r.w.leader().srv.Raft().LeadershipTransfer()
+	r.noteErr("leader-transfer", f.Error())
+	r.w.leader()
+}

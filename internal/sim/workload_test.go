@@ -1,0 +1,289 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csitest"
+	"github.com/csikit/csikit/mounter"
+	"github.com/csikit/csikit/rpcshim"
+	"github.com/csikit/csikit/state"
+)
+
+// opKind is one kind of decision of the workload or the fault schedule.
+type opKind int
+
+const (
+	opClaim      opKind = iota // a new allocation claims a volume and mounts it
+	opStop                     // an allocation stops: its claims are released
+	opFail                     // a plugin fails the next calls of a method
+	opPartition                // a node's transport goes down or comes back
+	opRestart                  // a node agent crashes and restarts from its disk
+	opCrashMount               // a node agent crashes with a NodePublish in flight
+	opLeader                   // the leader hands leadership to another server
+)
+
+var opNames = [...]string{"claim", "stop", "fail", "partition", "restart", "crash-mount", "leader"}
+
+// decision is one drawn decision; its String is a line of the trace.
+type decision struct {
+	kind   opKind
+	alloc  string
+	vol    int
+	node   string
+	mode   csi.ClaimMode
+	plugin string // "ctl" or a node ID
+	method string
+	code   codes.Code
+	times  int
+}
+
+func (d decision) String() string {
+	switch d.kind {
+	case opClaim, opCrashMount:
+		return fmt.Sprintf("%s %s v%d %s %s", opNames[d.kind], d.alloc, d.vol, d.node, d.mode)
+	case opStop:
+		return fmt.Sprintf("stop %s", d.alloc)
+	case opFail:
+		return fmt.Sprintf("fail %s %s %s x%d", d.plugin, d.method, d.code, d.times)
+	case opPartition, opRestart:
+		return fmt.Sprintf("%s %s", opNames[d.kind], d.node)
+	}
+	return opNames[d.kind]
+}
+
+// step is the decisions of one step: faults first, one at a time, then
+// the workload operations, run concurrently; then the clock advances.
+type step struct {
+	faults  []decision
+	ops     []decision
+	advance time.Duration
+}
+
+// simVolume is one volume of the workload, with the access mode every
+// claim of it uses.
+type simVolume struct {
+	id   string
+	mode csi.AccessMode
+}
+
+var simModes = []csi.AccessMode{
+	csi.AccessModeSingleNodeWriter, csi.AccessModeSingleNodeSingleWriter,
+	csi.AccessModeMultiNodeSingleWriter, csi.AccessModeMultiNodeMultiWriter,
+	csi.AccessModeMultiNodeReaderOnly,
+}
+
+var faultCodes = []codes.Code{
+	codes.Unavailable, codes.Aborted, codes.ResourceExhausted, // Retryable
+	codes.DeadlineExceeded, // Uncertain
+	codes.Internal,         // Final
+}
+
+var nodeMethods = []string{csitest.MethodNodeStageVolume, csitest.MethodNodePublishVolume,
+	csitest.MethodNodeUnpublishVolume, csitest.MethodNodeUnstageVolume}
+var ctlMethods = []string{csitest.MethodControllerPublishVolume, csitest.MethodControllerUnpublishVolume}
+
+// plan is a whole run's decisions, drawn from the seed alone.
+type plan struct {
+	seed    uint64
+	volumes []simVolume
+	steps   []step
+}
+
+const numVolumes = 3
+
+// newPlan draws the decisions of seed for n steps. It never looks at
+// what an operation returns, so the same seed gives the same plan.
+func newPlan(seed uint64, n int) *plan {
+	rng := rand.New(rand.NewPCG(seed, 0x51a))
+	p := &plan{seed: seed}
+	for i := range numVolumes {
+		p.volumes = append(p.volumes, simVolume{id: fmt.Sprintf("v%d", i), mode: simModes[rng.IntN(len(simModes))]})
+	}
+	var running []string
+	next := 0
+	newAlloc := func(kind opKind) decision {
+		next++
+		d := decision{kind: kind, alloc: fmt.Sprintf("a%d", next), vol: rng.IntN(numVolumes),
+			node: simNodes[rng.IntN(len(simNodes))], mode: csi.ClaimWrite}
+		if p.volumes[d.vol].mode.ReadOnly() || rng.IntN(3) == 0 {
+			d.mode = csi.ClaimRead
+		}
+		running = append(running, d.alloc)
+		return d
+	}
+	for range n {
+		var s step
+		if rng.IntN(3) == 0 {
+			s.faults = append(s.faults, drawFault(rng, newAlloc))
+		}
+		for range 1 + rng.IntN(3) {
+			if len(running) > 0 && rng.IntN(5) < 2 {
+				i := rng.IntN(len(running))
+				s.ops = append(s.ops, decision{kind: opStop, alloc: running[i]})
+				running = append(running[:i], running[i+1:]...)
+				continue
+			}
+			s.ops = append(s.ops, newAlloc(opClaim))
+		}
+		s.advance = time.Duration(rng.IntN(20)) * time.Second
+		p.steps = append(p.steps, s)
+	}
+	return p
+}
+
+func drawFault(rng *rand.Rand, newAlloc func(opKind) decision) decision {
+	switch k := rng.IntN(10); {
+	case k < 4:
+		d := decision{kind: opFail, code: faultCodes[rng.IntN(len(faultCodes))], times: 1 + rng.IntN(3)}
+		if rng.IntN(3) == 0 {
+			d.plugin, d.method = "ctl", ctlMethods[rng.IntN(len(ctlMethods))]
+		} else {
+			d.plugin, d.method = simNodes[rng.IntN(len(simNodes))], nodeMethods[rng.IntN(len(nodeMethods))]
+		}
+		return d
+	case k < 6:
+		return decision{kind: opPartition, node: simNodes[rng.IntN(len(simNodes))]}
+	case k < 7:
+		return decision{kind: opRestart, node: simNodes[rng.IntN(len(simNodes))]}
+	case k < 9:
+		return newAlloc(opCrashMount)
+	default:
+		return decision{kind: opLeader}
+	}
+}
+
+// trace is the plan's decisions, one a line.
+func (p *plan) trace() string {
+	var b strings.Builder
+	for _, v := range p.volumes {
+		fmt.Fprintf(&b, "volume %s %s\n", v.id, v.mode)
+	}
+	for i, s := range p.steps {
+		for _, d := range append(append([]decision(nil), s.faults...), s.ops...) {
+			fmt.Fprintf(&b, "%d %s\n", i, d)
+		}
+		fmt.Fprintf(&b, "%d advance %s\n", i, s.advance)
+	}
+	return b.String()
+}
+
+func (p *plan) traceHash() uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(p.trace()))
+	return h.Sum64()
+}
+
+// run is one run of a plan in a world.
+type run struct {
+	w      *world
+	p      *plan
+	mu     sync.Mutex
+	allocs map[string]decision // every allocation the plan started
+	errs   map[string]int      // refusals and failures by operation, for the log
+}
+
+func (r *run) ctx() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), waitLimit)
+}
+
+func (r *run) noteErr(op string, err error) {
+	if err == nil {
+		return
+	}
+	r.mu.Lock()
+	r.errs[op]++
+	r.mu.Unlock()
+}
+
+// registerVolumes registers the plan's volumes with the controller.
+func (r *run) registerVolumes() {
+	ctx, cancel := r.ctx()
+	defer cancel()
+	for _, v := range r.p.volumes {
+		r.w.ctl.AddVolume("ext-"+v.id, 1<<30, nil)
+		_, err := r.w.leader().server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+			ID: v.id, Namespace: namespace, PluginID: simPlugin, ExternalID: "ext-" + v.id,
+			Capabilities: []csi.Capability{{AccessMode: v.mode, AttachmentMode: csi.AttachmentModeFileSystem}},
+		}})
+		must(r.w.t, err)
+	}
+}
+
+// doStep runs one step's decisions.
+func (r *run) doStep(s step) {
+	for _, d := range s.faults {
+		r.fault(d)
+	}
+	var wg sync.WaitGroup
+	for _, d := range s.ops {
+		wg.Go(func() {
+			if d.kind == opStop {
+				r.stop(d.alloc)
+			} else {
+				r.claimAndMount(d, nil)
+			}
+		})
+	}
+	wg.Wait()
+	r.w.clock.Advance(s.advance)
+	r.w.settle()
+}
+
+// claim writes the allocation and claims its volume through the
+// leader's Server.
+func (r *run) claim(ctx context.Context, d decision) (*rpcshim.VolumeClaimResponse, error) {
+	r.mu.Lock()
+	r.allocs[d.alloc] = d
+	r.mu.Unlock()
+	_, err := r.w.apply(ctx, state.UpsertAllocations{Allocations: []csi.Allocation{{ID: d.alloc, Namespace: namespace, NodeID: d.node}}})
+	if err != nil {
+		return nil, err
+	}
+	v := r.p.volumes[d.vol]
+	return r.w.leader().server.Claim(ctx, &rpcshim.VolumeClaimRequest{Namespace: namespace, VolumeID: v.id, Claim: csi.Claim{
+		AllocationID: d.alloc, NodeID: d.node, Mode: d.mode, AccessMode: v.mode, AttachmentMode: csi.AttachmentModeFileSystem}})
+}
+
+// claimAndMount claims, then mounts on the node as its agent would.
+// mountCtx, when set, is the mount's context (a crash cancels it).
+func (r *run) claimAndMount(d decision, mountCtx context.Context) error {
+	ctx, cancel := r.ctx()
+	defer cancel()
+	resp, err := r.claim(ctx, d)
+	r.noteErr("claim", err)
+	if err != nil {
+		return err
+	}
+	req, err := mounter.NewMountRequest(resp.Volume, resp.Claim)
+	must(r.w.t, err)
+	if mountCtx == nil {
+		mountCtx = ctx
+	}
+	_, err = r.w.nodes[d.node].mnt().MountVolume(mountCtx, req)
+	r.noteErr("mount", err)
+	return err
+}
+
+// stop reports the allocation terminal.
+func (r *run) stop(alloc string) {
+	r.mu.Lock()
+	d, ok := r.allocs[alloc]
+	r.mu.Unlock()
+	if !ok {
+		return
+	}
+	ctx, cancel := r.ctx()
+	defer cancel()
+	_, err := r.w.apply(ctx, state.UpsertAllocations{ReleasedAt: r.w.clock.Now(), Allocations: []csi.Allocation{
+		{ID: alloc, Namespace: namespace, NodeID: d.node, Terminal: true}}})
+	r.noteErr("stop", err)
+}

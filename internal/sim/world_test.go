@@ -1,0 +1,292 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/csikit/csikit/claimgc"
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
+	"github.com/csikit/csikit/csitest"
+	"github.com/csikit/csikit/fingerprint"
+	"github.com/csikit/csikit/mounter"
+	"github.com/csikit/csikit/rpcshim"
+	"github.com/csikit/csikit/state"
+	"github.com/csikit/csikit/state/raftstate"
+)
+
+const (
+	simPlugin   = "sim-plugin"
+	simProvider = "sim.csikit.io"
+	namespace   = "default"
+	// waitLimit bounds every wait on another goroutine: a hang guard,
+	// never a timing assertion.
+	waitLimit = 30 * time.Second
+)
+
+var simNodes = []string{"n1", "n2", "n3"}
+
+// replica is one raftstate server with the server-side parts a host
+// runs on it: a Router and a Server reading its store, and a claim
+// release Worker enabled while the server leads.
+type replica struct {
+	id     string
+	store  *state.MemStore
+	srv    *raftstate.Server
+	inmem  *raft.InmemTransport
+	router *rpcshim.Router
+	server *rpcshim.Server
+	worker *claimgc.Worker
+}
+
+// node is one node agent: its node plugin (a csitest fake on a unix
+// socket), its fingerprint manager, and its mounter and node endpoint,
+// which an agent restart replaces with new ones on the same state dir.
+type node struct {
+	id       string
+	plugin   *csitest.Plugin
+	manager  *fingerprint.Manager
+	dir      string
+	mu       sync.Mutex
+	mounter  *mounter.Mounter
+	down     bool // partitioned: the transport refuses calls to it
+	restarts int
+}
+
+// world is one simulated cluster: three raftstate servers over raft's
+// in-memory transport, three node agents reached through the rpcshim
+// in-memory transport, a controller plugin on n1, and one fake clock
+// for the claim workers' backoff.
+type world struct {
+	t        testing.TB
+	clock    *clock.Fake
+	replicas []*replica
+	nodes    map[string]*node
+	ctl      *csitest.Plugin
+	tr       *rpcshim.InmemTransport
+	statuses *rpcshim.InmemNodeStatuses
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+}
+
+func simRaftConfig() *raft.Config {
+	c := raft.DefaultConfig()
+	c.HeartbeatTimeout = 200 * time.Millisecond
+	c.ElectionTimeout = 200 * time.Millisecond
+	c.LeaderLeaseTimeout = 200 * time.Millisecond
+	c.CommitTimeout = 2 * time.Millisecond
+	c.LogOutput = nil
+	c.LogLevel = "off"
+	return c
+}
+
+// newWorld builds and starts a world, and waits until the plugin is
+// fingerprinted everywhere.
+func newWorld(t testing.TB) *world {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &world{t: t, clock: clock.NewFake(time.Unix(1_700_000_000, 0)), nodes: map[string]*node{},
+		tr: rpcshim.NewInmemTransport(), statuses: &rpcshim.InmemNodeStatuses{}, cancel: cancel}
+	t.Cleanup(w.close)
+	w.startReplicas(ctx)
+	w.ctl = csitest.Start(t, csitest.Config{
+		Type: csi.PluginTypeController, Name: simProvider, AdmitUnknownVolumes: true,
+		Controller: csi.ControllerCapabilities{PublishUnpublishVolume: true},
+	})
+	for _, id := range simNodes {
+		w.startNode(ctx, id)
+	}
+	w.waitPlugin(func(p *csi.Plugin) bool {
+		return p.ControllersHealthy == 1 && p.NodesHealthy == len(simNodes)
+	})
+	return w
+}
+
+func (w *world) startReplicas(ctx context.Context) {
+	for i := 1; i <= 3; i++ {
+		id := fmt.Sprintf("s%d", i)
+		_, inmem := raft.NewInmemTransport(raft.ServerAddress(id))
+		for _, o := range w.replicas {
+			inmem.Connect(raft.ServerAddress(o.id), o.inmem)
+			o.inmem.Connect(raft.ServerAddress(id), inmem)
+		}
+		store, err := state.NewMemStore(state.Config{})
+		must(w.t, err)
+		srv, err := raftstate.New(raftstate.Config{ID: id, Store: store, Transport: inmem, BootstrapExpect: 3,
+			InMemory: true, Raft: simRaftConfig(), Forward: w.forward})
+		must(w.t, err)
+		r := &replica{id: id, store: store, srv: srv, inmem: inmem}
+		r.router, err = rpcshim.NewRouter(rpcshim.RouterConfig{Store: store, Transport: w.tr, NodeStatuses: w.statuses})
+		must(w.t, err)
+		r.server, err = rpcshim.NewServer(rpcshim.ServerConfig{Store: store, Applier: srv, Router: r.router})
+		must(w.t, err)
+		r.worker, err = claimgc.New(claimgc.Config{Store: store, Applier: srv, Nodes: r.router, Controllers: r.router,
+			NodeStatuses: w.statuses, Parallelism: 4, Clock: w.clock,
+			RetryBase: time.Second, RetryMax: 30 * time.Second, FinalRetryInterval: 5 * time.Minute,
+			StepTimeout: 10 * time.Second})
+		must(w.t, err)
+		srv.OnLeadership(r.worker.SetEnabled)
+		w.replicas = append(w.replicas, r)
+		w.wg.Go(func() { _ = r.worker.Run(ctx) })
+	}
+	for _, r := range w.replicas {
+		must(w.t, r.srv.Start())
+	}
+	for _, r := range w.replicas {
+		for _, o := range w.replicas {
+			if o != r {
+				must(w.t, r.srv.Join(o.srv.Self()))
+			}
+		}
+	}
+	w.leader()
+}
+
+// forward is the host's server-to-server RPC, in process.
+func (w *world) forward(ctx context.Context, leaderAddr, leaderID string, cmd []byte) (state.Result, error) {
+	for _, r := range w.replicas {
+		if r.id == leaderID {
+			return r.srv.ApplyForwarded(ctx, cmd)
+		}
+	}
+	return state.Result{}, fmt.Errorf("%w: no server %s at %s", csi.ErrUnavailable, leaderID, leaderAddr)
+}
+
+// leader waits for a replica that leads and returns it.
+func (w *world) leader() *replica {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	for {
+		for _, r := range w.replicas {
+			if r.srv.IsLeader() {
+				return r
+			}
+		}
+		if _, _, err := w.replicas[0].srv.WaitLeader(ctx); err != nil {
+			w.t.Fatalf("no leader: %v", err)
+		}
+		select {
+		case <-ctx.Done():
+			w.t.Fatalf("no leader: %v", ctx.Err())
+		case <-time.After(5 * time.Millisecond):
+			// raft reports its leader before IsLeader turns true on it.
+		}
+	}
+}
+
+// apply writes a command through the first server, which forwards it
+// to the leader.
+func (w *world) apply(ctx context.Context, cmd state.Command) (state.Result, error) {
+	return w.replicas[0].srv.Apply(ctx, cmd)
+}
+
+func (w *world) startNode(ctx context.Context, id string) {
+	n := &node{id: id}
+	n.plugin = csitest.Start(w.t, csitest.Config{
+		Type: csi.PluginTypeMonolith, Name: simProvider, NodeID: "csi-" + id,
+		Node: csi.NodeCapabilities{StageUnstageVolume: true}, AdmitUnknownVolumes: true,
+	})
+	var err error
+	n.manager, err = fingerprint.New(fingerprint.Config{NodeID: id, Interval: time.Hour,
+		Report: func(ctx context.Context, infos []*csi.PluginInfo) error {
+			cmd := state.UpsertNodePlugins{NodeID: id}
+			for _, in := range infos {
+				cmd.Plugins = append(cmd.Plugins, *in)
+			}
+			_, err := w.apply(ctx, cmd)
+			return err
+		}})
+	must(w.t, err)
+	must(w.t, n.manager.Register(fingerprint.Instance{PluginID: simPlugin, AllocationID: "plugin-node-" + id,
+		Type: csi.PluginTypeNode, Socket: n.plugin.Endpoint()}))
+	if id == "n1" {
+		must(w.t, n.manager.Register(fingerprint.Instance{PluginID: simPlugin, AllocationID: "plugin-ctl-n1",
+			Type: csi.PluginTypeController, Socket: w.ctl.Endpoint()}))
+	}
+	w.wg.Go(func() { _ = n.manager.Run(ctx) })
+	n.dir, err = os.MkdirTemp("", "sim-"+id+"-")
+	must(w.t, err)
+	w.nodes[id] = n
+	w.openAgent(n)
+	w.statuses.Set(id, csi.NodeStatusReady)
+}
+
+// openAgent starts n's mounter on its state dir and registers a node
+// endpoint over it: the agent's start, or its restart after a crash.
+func (w *world) openAgent(n *node) {
+	m, err := mounter.New(mounter.Config{Root: filepath.Join(n.dir, "mnt"), StateDir: filepath.Join(n.dir, "state"),
+		Plugins: n.manager, NoSync: true})
+	must(w.t, err)
+	ep, err := rpcshim.NewNodeEndpoint(rpcshim.NodeEndpointConfig{NodeID: n.id, Plugins: n.manager, Mounter: m})
+	must(w.t, err)
+	n.mu.Lock()
+	n.mounter = m
+	n.mu.Unlock()
+	w.tr.Register(n.id, ep)
+}
+
+func (n *node) mnt() *mounter.Mounter {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.mounter
+}
+
+// waitPlugin blocks on the leader's store until the plugin satisfies ok.
+func (w *world) waitPlugin(ok func(*csi.Plugin) bool) {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	store := w.leader().store
+	for {
+		idx, err := store.Index(state.TablePlugins)
+		must(w.t, err)
+		if p, err := store.Plugin(simPlugin); err == nil && ok(p) {
+			return
+		}
+		if _, err := store.Wait(ctx, state.TablePlugins, idx); err != nil {
+			w.t.Fatalf("waiting for the plugin's fingerprints: %v", err)
+		}
+	}
+}
+
+// settle lets the leading worker finish what it can do now.
+func (w *world) settle() {
+	w.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	defer cancel()
+	for _, r := range w.replicas {
+		if err := r.worker.Settle(ctx); err != nil {
+			w.t.Fatalf("worker on %s did not settle: %v", r.id, err)
+		}
+	}
+}
+
+func (w *world) close() {
+	w.cancel()
+	w.wg.Wait()
+	_ = w.tr.Close()
+	for _, r := range w.replicas {
+		_ = r.srv.Shutdown()
+	}
+	for _, n := range w.nodes {
+		if m := n.mnt(); m != nil {
+			_ = m.Close()
+		}
+		_ = os.RemoveAll(n.dir)
+	}
+}
+
+func must(t testing.TB, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

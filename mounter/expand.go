@@ -1,0 +1,127 @@
+package mounter
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/plugin"
+)
+
+// ExpandRequest asks the mounter to grow a volume's file system on this
+// node with NodeExpandVolume, at the staging and target paths it
+// tracks for the volume.
+type ExpandRequest struct {
+	Namespace string
+	VolumeID  string
+	// RequiredBytes and LimitBytes are the expansion's capacity range
+	// (LimitBytes 0: no limit).
+	RequiredBytes int64
+	LimitBytes    int64
+	// Secrets are the volume's node expand secrets, never logged.
+	Secrets csi.Secrets
+}
+
+// ExpandResult is the outcome of ExpandVolume.
+type ExpandResult struct {
+	// Mounted says the volume is staged or published here. When false
+	// no call was made: there is nothing to grow on this node, and a
+	// later stage is the place to do it.
+	Mounted bool
+	// Capacity is the size NodeExpandVolume reported; 0 when unknown, no
+	// call was made, or the node plugin does not advertise EXPAND_VOLUME
+	// (it has nothing to do on the node).
+	Capacity int64
+}
+
+// Validate checks the request's IDs and range.
+func (r *ExpandRequest) Validate() error {
+	if r == nil {
+		return fmt.Errorf("%w: nil expand request", csi.ErrInvalidRequest)
+	}
+	if err := csi.ValidateNamespace(r.Namespace); err != nil {
+		return err
+	}
+	if err := csi.ValidateVolumeID(r.VolumeID); err != nil {
+		return err
+	}
+	if r.RequiredBytes <= 0 || r.LimitBytes < 0 || r.LimitBytes > 0 && r.LimitBytes < r.RequiredBytes {
+		return fmt.Errorf("%w: expand volume %s/%s: range [%d, %d] is not a growth; ask for a positive size within the limit",
+			csi.ErrInvalidRequest, r.Namespace, r.VolumeID, r.RequiredBytes, r.LimitBytes)
+	}
+	return nil
+}
+
+// ExpandVolume runs NodeExpandVolume for a volume this node has staged
+// or published, with the volume locked so that no mount or unmount of
+// it runs at the same time. The volume path is the first publication's
+// target (the staging path when the volume is only staged), and the
+// staging path goes with it when the plugin stages. Calls are
+// idempotent: the plugin answers a repeated one with the same size. A
+// plugin error is returned wrapped with its class; a volume the node
+// does not track is no error (Mounted false).
+func (m *Mounter) ExpandVolume(ctx context.Context, req *ExpandRequest) (*ExpandResult, error) {
+	if err := req.Validate(); err != nil {
+		return nil, fmt.Errorf("expand volume: %w", err)
+	}
+	v, err := m.acquire(ctx, volKey{req.Namespace, req.VolumeID})
+	if err != nil {
+		return nil, err
+	}
+	defer m.release(v)
+	r := &plugin.NodeExpandRequest{CapacityMin: req.RequiredBytes, CapacityMax: req.LimitBytes, Secrets: req.Secrets}
+	rec := v.rec
+	if rec == nil || !expandPaths(rec, r) {
+		return &ExpandResult{}, nil
+	}
+	client, info, err := m.nodePlugin(rec.PluginID)
+	if err != nil {
+		return nil, fmt.Errorf("expand volume %s/%s: %w", req.Namespace, req.VolumeID, err)
+	}
+	if info != nil && info.NodeInfo != nil && !info.NodeInfo.Capabilities.ExpandVolume {
+		return &ExpandResult{Mounted: true}, nil
+	}
+	done, err := m.slot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer done()
+	r.ExternalID = rec.ExternalID
+	m.calls.Add(1)
+	size, err := client.NodeExpandVolume(ctx, r)
+	if err != nil {
+		return nil, fmt.Errorf("expand volume %s/%s: NodeExpandVolume: %w", req.Namespace, req.VolumeID, err)
+	}
+	return &ExpandResult{Mounted: true, Capacity: size}, nil
+}
+
+// expandPaths fills r's paths and capability from the record: the first
+// stage usage (in a stable order) that is staged or has a publication.
+// It reports false when nothing is mounted.
+func expandPaths(rec *volumeRecord, r *plugin.NodeExpandRequest) bool {
+	for _, sk := range rec.sortedStages() {
+		s := rec.Stages[sk]
+		staged := s.Stage == stageStaged
+		var target string
+		for _, p := range s.publications() {
+			if p.rec.State == publishPublished {
+				target = p.rec.TargetPath
+				break
+			}
+		}
+		if !staged && target == "" {
+			continue
+		}
+		if staged {
+			r.StagingPath = s.StagingPath
+		}
+		r.VolumePath = target
+		if r.VolumePath == "" {
+			r.VolumePath = s.StagingPath
+		}
+		c := sk.Capability()
+		r.Capability = &c
+		return true
+	}
+	return false
+}
