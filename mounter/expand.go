@@ -59,7 +59,8 @@ func (r *ExpandRequest) Validate() error {
 // staging path goes with it when the plugin stages. Calls are
 // idempotent: the plugin answers a repeated one with the same size. A
 // plugin error is returned wrapped with its class; a volume the node
-// does not track is no error (Mounted false).
+// does not track is no error (Mounted false). A symbolic link on the way
+// to a path fails it with ErrUnsafePath (Final) before the call.
 func (m *Mounter) ExpandVolume(ctx context.Context, req *ExpandRequest) (*ExpandResult, error) {
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("expand volume: %w", err)
@@ -80,6 +81,15 @@ func (m *Mounter) ExpandVolume(ctx context.Context, req *ExpandRequest) (*Expand
 	}
 	if info != nil && info.NodeInfo != nil && !info.NodeInfo.Capabilities.ExpandVolume {
 		return &ExpandResult{Mounted: true}, nil
+	}
+	// The plugin would grow what a link beneath the root points at.
+	for _, p := range []string{r.VolumePath, r.StagingPath} {
+		if p == "" {
+			continue // not staged
+		}
+		if err := m.refuseLinks(p, false); err != nil {
+			return nil, fmt.Errorf("expand volume %s/%s: NodeExpandVolume not sent: %w", req.Namespace, req.VolumeID, err)
+		}
 	}
 	done, err := m.slot(ctx)
 	if err != nil {

@@ -150,15 +150,13 @@ func (m *Mounter) prepare(ctx context.Context, v *volume, op *mountOp) (*MountIn
 // makeDirs checks the target for links and makes the directories the
 // plugin calls need, before the intent is written: the staging
 // directory, checked as it is made, and the target's parent (once the
-// volume is staged, if it must be). The target and the staging
-// directory themselves are checked while they are still the mounter's
-// (see paths.go).
+// volume is staged, if it must be). The target, and the staging
+// directory, are refused as links only while no publish (stage) may
+// have made them the plugin's.
 func (m *Mounter) makeDirs(op *mountOp) error {
 	if err := m.refuseLinks(op.target, op.prior == nil); err != nil {
 		return fmt.Errorf("check the target path: %w", err)
 	}
-	// A link at the staging directory is refused while no stage may
-	// have been made there; then it is the plugin's.
 	if op.stages {
 		if err := m.tree.mkdirAll(op.staging, op.prevStage != stageNone); err != nil {
 			return fmt.Errorf("create staging directory: %w", err)

@@ -211,25 +211,23 @@ func (m *Mounter) acquire(ctx context.Context, k volKey) (*volume, error) {
 	case v.lock <- struct{}{}:
 		return v, nil
 	case <-ctx.Done():
-		m.mu.Lock()
-		v.refs--
-		m.forgetLocked(v)
-		m.mu.Unlock()
+		m.unref(v)
 		return nil, fmt.Errorf("waiting for another operation on volume %s/%s: %w", k.namespace, k.volumeID, ctx.Err())
 	}
 }
 
-// release unlocks the volume and forgets it when nothing is tracked and
-// nobody waits.
+// release unlocks the volume.
 func (m *Mounter) release(v *volume) {
-	m.mu.Lock()
-	v.refs--
-	m.forgetLocked(v)
-	m.mu.Unlock()
+	m.unref(v)
 	<-v.lock
 }
 
-func (m *Mounter) forgetLocked(v *volume) {
+// unref drops a hold on the volume, and forgets it when nothing is
+// tracked and nobody waits.
+func (m *Mounter) unref(v *volume) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	v.refs--
 	if v.refs == 0 && v.rec == nil && m.vols[v.key] == v {
 		delete(m.vols, v.key)
 	}

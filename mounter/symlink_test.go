@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/mounter"
 )
 
@@ -367,6 +368,26 @@ func TestMounter_UnderRoot_NotPlain(t *testing.T) {
 				t.Errorf("HasMount = %v, %v after a refused mount; want false", has, err)
 			}
 			requireNoStateLeft(t, e.state)
+		})
+	}
+}
+
+// NodeExpandVolume gets the tracked paths only when no link was planted
+// on the way to them since the mount.
+func TestMounter_ExpandVolume_PlantedSymlink(t *testing.T) {
+	for _, rel := range []string{"per-alloc/a1", "staging/" + testNS} {
+		t.Run(rel, func(t *testing.T) {
+			e := newEnv(t, csi.NodeCapabilities{StageUnstageVolume: true, ExpandVolume: true})
+			e.volume("vol1")
+			m := e.mounter()
+			mustMount(t, m, mountReq("vol1", "a1"))
+			link := filepath.Join(e.root, filepath.FromSlash(rel))
+			plant(t, e.root, rel, t.TempDir(), filepath.Join(t.TempDir(), "moved"))
+			_, err := m.ExpandVolume(context.Background(), &mounter.ExpandRequest{Namespace: testNS, VolumeID: "vol1", RequiredBytes: 2 << 30})
+			requireUnsafe(t, err, link)
+			if n := e.p.CallCount(csitest.MethodNodeExpandVolume); n != 0 {
+				t.Errorf("%d NodeExpandVolume calls through a link", n)
+			}
 		})
 	}
 }

@@ -77,8 +77,8 @@ func plantAt(t *testing.T, tr *tree, outside, rel, what string) {
 		if err := os.MkdirAll(inner, 0o750); err != nil {
 			t.Fatal(err)
 		}
-		// Relative, so that RESOLVE_BENEATH alone would follow it (it
-		// refuses every absolute link).
+		// Relative, so that a resolver that only keeps to the root
+		// (os.Root) would follow it.
 		rel, err := filepath.Rel(filepath.Dir(p), inner)
 		if err != nil {
 			t.Fatal(err)
