@@ -550,6 +550,12 @@ func decodeEnvelopeBody(env envelope) (Command, error) {
 		return decodeBody[DeleteAllocations](env.Kind, body)
 	case KindSetCapacity:
 		return decodeBody[SetCapacity](env.Kind, body)
+	case KindSetVolumeHealth:
+		return decodeBody[SetVolumeHealth](env.Kind, body)
+	case KindFlagAttachmentVanished:
+		return decodeBody[FlagAttachmentVanished](env.Kind, body)
+	case KindAdoptAttachment:
+		return decodeBody[AdoptAttachment](env.Kind, body)
 	case KindBatch:
 		return decodeBody[Batch](env.Kind, body)
 	}

@@ -56,7 +56,7 @@ const (
 // it raises.
 func tableOf(t string) Table {
 	switch t {
-	case tVolumes:
+	case tVolumes, tHealth: // health.go says why
 		return TableVolumes
 	case tPlugins, tInstances, tCapacity: // capacity.go says why
 		return TablePlugins
@@ -112,6 +112,7 @@ func schema() *memdb.DBSchema {
 			iID: {Name: iID, Unique: true, Indexer: single(1, func(a *csi.Allocation) []string { return []string{a.ID} })},
 		}},
 		tCapacity: capacityTable(),
+		tHealth:   healthTable(),
 		tRefs: {Name: tRefs, Indexes: map[string]*memdb.IndexSchema{
 			iID: {Name: iID, Unique: true, Indexer: refKeyIndex{}},
 		}},

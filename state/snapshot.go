@@ -34,8 +34,8 @@ var ErrBadSnapshot = errors.New("bad state snapshot")
 // instances are not written: they are rebuilt from the node rows.
 //
 // Version 2 added attachment records (csi.Volume.Attachments), and later
-// capacity rows (table "capacity"), which older version 2 snapshots
-// simply lack. Version 1
+// capacity rows (table "capacity") and health rows (table "health"),
+// which older version 2 snapshots simply lack. Version 1
 // kept the publish context on each claim; it still restores, with the
 // attachments derived from the claims (see upgradeVolumeV1).
 const (
@@ -46,7 +46,7 @@ const (
 // snapshotTables are the tables whose rows are written, in order, after
 // the table indexes (table "index", one row per Table, ordered by name).
 func snapshotTables() []string {
-	return []string{tVolumes, tPlugins, tNodes, tAllocations, tCapacity}
+	return []string{tVolumes, tPlugins, tNodes, tAllocations, tCapacity, tHealth}
 }
 
 type snapshotHeader struct {
@@ -293,6 +293,8 @@ func restoreRow(txn *memdb.Txn, line []byte, version int, indexes map[Table]uint
 		obj, err = decodeRow[csi.Allocation](l.Row)
 	case tCapacity:
 		obj, err = decodeRow[capacityRow](l.Row)
+	case tHealth:
+		obj, err = decodeRow[VolumeHealth](l.Row)
 	default:
 		return fmt.Errorf("unknown table %q", l.Table)
 	}
@@ -358,6 +360,8 @@ func checkRow(obj any) error {
 		}
 	case *capacityRow:
 		return checkCapacityRow(r)
+	case *VolumeHealth:
+		return checkHealthRow(r)
 	}
 	return nil
 }

@@ -36,6 +36,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 	t.Run("Ownership", s.ownership)
 	t.Run("Placement", s.placement)
 	t.Run("Capacity", s.capacity)
+	t.Run("Health", s.health)
 	t.Run("Property", s.property)
 }
 
@@ -203,6 +204,7 @@ type view struct {
 	Allocations map[string]*csi.Allocation
 	// PastClaimVolumes is PastClaimVolumeIDs, checked against Volumes.
 	PastClaimVolumes []state.VolumeStamp
+	Healths          []*state.VolumeHealth `json:",omitempty"`
 }
 
 func (w *world) view(t reporter) view {
@@ -231,6 +233,9 @@ func (w *world) view(t reporter) view {
 	}
 	if v.Plugins, err = w.s.Plugins(); err != nil {
 		t.Fatalf("Plugins: %v", err)
+	}
+	if v.Healths, err = w.s.Healths(); err != nil {
+		t.Fatalf("Healths: %v", err)
 	}
 	for _, id := range slices.Sorted(maps.Keys(w.nodes)) {
 		n, err := w.s.Node(id)
@@ -274,6 +279,9 @@ func (w *world) checkVolumeLookups(t reporter, v view) {
 				nodes[c.NodeID] = true
 			}
 		}
+		for n := range vol.Attachments { // an adopted leak has no claim
+			nodes[n] = true
+		}
 		for n := range nodes {
 			byNode[n] = append(byNode[n], vol.Namespace+"/"+vol.ID)
 		}
@@ -284,7 +292,7 @@ func (w *world) checkVolumeLookups(t reporter, v view) {
 		want map[string][]string
 		what string
 	}{
-		{"VolumesByNode", w.s.VolumesByNode, byNode, "the volumes with a claim there"},
+		{"VolumesByNode", w.s.VolumesByNode, byNode, "the volumes with a claim or an attachment there"},
 		{"VolumesByPlugin", w.s.VolumesByPlugin, byPlugin, "the volumes of the plugin"},
 	}
 	for _, l := range lookups {
