@@ -78,7 +78,7 @@ func (l *logBuffer) String() string {
 // csi-n1, the fake's own node) and n2 (csi-n2), a controller on n1, and
 // allocations a1 on n1 and a2 on n2.
 type harness struct {
-	t       *testing.T
+	t       testing.TB
 	store   *state.MemStore
 	applier *countingApplier
 	clock   *clock.Fake
@@ -101,7 +101,7 @@ type options struct {
 	wrap     func(h *harness, s health.Store) health.Store
 }
 
-func newHarness(t *testing.T, o options) *harness {
+func newHarness(t testing.TB, o options) *harness {
 	t.Helper()
 	h := &harness{t: t, clock: clock.NewFake(t0), events: make(chan health.Event, 256), logs: &logBuffer{}, paths: map[string]string{}, caps: o.ctrl}
 	h.fake = csitest.Start(t, csitest.Config{Controller: o.ctrl, Node: o.node, NodeID: "csi-n1", VolumeStatus: csitest.StatusWithCondition})
