@@ -8,6 +8,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/clock"
+	"github.com/csikit/csikit/csi/metrics"
 	"github.com/csikit/csikit/state"
 )
 
@@ -62,6 +63,12 @@ type Config struct {
 	Observer Observer
 	// Logger; nil means no logging.
 	Logger hclog.Logger
+	// MetricSink receives the pass count and latency, one count per
+	// event by kind, and the number of abnormal volumes
+	// (metrics.Health…); nil emits nothing.
+	MetricSink metrics.Sink
+
+	metricsOn bool // MetricSink was set
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -92,6 +99,8 @@ func (c Config) withDefaults() (Config, error) {
 		c.CallTimeout = DefaultCallTimeout
 	}
 	c.Clock = clock.Or(c.Clock)
+	c.metricsOn = c.MetricSink != nil
+	c.MetricSink = metrics.Or(c.MetricSink)
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/clock"
+	"github.com/csikit/csikit/csi/metrics"
 	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/health"
@@ -99,6 +100,7 @@ type options struct {
 	node     csi.NodeCapabilities
 	pageSize int32
 	wrap     func(h *harness, s health.Store) health.Store
+	sink     metrics.Sink
 }
 
 func newHarness(t testing.TB, o options) *harness {
@@ -152,8 +154,9 @@ func newHarness(t testing.TB, o options) *harness {
 	h.m, err = health.New(health.Config{
 		Store: store, Applier: h.applier, Controllers: ctrls, Nodes: nodes,
 		Interval: time.Minute, PageSize: o.pageSize, LeakGrace: grace, Clock: h.clock,
-		Observer: health.ObserverFunc(func(e health.Event) { h.events <- e }),
-		Logger:   hclog.New(&hclog.LoggerOptions{Output: h.logs, Level: hclog.Info}),
+		Observer:   health.ObserverFunc(func(e health.Event) { h.events <- e }),
+		Logger:     hclog.New(&hclog.LoggerOptions{Output: h.logs, Level: hclog.Info}),
+		MetricSink: o.sink,
 	})
 	if err != nil {
 		t.Fatal(err)

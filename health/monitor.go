@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/metrics"
 	"github.com/csikit/csikit/state"
 )
 
@@ -72,6 +73,25 @@ type pass struct {
 // reports cannot be written; a plugin's failing calls are logged and
 // asked again on the next pass.
 func (m *Monitor) Pass(ctx context.Context) error {
+	start := time.Now()
+	err := m.pass(ctx)
+	if m.cfg.metricsOn {
+		m.cfg.MetricSink.IncrCounterWithLabels(metrics.HealthPasses, 1, []metrics.Label{{Name: "result", Value: metrics.Reason(err)}})
+		metrics.Since(m.cfg.MetricSink, metrics.HealthPassLatency, start)
+		if hs, err := m.cfg.Store.Healths(); err == nil {
+			n := 0
+			for _, h := range hs {
+				if h.Abnormal() {
+					n++
+				}
+			}
+			m.cfg.MetricSink.SetGauge(metrics.HealthAbnormal, float32(n))
+		}
+	}
+	return err
+}
+
+func (m *Monitor) pass(ctx context.Context) error {
 	plugins, err := m.cfg.Store.Plugins()
 	if err != nil {
 		return fmt.Errorf("health: list plugins: %w", err)
@@ -103,6 +123,7 @@ func (m *Monitor) Pass(ctx context.Context) error {
 		ps.reports = ps.reports[n:]
 	}
 	for _, e := range ps.events {
+		m.cfg.MetricSink.IncrCounterWithLabels(metrics.HealthResults, 1, []metrics.Label{{Name: "result", Value: e.Kind.String()}})
 		m.cfg.Observer.Observe(e)
 	}
 	return nil

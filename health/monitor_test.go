@@ -11,6 +11,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/metrics"
+	"github.com/csikit/csikit/csi/metrics/metricstest"
 	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/health"
@@ -188,5 +190,26 @@ func TestNew_Invalid(t *testing.T) {
 		if _, err := health.New(cfg); !errors.Is(err, csi.ErrInvalidRequest) {
 			t.Errorf("%s: New = %v, want ErrInvalidRequest", name, err)
 		}
+	}
+}
+
+func TestMonitor_Pass_Metrics(t *testing.T) {
+	rec := metricstest.New()
+	h := newHarness(t, options{ctrl: listVolume, sink: rec})
+	h.volume("v1")
+	h.volume("v2")
+	h.fake.SetVolumeCondition("ext-v1", true, "bad")
+	h.pass()
+	if got := rec.Counter(metricstest.Name(metrics.HealthResults, metrics.Label{Name: "result", Value: "abnormal"})); got != 1 {
+		t.Errorf("abnormal results = %v; names %v", got, rec.Names())
+	}
+	if got := rec.Counter(metricstest.Name(metrics.HealthPasses, metrics.Label{Name: "result", Value: "ok"})); got != 1 {
+		t.Errorf("passes = %v", got)
+	}
+	if g, ok := rec.Gauge(metricstest.Name(metrics.HealthAbnormal)); !ok || g != 1 {
+		t.Errorf("abnormal gauge = %v, %v", g, ok)
+	}
+	if rec.Samples(metricstest.Name(metrics.HealthPassLatency)) != 1 {
+		t.Error("no pass latency sample")
 	}
 }
