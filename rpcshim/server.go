@@ -11,6 +11,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/clock"
+	"github.com/csikit/csikit/csi/metrics"
 	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/state"
 )
@@ -35,6 +36,9 @@ type ServerConfig struct {
 	// deletes, so the plugin's capacity is read again (a
 	// *capacity.Refresher).
 	Capacity CapacityRefresher
+	// MetricSink counts claims taken and refused by reason
+	// (metrics.ClaimsTaken, metrics.ClaimsRefused); nil emits nothing.
+	MetricSink metrics.Sink
 }
 
 // CapacityRefresher is told when a plugin's capacity may have changed.
@@ -65,6 +69,7 @@ type Server struct {
 	logger  hclog.Logger
 	// capacity, if set, hears of each create and delete.
 	capacity CapacityRefresher
+	metrics  metrics.Sink
 
 	vols keyedLocks[volKey]
 }
@@ -94,6 +99,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		clock:    clock.Or(cfg.Clock),
 		logger:   cfg.Logger,
 		capacity: cfg.Capacity,
+		metrics:  metrics.Or(cfg.MetricSink),
 	}, nil
 }
 
