@@ -13,6 +13,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/clock"
+	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/examples/hostpathplugin/hostpath"
 	"github.com/csikit/csikit/examples/refserver/api"
 	"github.com/csikit/csikit/fingerprint"
@@ -56,6 +57,7 @@ func New(cfg Config) (*Agent, error) {
 		Interval: cfg.FingerprintInterval,
 		Clock:    cfg.Clock,
 		Logger:   cfg.Logger.Named("fingerprint"),
+		Client:   plugin.Config{MetricSink: cfg.MetricSink},
 	})
 	if err != nil {
 		return nil, err

@@ -36,6 +36,7 @@ func (s *Server) routes() http.Handler {
 	m.HandleFunc("PUT /v1/nodes/{id}/heartbeat", handle(s.heartbeat))
 	m.HandleFunc("DELETE /v1/nodes/{id}/heartbeat", handle(s.leave))
 	m.HandleFunc("PUT /v1/nodes/{id}/plugins", handle(s.reportPlugins))
+	m.Handle("GET /v1/metrics", s.cfg.Metrics.Handler())
 	if s.cfg.Internal != nil {
 		m.Handle(api.InternalPrefix, s.cfg.Internal)
 	}

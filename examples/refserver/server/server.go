@@ -12,6 +12,7 @@ import (
 
 	"github.com/csikit/csikit/claimgc"
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/health"
 	"github.com/csikit/csikit/rpcshim"
 	"github.com/csikit/csikit/state"
 )
@@ -27,6 +28,7 @@ type Server struct {
 	router    *rpcshim.Router
 	api       *rpcshim.Server
 	worker    *claimgc.Worker
+	health    *health.Monitor
 	handler   http.Handler
 
 	// stopping is closed when Run stops, and ends blocking queries so
@@ -63,15 +65,20 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.api, err = rpcshim.NewServer(rpcshim.ServerConfig{
 		Store: cfg.Store, Applier: cfg.Applier, Router: s.router, Logger: cfg.Logger.Named("endpoints"),
+		MetricSink: cfg.Metrics.Sink(),
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.worker, err = claimgc.New(claimgc.Config{
 		Store: cfg.Store, Applier: cfg.Applier, Nodes: s.router, Controllers: s.router, NodeStatuses: s,
-		Logger: cfg.Logger.Named("claimgc"), Observer: workerEvents{log: cfg.Events},
+		Logger:   cfg.Logger.Named("claimgc"),
+		Observer: observers{workerEvents{log: cfg.Events}, claimgc.MetricsObserver(cfg.Metrics.Sink())},
 	})
 	if err != nil {
+		return nil, err
+	}
+	if s.health, err = s.newMonitor(); err != nil {
 		return nil, err
 	}
 	s.handler = s.routes()
@@ -129,8 +136,12 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 	wctx, stopWorker := context.WithCancel(context.Background())
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- s.worker.Run(wctx) }()
+	healthDone := make(chan error, 1)
 	if !s.cfg.Follower {
 		s.worker.SetEnabled(true)
+		go func() { healthDone <- s.health.Run(wctx) }()
+	} else {
+		healthDone <- nil
 	}
 
 	srv := &http.Server{
@@ -164,6 +175,9 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 	stopWorker()
 	if werr := <-workerDone; werr != nil && err == nil {
 		err = werr
+	}
+	if herr := <-healthDone; herr != nil && err == nil {
+		err = herr
 	}
 	return err
 }
