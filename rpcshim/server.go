@@ -41,12 +41,6 @@ type ServerConfig struct {
 	MetricSink metrics.Sink
 }
 
-// CapacityRefresher is told when a plugin's capacity may have changed.
-// Refresh must not block.
-type CapacityRefresher interface {
-	Refresh(pluginID string)
-}
-
 // Server is csikit's server endpoints: the volume, plugin and claim
 // operations a host exposes through its own API. It reads from the
 // store, writes through the applier, and reaches plugins only through

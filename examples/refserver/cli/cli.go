@@ -136,6 +136,7 @@ func (e *env) groups() map[string][]subcommand {
 			{"delete", "delete a volume in its plugin and deregister it (or only deregister it)", e.volumeDelete},
 			{"status", "show the volumes, or one volume with its claims and attachments", e.volumeStatus},
 			{"place", "show which nodes can take a claim on a volume, and why not the others", e.volumePlace},
+			{"health", "list the volumes found abnormal or missing, where and since when", e.volumeHealth},
 		},
 		"plugin":  {{"status", "show the plugins, or one plugin with its instances", e.pluginStatus}},
 		"node":    {{"status", "show the nodes with their liveness and plugins", e.nodeStatus}},

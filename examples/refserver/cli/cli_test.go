@@ -278,6 +278,20 @@ func TestCLI_RegisterClaimStatusRelease(t *testing.T) {
 // and node-2 shows as down at once, without the server's clock moving.
 // Then the clock moves past the heartbeat TTL: node-1 (which
 // heartbeats) shows as ready, and a claim on node-2 is refused.
+func TestCLI_VolumeHealth(t *testing.T) {
+	c := startCluster(t)
+	c.ok(t, "volume", "create", "-plugin", "hostpath", "data")
+	if out := c.ok(t, "volume", "health"); out != "No abnormal volumes\n" {
+		t.Errorf("volume health = %q", out)
+	}
+	if out := c.ok(t, "volume", "status", "data"); !strings.Contains(out, "Health: nothing reported") {
+		t.Errorf("volume status shows no health line:\n%s", out)
+	}
+	if got := decodeJSON[[]any](t, c.ok(t, "volume", "health", "-all", "-json")); len(got) != 0 {
+		t.Errorf("health records of a new volume: %v", got)
+	}
+}
+
 func TestCLI_NodeStatus_HeartbeatExpired(t *testing.T) {
 	c := startCluster(t)
 	nodes := decodeJSON[[]*api.Node](t, c.ok(t, "node", "status", "-json"))

@@ -210,6 +210,10 @@ func (e *env) volumeStatus(ctx context.Context, args []string) int {
 		ratio(v.ControllersHealthy, v.ControllersExpected), ratio(v.NodesHealthy, v.NodesExpected)))
 	t.flush()
 	fmt.Fprintln(e.stdout)
+	if h, err := cl.VolumeHealth(ctx, namespace, v.ID); err == nil {
+		e.printHealth(h)
+		fmt.Fprintln(e.stdout)
+	}
 	if !v.InUse() {
 		fmt.Fprintln(e.stdout, "No claims")
 		return ExitOK
