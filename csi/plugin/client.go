@@ -64,6 +64,10 @@ type Config struct {
 	// MetricSink receives a count and a latency sample per call attempt
 	// by method and gRPC code (metrics.PluginRPC); nil emits nothing.
 	MetricSink metrics.Sink
+	// MetricLabels are added to every metric the client emits, such as
+	// the plugin's ID (fingerprint.Manager sets "plugin"). Keep them
+	// bounded.
+	MetricLabels []metrics.Label
 }
 
 // Client is a gRPC client of one CSI plugin socket. It implements
@@ -124,7 +128,7 @@ func New(cfg Config) (*Client, error) {
 	}
 	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
 	if cfg.MetricSink != nil {
-		dialOpts = append(dialOpts, grpc.WithChainUnaryInterceptor(metricsInterceptor(cfg.MetricSink)))
+		dialOpts = append(dialOpts, grpc.WithChainUnaryInterceptor(metricsInterceptor(cfg.MetricSink, cfg.MetricLabels)))
 	}
 	conn, err := grpc.NewClient("unix://"+socket, append(dialOpts,
 		// A local socket is either there or not: reconnect quickly when a

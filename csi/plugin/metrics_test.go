@@ -15,7 +15,8 @@ import (
 func TestClient_MetricSink(t *testing.T) {
 	p := csitest.Start(t, csitest.Config{})
 	rec := metricstest.New()
-	c, err := plugin.New(plugin.Config{Endpoint: p.Addr(), MetricSink: rec, MaxRetries: -1})
+	c, err := plugin.New(plugin.Config{Endpoint: p.Addr(), MetricSink: rec, MaxRetries: -1,
+		MetricLabels: []metrics.Label{{Name: "plugin", Value: "p1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,8 +29,9 @@ func TestClient_MetricSink(t *testing.T) {
 	if _, err := c.Probe(ctx); err == nil {
 		t.Fatal("Probe did not fail")
 	}
-	ok := []metrics.Label{{Name: "method", Value: "Probe"}, {Name: "code", Value: "OK"}}
-	bad := []metrics.Label{{Name: "method", Value: "Probe"}, {Name: "code", Value: "Unavailable"}}
+	p1 := metrics.Label{Name: "plugin", Value: "p1"}
+	ok := []metrics.Label{{Name: "method", Value: "Probe"}, {Name: "code", Value: "OK"}, p1}
+	bad := []metrics.Label{{Name: "method", Value: "Probe"}, {Name: "code", Value: "Unavailable"}, p1}
 	if got := rec.Counter(metricstest.Name(metrics.PluginRPC, ok...)); got != 1 {
 		t.Errorf("OK count = %v, names %v", got, rec.Names())
 	}
