@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -289,6 +290,12 @@ func TestCLI_VolumeHealth(t *testing.T) {
 	}
 	if got := decodeJSON[[]any](t, c.ok(t, "volume", "health", "-all", "-json")); len(got) != 0 {
 		t.Errorf("health records of a new volume: %v", got)
+	}
+	// The demo's agents emit their plugin calls into the server's
+	// metrics: plugin status shows them with their error rate.
+	out := c.ok(t, "plugin", "status", "hostpath")
+	if !regexp.MustCompile(`(?m)^CreateVolume +1 +0 +0\.0%$`).MatchString(out) {
+		t.Errorf("plugin status shows no RPC error rates:\n%s", out)
 	}
 }
 

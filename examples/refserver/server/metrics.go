@@ -2,7 +2,10 @@ package server
 
 import (
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
+	"strings"
 	"time"
 
 	gmprom "github.com/hashicorp/go-metrics/prometheus"
@@ -10,7 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/csikit/csikit/claimgc"
+	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/metrics"
+	"github.com/csikit/csikit/examples/refserver/api"
 )
 
 // Metrics is where the server's parts (and, in the demo, the agents in
@@ -63,4 +68,60 @@ func (o observers) QueueChanged(ready, running, waiting int) {
 	for _, x := range o {
 		x.QueueChanged(ready, running, waiting)
 	}
+}
+
+// pluginRPC sums the plugin's call counters by method.
+func (m *Metrics) pluginRPC(pluginID string) ([]api.RPCStat, error) {
+	fams, err := m.reg.Gather()
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	byMethod := map[string]*api.RPCStat{}
+	name := strings.Join(metrics.PluginRPC, "_")
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, s := range f.GetMetric() {
+			var method, code, plugin string
+			for _, l := range s.GetLabel() {
+				switch l.GetName() {
+				case "method":
+					method = l.GetValue()
+				case "code":
+					code = l.GetValue()
+				case "plugin":
+					plugin = l.GetValue()
+				}
+			}
+			if plugin != pluginID {
+				continue
+			}
+			st := byMethod[method]
+			if st == nil {
+				st = &api.RPCStat{Method: method}
+				byMethod[method] = st
+			}
+			n := int64(s.GetCounter().GetValue())
+			st.Calls += n
+			if code != "OK" {
+				st.Errors += n
+			}
+		}
+	}
+	out := make([]api.RPCStat, 0, len(byMethod))
+	for _, k := range slices.Sorted(maps.Keys(byMethod)) {
+		out = append(out, *byMethod[k])
+	}
+	return out, nil
+}
+
+// getPluginRPC answers GET /v1/plugins/{id}/rpc.
+func (s *Server) getPluginRPC(_ http.ResponseWriter, r *http.Request) ([]api.RPCStat, uint64, error) {
+	id := r.PathValue("id")
+	if err := csi.ValidatePluginID(id); err != nil {
+		return nil, 0, err
+	}
+	out, err := s.cfg.Metrics.pluginRPC(id)
+	return out, 0, err
 }
