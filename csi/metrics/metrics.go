@@ -47,9 +47,10 @@ var (
 	WorkerQueueDepth = []string{"csikit", "worker", "queue_depth"}
 	WorkerRetries    = []string{"csikit", "worker", "retries"}
 
-	// MountsStaged and MountsPublished count NodeStageVolume and
-	// NodePublishVolume calls that succeeded on a node.
-	MountsStaged    = []string{"csikit", "mounts", "staged"}
+	// MountsPublished counts the mounts a node agent made for an
+	// allocation (mounter.MountVolume succeeded), label plugin. The
+	// stagings are PluginRPC's NodeStageVolume calls answered OK: the
+	// mounter stages a volume once for all its publications.
 	MountsPublished = []string{"csikit", "mounts", "published"}
 
 	// HealthResults counts the health monitor's findings, label result

@@ -13,6 +13,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/clock"
+	"github.com/csikit/csikit/csi/metrics"
 	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/examples/hostpathplugin/hostpath"
 	"github.com/csikit/csikit/examples/refserver/api"
@@ -406,6 +407,9 @@ func (a *Agent) mount(ctx context.Context, req *api.NodeMountRequest) (*api.Node
 		return nil, err
 	}
 	a.cfg.Events.Printf(a.cfg.NodeID, "mounted %s for %s at %s", req.Volume.ID, req.Claim.AllocationID, info.Path)
+	if a.cfg.MetricSink != nil {
+		a.cfg.MetricSink.IncrCounterWithLabels(metrics.MountsPublished, 1, []metrics.Label{{Name: "plugin", Value: req.Volume.PluginID}})
+	}
 	return &api.NodeMountResponse{Path: info.Path, Usage: info.Usage.String()}, nil
 }
 
