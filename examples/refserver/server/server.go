@@ -12,7 +12,6 @@ import (
 
 	"github.com/csikit/csikit/claimgc"
 	"github.com/csikit/csikit/csi"
-	"github.com/csikit/csikit/health"
 	"github.com/csikit/csikit/rpcshim"
 	"github.com/csikit/csikit/state"
 )
@@ -28,7 +27,7 @@ type Server struct {
 	router    *rpcshim.Router
 	api       *rpcshim.Server
 	worker    *claimgc.Worker
-	health    *health.Monitor
+	health    *healthRunner
 	handler   http.Handler
 
 	// stopping is closed when Run stops, and ends blocking queries so
@@ -78,9 +77,10 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if s.health, err = s.newMonitor(); err != nil {
+	if _, err := s.newMonitor(); err != nil { // check the config once
 		return nil, err
 	}
+	s.health = &healthRunner{newMonitor: s.newMonitor, logger: cfg.Logger, leading: !cfg.Follower}
 	s.handler = s.routes()
 	return s, nil
 }
@@ -101,12 +101,13 @@ func (s *Server) NodeStatus(_ context.Context, nodeID string) (csi.NodeStatus, e
 	return s.live.Status(nodeID, s.cfg.Now()), nil
 }
 
-// SetLeader turns the claim release worker on (this server leads) or
-// off (it follows). It is the one switch a replicated host flips on
+// SetLeader turns the claim release worker and the health monitor on
+// (this server leads) or off (it follows). It is the one switch a replicated host flips on
 // leadership changes; a single server is its own leader unless
 // Config.Follower is set.
 func (s *Server) SetLeader(leader bool) {
 	s.worker.SetEnabled(leader)
+	s.health.setLeader(leader)
 	if leader {
 		s.cfg.Events.Printf("server", "leading: the claim release worker is on")
 	} else {
@@ -136,13 +137,10 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 	wctx, stopWorker := context.WithCancel(context.Background())
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- s.worker.Run(wctx) }()
-	healthDone := make(chan error, 1)
 	if !s.cfg.Follower {
 		s.worker.SetEnabled(true)
-		go func() { healthDone <- s.health.Run(wctx) }()
-	} else {
-		healthDone <- nil
 	}
+	s.health.open()
 
 	srv := &http.Server{
 		Handler:           s.handler,
@@ -176,9 +174,7 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 	if werr := <-workerDone; werr != nil && err == nil {
 		err = werr
 	}
-	if herr := <-healthDone; herr != nil && err == nil {
-		err = herr
-	}
+	s.health.close()
 	return err
 }
 
