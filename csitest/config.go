@@ -210,6 +210,8 @@ const (
 	// SetVolumeCondition says otherwise) as field 2 of the status, the
 	// way a plugin built on CSI 1.3 to 1.12 with VOLUME_CONDITION sends
 	// it; spec 1.13 removed the field and reserved its number.
+	// ListVolumes entries carry it too, in a status of their own when
+	// LIST_VOLUMES_PUBLISHED_NODES is not advertised.
 	StatusWithCondition
 	// StatusAbsent replies with no status at all.
 	StatusAbsent

@@ -8,7 +8,6 @@ import (
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/csikit/csikit/csi/plugin"
@@ -238,6 +237,12 @@ func (s controllerServer) ListVolumes(_ context.Context, req *csipb.ListVolumesR
 		if p.ctrlCaps.ListVolumesPublishedNodes {
 			e.Status = &csipb.ListVolumesResponse_VolumeStatus{PublishedNodeIds: v.attachedNodes()}
 		}
+		if p.volumeStatus == StatusWithCondition {
+			if e.Status == nil {
+				e.Status = &csipb.ListVolumesResponse_VolumeStatus{}
+			}
+			setLegacyCondition(e.Status, v.abnormal, v.conditionMessage)
+		}
 		resp.Entries = append(resp.Entries, e)
 	}
 	return resp, nil
@@ -328,26 +333,6 @@ func (s controllerServer) ControllerGetVolume(_ context.Context, req *csipb.Cont
 		setLegacyCondition(resp.Status, v.abnormal, v.conditionMessage)
 	}
 	return resp, nil
-}
-
-// setLegacyCondition adds the volume condition to status as a plugin of
-// CSI 1.3 to 1.12 encodes it: field 2, a VolumeCondition message of
-// abnormal (field 1, bool) and message (field 2, string). The spec types
-// of 1.13 have no such field, so it travels as an unknown field, which
-// protobuf marshals as it is.
-func setLegacyCondition(status *csipb.ControllerGetVolumeResponse_VolumeStatus, abnormal bool, message string) {
-	var cond []byte
-	if abnormal {
-		cond = protowire.AppendTag(cond, 1, protowire.VarintType)
-		cond = protowire.AppendVarint(cond, 1)
-	}
-	if message != "" {
-		cond = protowire.AppendTag(cond, 2, protowire.BytesType)
-		cond = protowire.AppendString(cond, message)
-	}
-	b := protowire.AppendTag(nil, 2, protowire.BytesType)
-	b = protowire.AppendBytes(b, cond)
-	status.ProtoReflect().SetUnknown(b)
 }
 
 func (s controllerServer) ControllerModifyVolume(_ context.Context, req *csipb.ControllerModifyVolumeRequest) (*csipb.ControllerModifyVolumeResponse, error) {

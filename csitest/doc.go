@@ -108,6 +108,9 @@
 // change what the plugin reports, and Stop and Restart simulate a crash: in-flight calls fail,
 // the socket goes away, and the model, knobs and logs survive. A panic in
 // a handler or hook answers Internal instead of crashing the test.
+// SetNodeVolumeCondition and SetVolumeUsage change what NodeGetVolumeStats
+// reports, and AttachOutOfBand and DropAttachment make the backend's
+// attachments drift from the CO's records: a leak, or one that vanished.
 //
 // # Call log
 //

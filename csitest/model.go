@@ -30,6 +30,7 @@ type volume struct {
 	pool              int // index in p.pools, or noPool
 	abnormal          bool
 	conditionMessage  string
+	health            volumeHealth            // node-side condition and usage (health.go)
 	attachments       map[string]*attachment  // by CSI node ID
 	staged            map[string]*staging     // by staging path
 	published         map[string]*publication // by target path

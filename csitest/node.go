@@ -299,11 +299,7 @@ func (s nodeServer) NodeGetVolumeStats(_ context.Context, req *csipb.NodeGetVolu
 	if err != nil {
 		return nil, err
 	}
-	return &csipb.NodeGetVolumeStatsResponse{Usage: []*csipb.VolumeUsage{{
-		Unit:      csipb.VolumeUsage_BYTES,
-		Total:     v.capacity,
-		Available: v.capacity,
-	}}}, nil
+	return p.volumeStatsLocked(v), nil
 }
 
 // nodePathLocked finds a volume staged or published at path; p.mu is

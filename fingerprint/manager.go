@@ -3,6 +3,7 @@ package fingerprint
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/backoff"
 	"github.com/csikit/csikit/csi/clock"
+	"github.com/csikit/csikit/csi/metrics"
 	"github.com/csikit/csikit/csi/plugin"
 )
 
@@ -89,6 +91,7 @@ type Config struct {
 	// brings its socket); a nil Logger means a sub-logger of Logger, a
 	// nil Clock means Clock. Other zero fields take plugin's defaults.
 	// The clients also serve the NodePlugin and ControllerPlugin lookups.
+	// Each client's metrics get a "plugin" label with its plugin ID.
 	Client plugin.Config
 }
 
@@ -271,6 +274,7 @@ func (m *Manager) Register(inst Instance) error {
 	// free either.
 	ccfg := m.cfg.Client
 	ccfg.Endpoint = inst.Socket
+	ccfg.MetricLabels = append(slices.Clip(ccfg.MetricLabels), metrics.Label{Name: "plugin", Value: inst.PluginID})
 	client, err := plugin.New(ccfg)
 	if err != nil {
 		return fmt.Errorf("register plugin %q (allocation %q) on node %q: %w", inst.PluginID, inst.AllocationID, m.cfg.NodeID, err)

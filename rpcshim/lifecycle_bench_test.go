@@ -79,7 +79,7 @@ func BenchmarkServer_Lifecycle(b *testing.B) {
 
 // lifecycleOnce runs one volume's lifecycle through the server and the
 // Worker and returns the wall time of each step.
-func lifecycleOnce(b *testing.B, ctx context.Context, e *srvEnv, i int) map[string]time.Duration {
+func lifecycleOnce(b testing.TB, ctx context.Context, e *srvEnv, i int) map[string]time.Duration {
 	id := fmt.Sprintf("vol-%d", i)
 	a1, a2 := fmt.Sprintf("a%d-1", i), fmt.Sprintf("a%d-2", i)
 	e.allocs(a1, "n2", a2, "n2")
@@ -114,7 +114,7 @@ func lifecycleOnce(b *testing.B, ctx context.Context, e *srvEnv, i int) map[stri
 
 // waitUnclaimed blocks until volume id has no claim, as a host waiting
 // for a release does: a blocking query on the volume table.
-func waitUnclaimed(b *testing.B, ctx context.Context, e *srvEnv, id string, idx uint64) {
+func waitUnclaimed(b testing.TB, ctx context.Context, e *srvEnv, id string, idx uint64) {
 	for {
 		var err error
 		if idx, err = e.store.Wait(ctx, state.TableVolumes, idx); err != nil {

@@ -26,6 +26,7 @@ func (e *NodeEndpoint) handleControllerCalls() {
 	handleController(e, MethodControllerCreateSnapshot, "CreateSnapshot", createSnapshot)
 	handleController(e, MethodControllerDeleteSnapshot, "DeleteSnapshot", deleteSnapshot)
 	handleController(e, MethodControllerListSnapshots, "ListSnapshots", listSnapshots)
+	e.handleHealthCalls()
 }
 
 // controllerCall is the plugin call of one controller method.

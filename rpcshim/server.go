@@ -10,6 +10,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/clock"
+	"github.com/csikit/csikit/csi/metrics"
 	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/state"
 )
@@ -34,12 +35,9 @@ type ServerConfig struct {
 	// deletes, so the plugin's capacity is read again (a
 	// *capacity.Refresher).
 	Capacity CapacityRefresher
-}
-
-// CapacityRefresher is told when a plugin's capacity may have changed.
-// Refresh must not block.
-type CapacityRefresher interface {
-	Refresh(pluginID string)
+	// MetricSink counts claims taken and refused by reason
+	// (metrics.ClaimsTaken, metrics.ClaimsRefused); nil emits nothing.
+	MetricSink metrics.Sink
 }
 
 // Server is csikit's server endpoints: the volume, plugin and claim
@@ -64,6 +62,7 @@ type Server struct {
 	logger  hclog.Logger
 	// capacity, if set, hears of each create and delete.
 	capacity CapacityRefresher
+	metrics  metrics.Sink
 
 	vols keyedLocks[volKey]
 	// snaps serializes the operations of one snapshot; taken before
@@ -96,6 +95,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		clock:    clock.Or(cfg.Clock),
 		logger:   cfg.Logger,
 		capacity: cfg.Capacity,
+		metrics:  metrics.Or(cfg.MetricSink),
 	}, nil
 }
 

@@ -61,6 +61,7 @@ func (s *Server) Claim(ctx context.Context, req *VolumeClaimRequest) (*VolumeCla
 	defer unlock()
 
 	res, err := s.applier.Apply(ctx, state.ClaimVolume{Namespace: req.Namespace, VolumeID: req.VolumeID, Claim: req.Claim})
+	s.countClaim(res, err)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}

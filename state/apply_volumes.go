@@ -83,6 +83,9 @@ func (w *writer) deleteVolume(v *csi.Volume) error {
 	if len(v.PastClaims) > 0 {
 		w.past = true
 	}
+	if err := w.dropHealth(v.Namespace, v.ID); err != nil {
+		return err
+	}
 	return w.delete(tVolumes, v)
 }
 

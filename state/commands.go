@@ -554,6 +554,12 @@ func decodeEnvelopeBody(env envelope) (Command, error) {
 		return decodeBody[RegisterSnapshot](env.Kind, body)
 	case KindDeleteSnapshot:
 		return decodeBody[DeleteSnapshot](env.Kind, body)
+	case KindSetVolumeHealth:
+		return decodeBody[SetVolumeHealth](env.Kind, body)
+	case KindFlagAttachmentVanished:
+		return decodeBody[FlagAttachmentVanished](env.Kind, body)
+	case KindAdoptAttachment:
+		return decodeBody[AdoptAttachment](env.Kind, body)
 	case KindBatch:
 		return decodeBody[Batch](env.Kind, body)
 	case KindRequestExpansion, KindRecordControllerExpansion, KindRecordNodeExpansion,

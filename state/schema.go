@@ -56,7 +56,7 @@ const (
 // it raises.
 func tableOf(t string) Table {
 	switch t {
-	case tVolumes, tSnapshots: // snapshots.go says why
+	case tVolumes, tSnapshots, tHealth: // snapshots.go and health.go say why
 		return TableVolumes
 	case tPlugins, tInstances, tCapacity: // capacity.go says why
 		return TablePlugins
@@ -113,6 +113,7 @@ func schema() *memdb.DBSchema {
 		}},
 		tCapacity:  capacityTable(),
 		tSnapshots: snapshotTable(),
+		tHealth:    healthTable(),
 		tRefs: {Name: tRefs, Indexes: map[string]*memdb.IndexSchema{
 			iID: {Name: iID, Unique: true, Indexer: refKeyIndex{}},
 		}},

@@ -34,8 +34,9 @@ var ErrBadSnapshot = errors.New("bad state snapshot")
 // instances are not written: they are rebuilt from the node rows.
 //
 // Version 2 added attachment records (csi.Volume.Attachments), and later
-// capacity rows (table "capacity") and snapshot records (table
-// "snapshots"), which older version 2 snapshots simply lack. Version 1
+// capacity rows (table "capacity"), snapshot records (table
+// "snapshots") and health rows (table "health"), which older version 2
+// snapshots simply lack. Version 1
 // kept the publish context on each claim; it still restores, with the
 // attachments derived from the claims (see upgradeVolumeV1).
 const (
@@ -46,7 +47,7 @@ const (
 // snapshotTables are the tables whose rows are written, in order, after
 // the table indexes (table "index", one row per Table, ordered by name).
 func snapshotTables() []string {
-	return []string{tVolumes, tPlugins, tNodes, tAllocations, tCapacity, tSnapshots}
+	return []string{tVolumes, tPlugins, tNodes, tAllocations, tCapacity, tSnapshots, tHealth}
 }
 
 type snapshotHeader struct {
@@ -295,6 +296,8 @@ func restoreRow(txn *memdb.Txn, line []byte, version int, indexes map[Table]uint
 		obj, err = decodeRow[capacityRow](l.Row)
 	case tSnapshots:
 		obj, err = decodeRow[csi.Snapshot](l.Row)
+	case tHealth:
+		obj, err = decodeRow[VolumeHealth](l.Row)
 	default:
 		return fmt.Errorf("unknown table %q", l.Table)
 	}
@@ -362,6 +365,8 @@ func checkRow(obj any) error {
 		return checkCapacityRow(r)
 	case *csi.Snapshot:
 		return checkSnapshotRow(r)
+	case *VolumeHealth:
+		return checkHealthRow(r)
 	}
 	return nil
 }

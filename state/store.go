@@ -54,8 +54,9 @@ type VolumeReader interface {
 	// VolumesByPlugin returns the volumes of one plugin, copies the
 	// caller owns.
 	VolumesByPlugin(pluginID string) ([]*csi.Volume, error)
-	// VolumesByNode returns the volumes with a claim, live or past, on a
-	// node, copies the caller owns. It reads an index: its cost does not
+	// VolumesByNode returns the volumes with a claim, live or past, or
+	// an attachment record (an adopted leak has no claim) on a node,
+	// copies the caller owns. It reads an index: its cost does not
 	// grow with the number of nodes or volumes in the store.
 	VolumesByNode(nodeID string) ([]*csi.Volume, error)
 	// VolumesWithPastClaims returns the volumes that hold at least one
@@ -178,6 +179,7 @@ type Reader interface {
 	PlacementReader
 	CapacityReader
 	SnapshotReader
+	HealthReader
 	Watcher
 }
 

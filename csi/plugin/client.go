@@ -19,6 +19,7 @@ import (
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/backoff"
 	"github.com/csikit/csikit/csi/clock"
+	"github.com/csikit/csikit/csi/metrics"
 )
 
 // Defaults used when the corresponding Config field is zero.
@@ -60,6 +61,13 @@ type Config struct {
 	// Backoff spaces the retries; the zero value is backoff's default
 	// (100ms doubling up to 30s, 20% jitter).
 	Backoff backoff.Policy
+	// MetricSink receives a count and a latency sample per call attempt
+	// by method and gRPC code (metrics.PluginRPC); nil emits nothing.
+	MetricSink metrics.Sink
+	// MetricLabels are added to every metric the client emits, such as
+	// the plugin's ID (fingerprint.Manager sets "plugin"). Keep them
+	// bounded.
+	MetricLabels []metrics.Label
 }
 
 // Client is a gRPC client of one CSI plugin socket. It implements
@@ -118,8 +126,11 @@ func New(cfg Config) (*Client, error) {
 	case c.maxRetries < 0:
 		c.maxRetries = 0
 	}
-	conn, err := grpc.NewClient("unix://"+socket,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+	dialOpts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if cfg.MetricSink != nil {
+		dialOpts = append(dialOpts, grpc.WithChainUnaryInterceptor(metricsInterceptor(cfg.MetricSink, cfg.MetricLabels)))
+	}
+	conn, err := grpc.NewClient("unix://"+socket, append(dialOpts,
 		// A local socket is either there or not: reconnect quickly when a
 		// plugin (re)starts rather than after grpc's default of up to
 		// two minutes.
@@ -132,7 +143,7 @@ func New(cfg Config) (*Client, error) {
 			},
 			MinConnectTimeout: 5 * time.Second,
 		}),
-	)
+	)...)
 	if err != nil {
 		return nil, fmt.Errorf("plugin client for %s: %w", socket, err)
 	}

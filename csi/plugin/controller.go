@@ -124,6 +124,10 @@ type VolumeEntry struct {
 	// PublishedNodeIDs are the CSI node IDs the volume is published to
 	// (LIST_VOLUMES_PUBLISHED_NODES).
 	PublishedNodeIDs []string
+	// Condition is the volume's health from a plugin built on CSI 1.3
+	// to 1.12 that advertises VOLUME_CONDITION (field 2 of the entry's
+	// status, removed in 1.13); nil when it sent none.
+	Condition *VolumeCondition
 }
 
 // ControllerExpandRequest asks the controller to grow a volume.

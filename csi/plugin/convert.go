@@ -225,10 +225,18 @@ func listVolumesResponseFromPB(r *csipb.ListVolumesResponse) (*ListVolumesRespon
 		if e.GetVolume().GetVolumeId() == "" {
 			return nil, &ResponseError{Method: "ListVolumes", Reason: fmt.Sprintf("entry %d has no volume ID", i)}
 		}
-		out.Entries = append(out.Entries, VolumeEntry{
+		entry := VolumeEntry{
 			Volume:           volumeFromPB(e.GetVolume()),
 			PublishedNodeIDs: e.GetStatus().GetPublishedNodeIds(),
-		})
+		}
+		if st := e.GetStatus(); st != nil {
+			cond, err := legacyConditionFromPB(st)
+			if err != nil {
+				return nil, &ResponseError{Method: "ListVolumes", Reason: fmt.Sprintf("entry %d (volume %q): %v", i, entry.Volume.ExternalID, err)}
+			}
+			entry.Condition = cond
+		}
+		out.Entries = append(out.Entries, entry)
 	}
 	return out, nil
 }
@@ -331,8 +339,12 @@ func listSnapshotsResponseFromPB(r *csipb.ListSnapshotsResponse) *ListSnapshotsR
 	return out
 }
 
-func volumeStatsFromPB(r *csipb.NodeGetVolumeStatsResponse) *VolumeStats {
-	out := &VolumeStats{}
+func volumeStatsFromPB(r *csipb.NodeGetVolumeStatsResponse) (*VolumeStats, error) {
+	cond, err := legacyConditionFromPB(r)
+	if err != nil {
+		return nil, &ResponseError{Method: "NodeGetVolumeStats", Reason: err.Error()}
+	}
+	out := &VolumeStats{Condition: cond}
 	for _, u := range r.GetUsage() {
 		x := &Usage{Available: u.GetAvailable(), Total: u.GetTotal(), Used: u.GetUsed()}
 		switch u.GetUnit() {
@@ -342,7 +354,7 @@ func volumeStatsFromPB(r *csipb.NodeGetVolumeStatsResponse) *VolumeStats {
 			out.Inodes = x
 		}
 	}
-	return out
+	return out, nil
 }
 
 func (r *ControllerPublishRequest) toPB() *csipb.ControllerPublishVolumeRequest {

@@ -341,13 +341,18 @@ func TestConvert_Responses(t *testing.T) {
 			AccessibleTopology: &csi.Topology{Segments: map[string]string{"zone": "a"}}}, got)
 	})
 	t.Run("volume stats", func(t *testing.T) {
-		got := volumeStatsFromPB(&csipb.NodeGetVolumeStatsResponse{Usage: []*csipb.VolumeUsage{
+		stats := func(r *csipb.NodeGetVolumeStatsResponse) *VolumeStats {
+			got, err := volumeStatsFromPB(r)
+			must(t, err == nil, "unexpected error: %v", err)
+			return got
+		}
+		got := stats(&csipb.NodeGetVolumeStatsResponse{Usage: []*csipb.VolumeUsage{
 			{Unit: csipb.VolumeUsage_BYTES, Available: 1, Total: 3, Used: 2},
 			{Unit: csipb.VolumeUsage_INODES, Available: 10, Total: 30, Used: 20},
 			{Unit: csipb.VolumeUsage_UNKNOWN, Total: 99},
 		}})
 		eq(t, &VolumeStats{Bytes: &Usage{1, 3, 2}, Inodes: &Usage{10, 30, 20}}, got)
-		eq(t, &VolumeStats{}, volumeStatsFromPB(&csipb.NodeGetVolumeStatsResponse{}))
+		eq(t, &VolumeStats{}, stats(&csipb.NodeGetVolumeStatsResponse{}))
 	})
 	t.Run("snapshot", func(t *testing.T) {
 		at := time.Date(2025, 3, 4, 5, 6, 7, 8, time.UTC)

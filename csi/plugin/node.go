@@ -86,6 +86,11 @@ type NodeVolumeStatsRequest struct {
 type VolumeStats struct {
 	Bytes  *Usage
 	Inodes *Usage
+	// Condition is the volume's health as the node sees it, nil when
+	// the plugin reported none. Like VolumeStatus.Condition it is the
+	// field CSI 1.13 removed (number 2 of the response), which plugins
+	// built on spec 1.3 to 1.12 with VOLUME_CONDITION still send.
+	Condition *VolumeCondition
 }
 
 // Usage is the use of one resource (bytes or inodes) of a volume.
@@ -165,7 +170,8 @@ func (c *Client) NodeExpandVolume(ctx context.Context, r *NodeExpandRequest) (in
 	return resp.GetCapacityBytes(), nil
 }
 
-// NodeGetVolumeStats returns a published volume's usage.
+// NodeGetVolumeStats returns a published volume's usage and, from a
+// plugin that sends one, its condition.
 func (c *Client) NodeGetVolumeStats(ctx context.Context, r *NodeVolumeStatsRequest) (*VolumeStats, error) {
 	if err := r.validate(); err != nil {
 		return nil, err
@@ -174,5 +180,5 @@ func (c *Client) NodeGetVolumeStats(ctx context.Context, r *NodeVolumeStatsReque
 	if err := c.call(ctx, csipb.Node_NodeGetVolumeStats_FullMethodName, nil, r.toPB(), resp); err != nil {
 		return nil, err
 	}
-	return volumeStatsFromPB(resp), nil
+	return volumeStatsFromPB(resp)
 }

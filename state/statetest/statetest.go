@@ -38,6 +38,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 	t.Run("Capacity", s.capacity)
 	t.Run("Expansion", s.expansions)
 	t.Run("VolumeSnapshot", s.volumeSnapshots)
+	t.Run("Health", s.health)
 	t.Run("Property", s.property)
 }
 
@@ -207,6 +208,7 @@ type view struct {
 	PastClaimVolumes []state.VolumeStamp
 	// Snapshots are the snapshot records (volumesnapshots.go).
 	Snapshots []*csi.Snapshot
+	Healths   []*state.VolumeHealth `json:",omitempty"`
 }
 
 func (w *world) view(t reporter) view {
@@ -235,6 +237,9 @@ func (w *world) view(t reporter) view {
 	}
 	if v.Plugins, err = w.s.Plugins(); err != nil {
 		t.Fatalf("Plugins: %v", err)
+	}
+	if v.Healths, err = w.s.Healths(); err != nil {
+		t.Fatalf("Healths: %v", err)
 	}
 	for _, id := range slices.Sorted(maps.Keys(w.nodes)) {
 		n, err := w.s.Node(id)
@@ -281,6 +286,9 @@ func (w *world) checkVolumeLookups(t reporter, v view) {
 				nodes[c.NodeID] = true
 			}
 		}
+		for n := range vol.Attachments { // an adopted leak has no claim
+			nodes[n] = true
+		}
 		for n := range nodes {
 			byNode[n] = append(byNode[n], vol.Namespace+"/"+vol.ID)
 		}
@@ -291,7 +299,7 @@ func (w *world) checkVolumeLookups(t reporter, v view) {
 		want map[string][]string
 		what string
 	}{
-		{"VolumesByNode", w.s.VolumesByNode, byNode, "the volumes with a claim there"},
+		{"VolumesByNode", w.s.VolumesByNode, byNode, "the volumes with a claim or an attachment there"},
 		{"VolumesByPlugin", w.s.VolumesByPlugin, byPlugin, "the volumes of the plugin"},
 	}
 	for _, l := range lookups {

@@ -13,6 +13,8 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/clock"
+	"github.com/csikit/csikit/csi/metrics"
+	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/examples/hostpathplugin/hostpath"
 	"github.com/csikit/csikit/examples/refserver/api"
 	"github.com/csikit/csikit/fingerprint"
@@ -56,6 +58,7 @@ func New(cfg Config) (*Agent, error) {
 		Interval: cfg.FingerprintInterval,
 		Clock:    cfg.Clock,
 		Logger:   cfg.Logger.Named("fingerprint"),
+		Client:   plugin.Config{MetricSink: cfg.MetricSink},
 	})
 	if err != nil {
 		return nil, err
@@ -404,6 +407,9 @@ func (a *Agent) mount(ctx context.Context, req *api.NodeMountRequest) (*api.Node
 		return nil, err
 	}
 	a.cfg.Events.Printf(a.cfg.NodeID, "mounted %s for %s at %s", req.Volume.ID, req.Claim.AllocationID, info.Path)
+	if a.cfg.MetricSink != nil {
+		a.cfg.MetricSink.IncrCounterWithLabels(metrics.MountsPublished, 1, []metrics.Label{{Name: "plugin", Value: req.Volume.PluginID}})
+	}
 	return &api.NodeMountResponse{Path: info.Path, Usage: info.Usage.String()}, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/clock"
+	"github.com/csikit/csikit/csi/metrics"
 	"github.com/csikit/csikit/examples/hostpathplugin/hostpath"
 	"github.com/csikit/csikit/examples/refserver/api"
 	"github.com/csikit/csikit/examples/refserver/events"
@@ -121,6 +122,9 @@ type Config struct {
 	FingerprintInterval time.Duration
 	// NoSync skips fsync of the mounter's state (tests, throwaway nodes).
 	NoSync bool
+	// MetricSink receives the plugin clients' call counts and latencies
+	// (metrics.PluginRPC); nil emits nothing.
+	MetricSink metrics.Sink
 	// Clock times the heartbeats, the registration retries and the
 	// plugin registry's intervals; nil means the real clock. Tests pass
 	// a *clock.Fake.

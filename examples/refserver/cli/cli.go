@@ -139,6 +139,7 @@ func (e *env) groups() map[string][]subcommand {
 			{"expand", "grow a volume in its controller and on the nodes where it is mounted", e.volumeExpand},
 			{"modify", "change a volume's mutable parameters", e.volumeModify},
 			{"snapshot", "create, delete or list the snapshots of volumes", e.volumeSnapshot},
+			{"health", "list the volumes found abnormal or missing, where and since when", e.volumeHealth},
 		},
 		"plugin":  {{"status", "show the plugins, or one plugin with its instances", e.pluginStatus}},
 		"node":    {{"status", "show the nodes with their liveness and plugins", e.nodeStatus}},
@@ -333,13 +334,14 @@ func (c *command) printJSON(v any) int {
 	return ExitOK
 }
 
-// newLogger returns the logger of a run mode.
-func newLogger(name, level string, w io.Writer) (hclog.Logger, error) {
+// newLogger returns the logger of a run mode; with asJSON it writes
+// JSON lines (-log-json).
+func newLogger(name, level string, asJSON bool, w io.Writer) (hclog.Logger, error) {
 	l := hclog.LevelFromString(level)
 	if l == hclog.NoLevel {
 		return nil, fmt.Errorf("%w: -log-level %q is not one of trace, debug, info, warn, error", csi.ErrInvalidRequest, level)
 	}
 	// Repeated failures (raft's heartbeats to a peer that is down, an
 	// agent's to its server) print once per episode; see quietlog.
-	return quietlog.New(hclog.New(&hclog.LoggerOptions{Name: name, Level: l, Output: w}), quietlog.Config{}), nil
+	return quietlog.New(hclog.New(&hclog.LoggerOptions{Name: name, Level: l, Output: w, JSONFormat: asJSON}), quietlog.Config{}), nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
@@ -278,6 +279,26 @@ func TestCLI_RegisterClaimStatusRelease(t *testing.T) {
 // and node-2 shows as down at once, without the server's clock moving.
 // Then the clock moves past the heartbeat TTL: node-1 (which
 // heartbeats) shows as ready, and a claim on node-2 is refused.
+func TestCLI_VolumeHealth(t *testing.T) {
+	c := startCluster(t)
+	c.ok(t, "volume", "create", "-plugin", "hostpath", "data")
+	if out := c.ok(t, "volume", "health"); out != "No abnormal volumes\n" {
+		t.Errorf("volume health = %q", out)
+	}
+	if out := c.ok(t, "volume", "status", "data"); !strings.Contains(out, "Health: nothing reported") {
+		t.Errorf("volume status shows no health line:\n%s", out)
+	}
+	if got := decodeJSON[[]any](t, c.ok(t, "volume", "health", "-all", "-json")); len(got) != 0 {
+		t.Errorf("health records of a new volume: %v", got)
+	}
+	// The demo's agents emit their plugin calls into the server's
+	// metrics: plugin status shows them with their error rate.
+	out := c.ok(t, "plugin", "status", "hostpath")
+	if !regexp.MustCompile(`(?m)^CreateVolume +1 +0 +0\.0%$`).MatchString(out) {
+		t.Errorf("plugin status shows no RPC error rates:\n%s", out)
+	}
+}
+
 func TestCLI_NodeStatus_HeartbeatExpired(t *testing.T) {
 	c := startCluster(t)
 	nodes := decodeJSON[[]*api.Node](t, c.ok(t, "node", "status", "-json"))

@@ -46,7 +46,7 @@ func TestCLI_Help_Golden(t *testing.T) {
 	stableEnv(t)
 	commands := [][]string{
 		{}, {"demo"}, {"server"}, {"agent"}, {"version"}, {"completion"},
-		{"volume"}, {"volume", "create"}, {"volume", "register"}, {"volume", "delete"}, {"volume", "status"}, {"volume", "place"},
+		{"volume"}, {"volume", "create"}, {"volume", "register"}, {"volume", "delete"}, {"volume", "status"}, {"volume", "place"}, {"volume", "health"},
 		{"volume", "expand"}, {"volume", "modify"},
 		{"volume", "snapshot"}, {"volume", "snapshot", "create"}, {"volume", "snapshot", "delete"}, {"volume", "snapshot", "list"},
 		{"plugin"}, {"plugin", "status"}, {"node"}, {"node", "status"}, {"cluster"}, {"cluster", "status"},

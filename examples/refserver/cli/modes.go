@@ -71,11 +71,12 @@ func (e *env) demo(ctx context.Context, args []string) int {
 	mount := fs.String("mount", string(hostpath.MountAuto), "hostpath mount method: auto, bind (needs root) or symlink")
 	addr := fs.String("addr", DefaultServerAddress, "the server API's listen address")
 	level := fs.String("log-level", "warn", "log level of diagnostics on stderr: trace, debug, info, warn, error")
+	logJSON := fs.Bool("log-json", false, "log diagnostics on stderr as JSON lines")
 	code := ExitOK
 	if !e.parseMode(fs, args, &code) {
 		return code
 	}
-	logger, err := newLogger("refserver", *level, e.stderr)
+	logger, err := newLogger("refserver", *level, *logJSON, e.stderr)
 	if err != nil {
 		return e.modeFail("demo", err)
 	}
@@ -103,6 +104,7 @@ func (e *env) server(ctx context.Context, args []string) int {
 	dev := fs.Bool("dev", false, "keep the state in memory only and write nothing: for tests and throwaway runs")
 	ttl := fs.Duration("heartbeat-ttl", server.DefaultHeartbeatTTL, "a node is down after this long without a heartbeat")
 	level := fs.String("log-level", "warn", "log level of diagnostics on stderr: trace, debug, info, warn, error")
+	logJSON := fs.Bool("log-json", false, "log diagnostics on stderr as JSON lines")
 	expect := fs.Int("bootstrap-expect", 1, "the number of servers; above 1, cluster mode: the cluster forms once they all know each other")
 	raftAddr := fs.String("raft-addr", "", "cluster mode: the raft transport's listen address (default "+DefaultRaftAddress+"; a single server needs none)")
 	raftAdvertise := fs.String("raft-advertise", "", "cluster mode: the raft address other servers dial (default: -raft-addr)")
@@ -114,7 +116,7 @@ func (e *env) server(ctx context.Context, args []string) int {
 	if !e.parseMode(fs, args, &code) {
 		return code
 	}
-	logger, err := newLogger("refserver", *level, e.stderr)
+	logger, err := newLogger("refserver", *level, *logJSON, e.stderr)
 	if err != nil {
 		return e.modeFail("server", err)
 	}
@@ -285,6 +287,7 @@ func (e *env) agent(ctx context.Context, args []string) int {
 	hpStage := fs.Bool("hostpath-staging", true, "the in-process hostpath plugin advertises STAGE_UNSTAGE_VOLUME")
 	heartbeat := fs.Duration("heartbeat", agent.DefaultHeartbeatInterval, "time between heartbeats (keep it well under the server's -heartbeat-ttl)")
 	level := fs.String("log-level", "warn", "log level of diagnostics on stderr: trace, debug, info, warn, error")
+	logJSON := fs.Bool("log-json", false, "log diagnostics on stderr as JSON lines")
 	code := ExitOK
 	if !e.parseMode(fs, args, &code) {
 		return code
@@ -301,7 +304,7 @@ func (e *env) agent(ctx context.Context, args []string) int {
 	if len(plugins) == 0 && *hpDir == "" {
 		return e.modeFail("agent", fmt.Errorf("%w: give at least one -plugin, or -hostpath-data-dir to run the hostpath plugin in-process", csi.ErrInvalidRequest))
 	}
-	logger, err := newLogger("refserver-agent", *level, e.stderr)
+	logger, err := newLogger("refserver-agent", *level, *logJSON, e.stderr)
 	if err != nil {
 		return e.modeFail("agent", err)
 	}

@@ -76,6 +76,7 @@ func (e *env) pluginStatus(ctx context.Context, args []string) int {
 		}
 	}
 	it.flush()
+	e.printPluginRPC(ctx, cl, p.ID)
 	return ExitOK
 }
 

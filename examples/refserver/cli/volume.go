@@ -221,6 +221,10 @@ func (e *env) volumeStatus(ctx context.Context, args []string) int {
 		return code
 	}
 	fmt.Fprintln(e.stdout)
+	if h, err := cl.VolumeHealth(ctx, namespace, v.ID); err == nil {
+		e.printHealth(h)
+		fmt.Fprintln(e.stdout)
+	}
 	if !v.InUse() {
 		fmt.Fprintln(e.stdout, "No claims")
 		return ExitOK

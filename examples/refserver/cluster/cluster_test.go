@@ -43,6 +43,11 @@ func TestServer_Run_FailoverAndRestart(t *testing.T) {
 	// server shows it once its replica has applied it.
 	requireLine(t, c.cli(f1, "volume", "status", "vol1"), "External ID   "+created.Volume.ExternalID)
 	c.volumesAt(f2, created.Index)
+	// The write's time through raft is in the metrics of the server
+	// that took it.
+	if m := scrapeMetrics(t, c.members[f1].url()); !strings.Contains(m, `csikit_raft_apply_latency_count{kind="register-volume",result="ok"}`) {
+		t.Errorf("no raft apply latency in %s's /v1/metrics:\n%s", f1, m)
+	}
 	var claim api.ClaimResponse
 	must(t, json.Unmarshal([]byte(c.cli(f2, "claim", "-volume", "vol1", "-alloc", "web-1", "-node", "node-2", "-mount", "-json")), &claim))
 	if claim.Mount == nil || claim.ControllerNodeID != "node-1" || claim.Claim.State != csi.ClaimTaken {

@@ -314,8 +314,12 @@ func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, err
 		_ = tr.Close()
 		return nil, nil, fmt.Errorf("cluster server %s: %w", s.id, err)
 	}
+	m, err := server.NewMetrics()
+	if err != nil {
+		return nil, nil, errors.Join(err, rs.Shutdown())
+	}
 	srv, err := server.New(server.Config{
-		Store: store, Applier: rs, Follower: true, Internal: s.internal(),
+		Store: store, Applier: timedApplier{rs, m.Sink()}, Follower: true, Internal: s.internal(), Metrics: m,
 		HeartbeatTTL: s.cfg.HeartbeatTTL, Now: s.cfg.Now, ShutdownTimeout: s.cfg.ShutdownTimeout,
 		Events: s.cfg.Events, Logger: s.cfg.Logger,
 	})

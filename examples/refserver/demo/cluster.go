@@ -156,6 +156,7 @@ func (c *Cluster) startAgent(id string, mode hostpath.Mode) error {
 			Topology: c.cfg.Topologies[id],
 		},
 		HeartbeatInterval: c.cfg.HeartbeatInterval,
+		MetricSink:        c.server.Metrics().Sink(), // one /v1/metrics for the whole demo
 		Events:            c.cfg.Events,
 		Logger:            c.cfg.Logger.Named(id),
 	})

@@ -50,6 +50,10 @@ type Config struct {
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 
+	// Metrics is where the server emits, served at /v1/metrics; nil
+	// means a new NewMetrics.
+	Metrics *Metrics
+
 	// Events receives the lifecycle lines ("[server] …"); nil prints
 	// nothing.
 	Events *events.Log
@@ -82,6 +86,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
+	}
+	if c.Metrics == nil {
+		m, err := NewMetrics()
+		if err != nil {
+			return c, err
+		}
+		c.Metrics = m
 	}
 	return c, nil
 }

@@ -42,6 +42,10 @@ func (s *Server) routes() http.Handler {
 	m.HandleFunc("PUT /v1/nodes/{id}/heartbeat", handle(s.heartbeat))
 	m.HandleFunc("DELETE /v1/nodes/{id}/heartbeat", handle(s.leave))
 	m.HandleFunc("PUT /v1/nodes/{id}/plugins", handle(s.reportPlugins))
+	m.Handle("GET /v1/metrics", s.cfg.Metrics.Handler())
+	m.HandleFunc("GET /v1/health", handle(s.listHealth))
+	m.HandleFunc("GET /v1/plugins/{id}/rpc", handle(s.getPluginRPC))
+	m.HandleFunc("GET /v1/volumes/{namespace}/{id}/health", handle(s.getHealth))
 	if s.cfg.Internal != nil {
 		m.Handle(api.InternalPrefix, s.cfg.Internal)
 	}

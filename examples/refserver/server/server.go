@@ -27,6 +27,7 @@ type Server struct {
 	router    *rpcshim.Router
 	api       *rpcshim.Server
 	worker    *claimgc.Worker
+	health    *healthRunner
 	handler   http.Handler
 
 	// stopping is closed when Run stops, and ends blocking queries so
@@ -63,17 +64,23 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.api, err = rpcshim.NewServer(rpcshim.ServerConfig{
 		Store: cfg.Store, Applier: cfg.Applier, Router: s.router, Logger: cfg.Logger.Named("endpoints"),
+		MetricSink: cfg.Metrics.Sink(),
 	})
 	if err != nil {
 		return nil, err
 	}
 	s.worker, err = claimgc.New(claimgc.Config{
 		Store: cfg.Store, Applier: cfg.Applier, Nodes: s.router, Controllers: s.router, NodeStatuses: s,
-		Logger: cfg.Logger.Named("claimgc"), Observer: workerEvents{log: cfg.Events},
+		Logger:   cfg.Logger.Named("claimgc"),
+		Observer: observers{workerEvents{log: cfg.Events}, claimgc.MetricsObserver(cfg.Metrics.Sink())},
 	})
 	if err != nil {
 		return nil, err
 	}
+	if _, err := s.newMonitor(); err != nil { // check the config once
+		return nil, err
+	}
+	s.health = &healthRunner{newMonitor: s.newMonitor, logger: cfg.Logger, leading: !cfg.Follower}
 	s.handler = s.routes()
 	return s, nil
 }
@@ -94,12 +101,13 @@ func (s *Server) NodeStatus(_ context.Context, nodeID string) (csi.NodeStatus, e
 	return s.live.Status(nodeID, s.cfg.Now()), nil
 }
 
-// SetLeader turns the claim release worker on (this server leads) or
-// off (it follows). It is the one switch a replicated host flips on
+// SetLeader turns the claim release worker and the health monitor on
+// (this server leads) or off (it follows). It is the one switch a replicated host flips on
 // leadership changes; a single server is its own leader unless
 // Config.Follower is set.
 func (s *Server) SetLeader(leader bool) {
 	s.worker.SetEnabled(leader)
+	s.health.setLeader(leader)
 	if leader {
 		s.cfg.Events.Printf("server", "leading: the claim release worker is on")
 	} else {
@@ -136,6 +144,7 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 	} else {
 		close(resumed)
 	}
+	s.health.open()
 
 	srv := &http.Server{
 		Handler:           s.handler,
@@ -170,6 +179,7 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 	if werr := <-workerDone; werr != nil && err == nil {
 		err = werr
 	}
+	s.health.close()
 	return err
 }
 

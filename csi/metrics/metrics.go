@@ -1,0 +1,96 @@
+// Package metrics names the metrics csikit's parts emit through
+// hashicorp/go-metrics, and holds the small helpers they share. Every
+// Config that emits takes a MetricSink (a go-metrics MetricSink: an
+// InmemSink, the Prometheus sink, a *metrics.Metrics, a FanoutSink);
+// nil turns the metrics off at the cost of one nil check per emit.
+//
+// Labels stay bounded: plugin IDs, CSI method names, gRPC code names,
+// sentinel error codes (csi.Sentinel.Code) and the health event kinds,
+// never a volume, node or allocation ID.
+package metrics
+
+import (
+	"time"
+
+	gometrics "github.com/hashicorp/go-metrics"
+
+	"github.com/csikit/csikit/csi"
+)
+
+// Sink is what an emitting part is given; see the package doc.
+type Sink = gometrics.MetricSink
+
+// Label is one metric label.
+type Label = gometrics.Label
+
+// Metric keys. Counters count events, samples are in milliseconds,
+// gauges hold the last value.
+var (
+	// PluginRPC counts plugin calls (each attempt), labels method and
+	// code; PluginRPCLatency samples their latency.
+	PluginRPC        = []string{"csikit", "plugin", "rpc"}
+	PluginRPCLatency = []string{"csikit", "plugin", "rpc_latency"}
+
+	// ClaimsTaken counts claims written; ClaimsRefused those refused,
+	// label reason (a sentinel code); ClaimsReleased claims freed by
+	// the release worker; ReleaseLatency samples the time from the
+	// allocation turning terminal (Claim.ReleasedAt) to the claim
+	// freed.
+	ClaimsTaken    = []string{"csikit", "claims", "taken"}
+	ClaimsRefused  = []string{"csikit", "claims", "refused"}
+	ClaimsReleased = []string{"csikit", "claims", "released"}
+	ReleaseLatency = []string{"csikit", "claims", "release_latency"}
+
+	// WorkerQueueDepth is the release worker's volumes waiting;
+	// WorkerRetries counts release steps that failed and wait to be
+	// tried again.
+	WorkerQueueDepth = []string{"csikit", "worker", "queue_depth"}
+	WorkerRetries    = []string{"csikit", "worker", "retries"}
+
+	// MountsPublished counts the mounts a node agent made for an
+	// allocation (mounter.MountVolume succeeded), label plugin. The
+	// stagings are PluginRPC's NodeStageVolume calls answered OK: the
+	// mounter stages a volume once for all its publications.
+	MountsPublished = []string{"csikit", "mounts", "published"}
+
+	// HealthResults counts the health monitor's findings, label result
+	// (the event kind); HealthPasses counts passes, HealthPassLatency
+	// samples their length, and HealthAbnormal is the number of
+	// abnormal or missing volumes after the last pass.
+	HealthResults     = []string{"csikit", "health", "results"}
+	HealthPasses      = []string{"csikit", "health", "passes"}
+	HealthPassLatency = []string{"csikit", "health", "pass_latency"}
+	HealthAbnormal    = []string{"csikit", "health", "abnormal"}
+
+	// RaftApplyLatency samples the time a replicated host takes to
+	// apply one command through its log.
+	RaftApplyLatency = []string{"csikit", "raft", "apply_latency"}
+)
+
+// Or returns s, or a sink that drops everything when s is nil.
+func Or(s Sink) Sink {
+	if s == nil {
+		return &gometrics.BlackholeSink{}
+	}
+	return s
+}
+
+// Since samples the milliseconds since start under key.
+func Since(s Sink, key []string, start time.Time, labels ...Label) {
+	s.AddSampleWithLabels(key, float32(time.Since(start).Seconds()*1000), labels)
+}
+
+// Reason is the bounded label of an error: its sentinel code, the gRPC
+// code of a plugin's error, or "other".
+func Reason(err error) string {
+	if err == nil {
+		return "ok"
+	}
+	if s := csi.SentinelOf(err); s != nil {
+		return s.Code()
+	}
+	if c := csi.CodeOf(err); c != csi.CodeUnknown {
+		return c.String()
+	}
+	return "other"
+}

@@ -1,0 +1,21 @@
+package metricstest_test
+
+import (
+	"fmt"
+
+	"github.com/csikit/csikit/csi/metrics"
+	"github.com/csikit/csikit/csi/metrics/metricstest"
+)
+
+func ExampleRecorder() {
+	rec := metricstest.New()
+	var sink metrics.Sink = rec // pass it where a Config takes a MetricSink
+	sink.IncrCounterWithLabels(metrics.PluginRPC, 1, []metrics.Label{{Name: "method", Value: "Probe"}, {Name: "code", Value: "OK"}})
+	sink.SetGauge(metrics.WorkerQueueDepth, 3)
+	fmt.Println(rec.Counter(metricstest.Name(metrics.PluginRPC, metrics.Label{Name: "method", Value: "Probe"}, metrics.Label{Name: "code", Value: "OK"})))
+	g, _ := rec.Gauge(metricstest.Name(metrics.WorkerQueueDepth))
+	fmt.Println(g)
+	// Output:
+	// 1
+	// 3
+}

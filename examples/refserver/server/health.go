@@ -1,0 +1,72 @@
+package server
+
+import (
+	"context"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/csikit/csikit/health"
+)
+
+// newMonitor builds a health monitor: conditions and drift read through
+// the router. Node stats are not read: the agents' node endpoint has no
+// route for NodeGetVolumeStats.
+func (s *Server) newMonitor() (*health.Monitor, error) {
+	return health.New(health.Config{
+		Store: s.cfg.Store, Applier: s.cfg.Applier, Controllers: s.router.HealthControllers(),
+		Logger: s.cfg.Logger.Named("health"), MetricSink: s.cfg.Metrics.Sink(),
+	})
+}
+
+// healthRunner runs a fresh health monitor for each term in which this
+// server leads while Run runs: the monitor writes and detaches leaks,
+// which only the leader may do. Its methods are safe from any
+// goroutine; stopping waits for the monitor's calls to return.
+type healthRunner struct {
+	newMonitor func() (*health.Monitor, error)
+	logger     hclog.Logger
+
+	mu      sync.Mutex
+	running bool // between open and close
+	leading bool
+	stop    context.CancelFunc // the current term's, nil when none runs
+	done    chan struct{}
+}
+
+func (h *healthRunner) setLeader(leader bool) { h.update(func() { h.leading = leader }) }
+func (h *healthRunner) open()                 { h.update(func() { h.running = true }) }
+func (h *healthRunner) close()                { h.update(func() { h.running = false }) }
+
+// active reports whether a monitor runs now (tests).
+func (h *healthRunner) active() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.stop != nil
+}
+
+func (h *healthRunner) update(change func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	change()
+	want := h.running && h.leading
+	switch {
+	case want && h.stop == nil:
+		m, err := h.newMonitor()
+		if err != nil {
+			h.logger.Error("health monitor not started", "error", err)
+			return
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			_ = m.Run(ctx) // returns nil once ctx ends
+		}()
+		h.stop, h.done = cancel, done
+	case !want && h.stop != nil:
+		h.stop()
+		<-h.done
+		h.stop, h.done = nil, nil
+	}
+}
