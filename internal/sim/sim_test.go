@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ func defaults() (seeds, steps int) {
 	if raceEnabled {
 		return 4, 60
 	}
-	return 30, 200
+	return 30, 100
 }
 
 func seedsAndSteps(t *testing.T) (first uint64, seeds, steps int) {
@@ -148,8 +149,16 @@ func (r *run) quiesce() {
 		ids = append(ids, id)
 	}
 	r.mu.Unlock()
+	slices.Sort(ids)
 	for _, id := range ids {
-		r.stop(id)
+		// The host reports every stop until the store has it.
+		for try := 0; r.stop(id) != nil; try++ {
+			if try == 10 {
+				r.w.t.Errorf("seed %d: the stop of %s was refused %d times", r.p.seed, id, try)
+				break
+			}
+			w.leader()
+		}
 	}
 	w.settle()
 	for range 12 {

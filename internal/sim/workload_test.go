@@ -227,9 +227,9 @@ func (r *run) doStep(s step) {
 	for _, d := range s.ops {
 		wg.Go(func() {
 			if d.kind == opStop {
-				r.stop(d.alloc)
+				_ = r.stop(d.alloc) // refused or lost: the allocation runs on
 			} else {
-				r.claimAndMount(d, nil)
+				_ = r.claimAndMount(d, nil)
 			}
 		})
 	}
@@ -249,7 +249,12 @@ func (r *run) claim(ctx context.Context, d decision) (*rpcshim.VolumeClaimRespon
 		return nil, err
 	}
 	v := r.p.volumes[d.vol]
-	return r.w.leader().server.Claim(ctx, &rpcshim.VolumeClaimRequest{Namespace: namespace, VolumeID: v.id, Claim: csi.Claim{
+	leader, err := r.w.tryLeader()
+	if err != nil {
+		r.w.t.Errorf("seed %d: %s: %v", r.p.seed, d, err)
+		return nil, err
+	}
+	return leader.server.Claim(ctx, &rpcshim.VolumeClaimRequest{Namespace: namespace, VolumeID: v.id, Claim: csi.Claim{
 		AllocationID: d.alloc, NodeID: d.node, Mode: d.mode, AccessMode: v.mode, AttachmentMode: csi.AttachmentModeFileSystem}})
 }
 
@@ -264,7 +269,10 @@ func (r *run) claimAndMount(d decision, mountCtx context.Context) error {
 		return err
 	}
 	req, err := mounter.NewMountRequest(resp.Volume, resp.Claim)
-	must(r.w.t, err)
+	if err != nil {
+		r.w.t.Errorf("seed %d: %s: the claim's reply makes no mount request: %v", r.p.seed, d, err)
+		return err
+	}
 	if mountCtx == nil {
 		mountCtx = ctx
 	}
@@ -274,16 +282,17 @@ func (r *run) claimAndMount(d decision, mountCtx context.Context) error {
 }
 
 // stop reports the allocation terminal.
-func (r *run) stop(alloc string) {
+func (r *run) stop(alloc string) error {
 	r.mu.Lock()
 	d, ok := r.allocs[alloc]
 	r.mu.Unlock()
 	if !ok {
-		return
+		return nil
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
 	_, err := r.w.apply(ctx, state.UpsertAllocations{ReleasedAt: r.w.clock.Now(), Allocations: []csi.Allocation{
 		{ID: alloc, Namespace: namespace, NodeID: d.node, Terminal: true}}})
 	r.noteErr("stop", err)
+	return err
 }
