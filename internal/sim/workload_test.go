@@ -22,16 +22,19 @@ import (
 type opKind int
 
 const (
-	opClaim      opKind = iota // a new allocation claims a volume and mounts it
-	opStop                     // an allocation stops: its claims are released
-	opFail                     // a plugin fails the next calls of a method
-	opPartition                // a node's transport goes down or comes back
-	opRestart                  // a node agent crashes and restarts from its disk
-	opCrashMount               // a node agent crashes with a NodePublish in flight
-	opLeader                   // the leader hands leadership to another server
+	opClaim         opKind = iota // a new allocation claims a volume and mounts it
+	opStop                        // an allocation stops: its claims are released
+	opFail                        // a plugin fails the next calls of a method
+	opPartition                   // a node's transport goes down or comes back
+	opRestart                     // a node agent crashes and restarts from its disk
+	opCrashMount                  // a node agent crashes with a NodePublish in flight
+	opLeader                      // the leader hands leadership to another server
+	opDetachRace                  // a claim lands on a node its volume is being detached from
+	opUnpublishRace               // the node reports an unmount while the claim still attaches
 )
 
-var opNames = [...]string{"claim", "stop", "fail", "partition", "restart", "crash-mount", "leader"}
+var opNames = [...]string{"claim", "stop", "fail", "partition", "restart", "crash-mount", "leader",
+	"detach-race", "unpublish-race"}
 
 // decision is one drawn decision; its String is a line of the trace.
 type decision struct {
@@ -44,12 +47,15 @@ type decision struct {
 	method string
 	code   codes.Code
 	times  int
+	old    string // detach-race: the allocation that stops first
 }
 
 func (d decision) String() string {
 	switch d.kind {
-	case opClaim, opCrashMount:
+	case opClaim, opCrashMount, opUnpublishRace:
 		return fmt.Sprintf("%s %s v%d %s %s", opNames[d.kind], d.alloc, d.vol, d.node, d.mode)
+	case opDetachRace:
+		return fmt.Sprintf("detach-race stop %s, claim %s v%d %s %s", d.old, d.alloc, d.vol, d.node, d.mode)
 	case opStop:
 		return fmt.Sprintf("stop %s", d.alloc)
 	case opFail:
@@ -109,6 +115,7 @@ func newPlan(seed uint64, n int) *plan {
 		p.volumes = append(p.volumes, simVolume{id: fmt.Sprintf("v%d", i), mode: simModes[rng.IntN(len(simModes))]})
 	}
 	var running []string
+	started := map[string]decision{}
 	next := 0
 	newAlloc := func(kind opKind) decision {
 		next++
@@ -118,12 +125,30 @@ func newPlan(seed uint64, n int) *plan {
 			d.mode = csi.ClaimRead
 		}
 		running = append(running, d.alloc)
+		started[d.alloc] = d
 		return d
 	}
 	for range n {
 		var s step
 		if rng.IntN(3) == 0 {
-			s.faults = append(s.faults, drawFault(rng, newAlloc))
+			d := drawFault(rng, newAlloc)
+			if d.kind == opDetachRace {
+				if len(running) < 2 {
+					d = decision{kind: opLeader}
+				} else {
+					// The stopping allocation is one started before; the
+					// new claim goes where it was.
+					i := rng.IntN(len(running) - 1)
+					x := started[running[i]]
+					running = append(running[:i], running[i+1:]...)
+					d.old, d.vol, d.node = x.alloc, x.vol, x.node
+					d.mode = csi.ClaimWrite
+					if p.volumes[d.vol].mode.ReadOnly() {
+						d.mode = csi.ClaimRead
+					}
+				}
+			}
+			s.faults = append(s.faults, d)
 		}
 		for range 1 + rng.IntN(3) {
 			if len(running) > 0 && rng.IntN(5) < 2 {
@@ -141,7 +166,7 @@ func newPlan(seed uint64, n int) *plan {
 }
 
 func drawFault(rng *rand.Rand, newAlloc func(opKind) decision) decision {
-	switch k := rng.IntN(10); {
+	switch k := rng.IntN(11); {
 	case k < 4:
 		d := decision{kind: opFail, code: faultCodes[rng.IntN(len(faultCodes))], times: 1 + rng.IntN(3)}
 		if rng.IntN(3) == 0 {
@@ -154,8 +179,12 @@ func drawFault(rng *rand.Rand, newAlloc func(opKind) decision) decision {
 		return decision{kind: opPartition, node: simNodes[rng.IntN(len(simNodes))]}
 	case k < 7:
 		return decision{kind: opRestart, node: simNodes[rng.IntN(len(simNodes))]}
-	case k < 9:
+	case k < 8:
 		return newAlloc(opCrashMount)
+	case k < 9:
+		return newAlloc(opDetachRace)
+	case k < 10:
+		return newAlloc(opUnpublishRace)
 	default:
 		return decision{kind: opLeader}
 	}
@@ -210,10 +239,15 @@ func (r *run) registerVolumes() {
 	defer cancel()
 	for _, v := range r.p.volumes {
 		r.w.ctl.AddVolume("ext-"+v.id, 1<<30, nil)
-		_, err := r.w.leader().server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
-			ID: v.id, Namespace: namespace, PluginID: simPlugin, ExternalID: "ext-" + v.id,
-			Capabilities: []csi.Capability{{AccessMode: v.mode, AttachmentMode: csi.AttachmentModeFileSystem}},
-		}})
+		var err error
+		// A leader change while the world settles refuses a write as
+		// Retryable: the host retries it.
+		for try := 0; try == 0 || (err != nil && csi.Classify(err) == csi.ClassRetryable && try < 10); try++ {
+			_, err = r.w.leader().server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+				ID: v.id, Namespace: namespace, PluginID: simPlugin, ExternalID: "ext-" + v.id,
+				Capabilities: []csi.Capability{{AccessMode: v.mode, AttachmentMode: csi.AttachmentModeFileSystem}},
+			}})
+		}
 		must(r.w.t, err)
 	}
 }
