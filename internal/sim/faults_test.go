@@ -42,11 +42,16 @@ func (r *run) fault(d decision) {
 	}
 }
 
-// detachRace stops an allocation while the controller refuses to
+// detachRace claims and mounts for a first allocation, stops it while the controller refuses to
 // detach its volume (Retryable), so that the attachment stays
 // Detaching, and then claims the volume on the same node and mounts it:
 // the claim must be refused, or find the volume attached.
 func (r *run) detachRace(d decision) {
+	first := d
+	first.alloc = d.old
+	if r.claimAndMount(first, nil) != nil {
+		return
+	}
 	r.w.ctl.FailNext(csitest.MethodControllerUnpublishVolume, codes.Unavailable, 2)
 	_ = r.stop(d.old)
 	r.w.settle()

@@ -23,6 +23,7 @@ var stepInvariants = []struct {
 	{"SingleWriterPublishedOnce", invSingleWriter},
 	{"PluginAttachmentsHaveRecords", invAttachmentsRecorded},
 	{"PublishedIsAttached", invPublishedIsAttached},
+	{"LiveClaimsHaveAttachments", invLiveClaimsAttached},
 	{"NoLifecycleViolations", invLifecycle},
 }
 
@@ -220,5 +221,25 @@ func invPublishedIsAttached(r *run) []string {
 			}
 		}
 	}
+	return bad
+}
+
+// invLiveClaimsAttached: every live claim has an attachment record on
+// its node that is not being detached.
+func invLiveClaimsAttached(r *run) []string {
+	var bad []string
+	for _, v := range r.volumes() {
+		for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims} {
+			for id, c := range m {
+				switch a := v.Attachments[c.NodeID]; {
+				case a == nil:
+					bad = append(bad, fmt.Sprintf("volume %s: live claim of %s on %s has no attachment record", v.ID, id, c.NodeID))
+				case a.State == csi.AttachmentDetaching:
+					bad = append(bad, fmt.Sprintf("volume %s: live claim of %s on %s, whose attachment is being detached", v.ID, id, c.NodeID))
+				}
+			}
+		}
+	}
+	slices.Sort(bad)
 	return bad
 }

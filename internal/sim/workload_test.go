@@ -55,7 +55,7 @@ func (d decision) String() string {
 	case opClaim, opCrashMount, opUnpublishRace:
 		return fmt.Sprintf("%s %s v%d %s %s", opNames[d.kind], d.alloc, d.vol, d.node, d.mode)
 	case opDetachRace:
-		return fmt.Sprintf("detach-race stop %s, claim %s v%d %s %s", d.old, d.alloc, d.vol, d.node, d.mode)
+		return fmt.Sprintf("detach-race %s then %s v%d %s %s", d.old, d.alloc, d.vol, d.node, d.mode)
 	case opStop:
 		return fmt.Sprintf("stop %s", d.alloc)
 	case opFail:
@@ -133,20 +133,11 @@ func newPlan(seed uint64, n int) *plan {
 		if rng.IntN(3) == 0 {
 			d := drawFault(rng, newAlloc)
 			if d.kind == opDetachRace {
-				if len(running) < 2 {
-					d = decision{kind: opLeader}
-				} else {
-					// The stopping allocation is one started before; the
-					// new claim goes where it was.
-					i := rng.IntN(len(running) - 1)
-					x := started[running[i]]
-					running = append(running[:i], running[i+1:]...)
-					d.old, d.vol, d.node = x.alloc, x.vol, x.node
-					d.mode = csi.ClaimWrite
-					if p.volumes[d.vol].mode.ReadOnly() {
-						d.mode = csi.ClaimRead
-					}
-				}
+				// Two new allocations on one volume and node: the first
+				// claims, mounts and stops; the second claims after it.
+				second := newAlloc(opDetachRace)
+				running = running[:len(running)-2]
+				d.old, d.alloc, d.mode = d.alloc, second.alloc, second.mode
 			}
 			s.faults = append(s.faults, d)
 		}
