@@ -64,7 +64,7 @@ func (r *run) detachRace(d decision) {
 // has finished, or the publish lands after the detach.
 func (r *run) unpublishRace(d decision) {
 	w := r.w
-	w.ctl.SetLatency(csitest.MethodControllerPublishVolume, 150*time.Millisecond)
+	w.ctl.SetLatency(csitest.MethodControllerPublishVolume, 300*time.Millisecond)
 	defer w.ctl.SetLatency(csitest.MethodControllerPublishVolume, 0)
 	leader := w.leader()
 	ctx, cancel := r.ctx()

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -114,6 +115,10 @@ func newPlan(seed uint64, n int) *plan {
 	for i := range numVolumes {
 		p.volumes = append(p.volumes, simVolume{id: fmt.Sprintf("v%d", i), mode: simModes[rng.IntN(len(simModes))]})
 	}
+	// The unpublish race has a volume of its own, shared by any number
+	// of nodes, so that its claim is the first on its node and calls
+	// ControllerPublish. It draws nothing from rng.
+	p.volumes = append(p.volumes, simVolume{id: "race", mode: csi.AccessModeMultiNodeMultiWriter})
 	var running []string
 	started := map[string]decision{}
 	next := 0
@@ -175,7 +180,9 @@ func drawFault(rng *rand.Rand, newAlloc func(opKind) decision) decision {
 	case k < 9:
 		return newAlloc(opDetachRace)
 	case k < 10:
-		return newAlloc(opUnpublishRace)
+		d := newAlloc(opUnpublishRace)
+		d.vol = numVolumes // the race volume
+		return d
 	default:
 		return decision{kind: opLeader}
 	}
@@ -233,11 +240,14 @@ func (r *run) registerVolumes() {
 		var err error
 		// A leader change while the world settles refuses a write as
 		// Retryable: the host retries it.
-		for try := 0; try == 0 || (err != nil && csi.Classify(err) == csi.ClassRetryable && try < 10); try++ {
+		for try := 0; try == 0 || (err != nil && csi.Classify(err) != csi.ClassFinal && try < 10); try++ {
 			_, err = r.w.leader().server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
 				ID: v.id, Namespace: namespace, PluginID: simPlugin, ExternalID: "ext-" + v.id,
 				Capabilities: []csi.Capability{{AccessMode: v.mode, AttachmentMode: csi.AttachmentModeFileSystem}},
 			}})
+			if try > 0 && errors.Is(err, csi.ErrVolumeExists) {
+				err = nil // an earlier, uncertain, attempt landed
+			}
 		}
 		must(r.w.t, err)
 	}
