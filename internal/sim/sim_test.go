@@ -191,7 +191,8 @@ func TestSim_TraceIsStable(t *testing.T) {
 }
 
 // regressions are seeds that found a bug in csikit, with the steps
-// that reproduce it; each failed on the code before its fix.
+// that reproduce it; each failed on the code before its fix (seeds 16
+// and 18 in 3 of 3 runs, seed 2 in 2 of 3).
 var regressions = []struct {
 	seed  uint64
 	steps int
@@ -200,9 +201,9 @@ var regressions = []struct {
 	// csi.CheckClaim let a second writer in while a released writer was
 	// still published (its node step not done): fixed by counting such
 	// a past claim as a holder (ErrVolumeInUse).
-	{7, 10, "multi-node-single-writer: second writer on another node beside a releasing writer"},
-	{20, 15, "single-node-writer: second writer on the same node beside a releasing writer"},
-	{5, 30, "single-node-writer: second writer on the same node beside a releasing writer"},
+	{16, 15, "multi-node-single-writer: a second writer beside a releasing writer"},
+	{18, 25, "multi-node-single-writer: a second writer beside a releasing writer"},
+	{2, 45, "single-node-writer: a second writer on the node of a releasing writer"},
 }
 
 func TestSim_Regressions(t *testing.T) {
