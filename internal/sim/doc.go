@@ -13,7 +13,8 @@
 // claim read and write in several access modes, mount, stop) and the
 // fault schedule (plugin errors of every class, partitions, agent crash
 // and restart from its state dir, agent crash while a NodePublish is in
-// flight, leadership transfer). The decisions are drawn from the seed
+// flight, leadership transfer, a claim racing a detach, a node's
+// unmount report racing a slow ControllerPublish). The decisions are drawn from the seed
 // alone, never from what an operation returned, so the same seed gives
 // the same trace (TestSim_TraceIsStable checks its hash). After every
 // step and at quiescence the invariants (invariants_test.go) are
@@ -34,10 +35,14 @@
 //
 // # Running
 //
+// The default is 30 seeds x 100 steps (4 x 60 under the race
+// detector), 16 seeds at a time: a world waits on raft and gRPC far
+// more than it computes. Test binary flags go after the package.
+//
 //	go test ./internal/sim                        # the default seeds
-//	go test ./internal/sim -run 'Sim$' -seed 7    # one seed
-//	go test ./internal/sim -run 'Sim$' -seed 7 -steps 400 -rerun 20 -shrink
-//	CSIKIT_SIM_SEEDS=10000 go test ./internal/sim -run 'Sim$' -timeout 0
+//	go test ./internal/sim -run 'TestSim$' -seed 7    # one seed
+//	go test ./internal/sim -run 'TestSim$' -seed 7 -steps 400 -rerun 20 -shrink
+//	CSIKIT_SIM_SEEDS=10000 go test ./internal/sim -run 'TestSim$' -timeout 0
 //
 // A failing seed is rerun (-rerun times) and reported with how often it
 // failed, since goroutine scheduling still leaves freedom; -shrink then

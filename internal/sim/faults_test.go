@@ -4,7 +4,11 @@ import (
 	"context"
 	"time"
 
+	"google.golang.org/grpc/codes"
+
 	"github.com/csikit/csikit/csitest"
+	"github.com/csikit/csikit/rpcshim"
+	"github.com/csikit/csikit/state"
 )
 
 // fault applies one fault decision.
@@ -31,7 +35,75 @@ func (r *run) fault(d decision) {
 		r.crashMount(d)
 	case opLeader:
 		r.transferLeader()
+	case opDetachRace:
+		r.detachRace(d)
+	case opUnpublishRace:
+		r.unpublishRace(d)
 	}
+}
+
+// detachRace claims and mounts for a first allocation, stops it while the controller refuses to
+// detach its volume (Retryable), so that the attachment stays
+// Detaching, and then claims the volume on the same node and mounts it:
+// the claim must be refused, or find the volume attached.
+func (r *run) detachRace(d decision) {
+	first := d
+	first.alloc = d.old
+	if r.claimAndMount(first, nil) != nil {
+		return
+	}
+	r.w.ctl.FailNext(csitest.MethodControllerUnpublishVolume, codes.Unavailable, 2)
+	_ = r.stop(d.old)
+	r.w.settle()
+	_ = r.claimAndMount(d, nil)
+}
+
+// unpublishRace claims with a slow ControllerPublish (plugin latency)
+// and, once the claim is written, has the node report the allocation
+// unmounted: the release must not detach before the claim's publish
+// has finished, or the publish lands after the detach.
+func (r *run) unpublishRace(d decision) {
+	w := r.w
+	w.ctl.SetLatency(csitest.MethodControllerPublishVolume, 300*time.Millisecond)
+	defer w.ctl.SetLatency(csitest.MethodControllerPublishVolume, 0)
+	leader := w.leader()
+	ctx, cancel := r.ctx()
+	defer cancel()
+	idx, err := leader.store.Index(state.TableVolumes)
+	must(w.t, err)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.claim(ctx, d)
+		done <- err
+	}()
+	vol := r.p.volumes[d.vol].id
+	for {
+		// Wait for the claim's write on the leader's store (or the
+		// claim's end, when it was refused).
+		if v, err := leader.store.Volume(namespace, vol); err == nil && v.Claim(d.alloc) != nil {
+			break
+		}
+		waitCtx, stop := context.WithCancel(ctx)
+		go func() {
+			select {
+			case <-done:
+				done <- nil // put it back for the final read
+				stop()
+			case <-waitCtx.Done():
+			}
+		}()
+		next, err := leader.store.Wait(waitCtx, state.TableVolumes, idx)
+		stop()
+		if err != nil {
+			<-done
+			return
+		}
+		idx = next
+	}
+	_, err = leader.server.Unpublish(ctx, &rpcshim.VolumeUnpublishRequest{Namespace: namespace, VolumeID: vol,
+		AllocationID: d.alloc, NodeID: d.node, NodeDetached: true})
+	r.noteErr("unpublish", err)
+	r.noteErr("claim", <-done)
 }
 
 // restartAgent crashes n's agent and starts it again from its state

@@ -22,6 +22,8 @@ var stepInvariants = []struct {
 }{
 	{"SingleWriterPublishedOnce", invSingleWriter},
 	{"PluginAttachmentsHaveRecords", invAttachmentsRecorded},
+	{"PublishedIsAttached", invPublishedIsAttached},
+	{"LiveClaimsHaveAttachments", invLiveClaimsAttached},
 	{"NoLifecycleViolations", invLifecycle},
 }
 
@@ -174,23 +176,70 @@ func invNothingAttached(r *run) []string {
 func invReplicasIdentical(r *run) []string {
 	ctx, cancel := r.ctx()
 	defer cancel()
-	leader := r.w.leader()
-	idx := leader.srv.FSM().AppliedIndex()
-	var first []byte
+	for {
+		idx := r.w.leader().srv.FSM().AppliedIndex()
+		snaps := map[string][]byte{}
+		for _, rep := range r.w.replicas {
+			if err := rep.srv.FSM().WaitApplied(ctx, idx); err != nil {
+				return []string{fmt.Sprintf("replica %s did not reach index %d: %v", rep.id, idx, err)}
+			}
+			var buf bytes.Buffer
+			if err := rep.store.Snapshot(context.Background(), &buf); err != nil {
+				return []string{fmt.Sprintf("snapshot of %s: %v", rep.id, err)}
+			}
+			snaps[rep.id] = buf.Bytes()
+		}
+		moved := false
+		for _, rep := range r.w.replicas {
+			moved = moved || rep.srv.FSM().AppliedIndex() != idx
+		}
+		if moved {
+			continue // a late write (a fingerprint, a retry) landed meanwhile
+		}
+		var bad []string
+		first := r.w.replicas[0].id
+		for _, rep := range r.w.replicas[1:] {
+			if !bytes.Equal(snaps[first], snaps[rep.id]) {
+				bad = append(bad, fmt.Sprintf("replica %s's snapshot differs from %s's at index %d", rep.id, first, idx))
+			}
+		}
+		return bad
+	}
+}
+
+// invPublishedIsAttached: a volume published on a node is attached to
+// it by the controller, so every live claim's attachment is held and
+// no detach pulls a volume from under a mount.
+func invPublishedIsAttached(r *run) []string {
 	var bad []string
-	for _, rep := range r.w.replicas {
-		if err := rep.srv.FSM().WaitApplied(ctx, idx); err != nil {
-			return []string{fmt.Sprintf("replica %s did not reach index %d: %v", rep.id, idx, err)}
-		}
-		var buf bytes.Buffer
-		if err := rep.store.Snapshot(context.Background(), &buf); err != nil {
-			return []string{fmt.Sprintf("snapshot of %s: %v", rep.id, err)}
-		}
-		if first == nil {
-			first = buf.Bytes()
-		} else if !bytes.Equal(first, buf.Bytes()) {
-			bad = append(bad, fmt.Sprintf("replica %s's snapshot differs from %s's at index %d", rep.id, r.w.replicas[0].id, idx))
+	held := r.w.ctl.Attachments()
+	for _, sv := range r.p.volumes {
+		for _, id := range simNodes {
+			st, ok := r.w.nodes[id].plugin.Volume("ext-" + sv.id)
+			if ok && len(st.Published)+len(st.Staged) > 0 && !slices.Contains(held["ext-"+sv.id], "csi-"+id) {
+				bad = append(bad, fmt.Sprintf("volume %s is staged or published on %s (%d publications) but not attached there", sv.id, id, len(st.Published)))
+			}
 		}
 	}
+	return bad
+}
+
+// invLiveClaimsAttached: every live claim has an attachment record on
+// its node that is not being detached.
+func invLiveClaimsAttached(r *run) []string {
+	var bad []string
+	for _, v := range r.volumes() {
+		for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims} {
+			for id, c := range m {
+				switch a := v.Attachments[c.NodeID]; {
+				case a == nil:
+					bad = append(bad, fmt.Sprintf("volume %s: live claim of %s on %s has no attachment record", v.ID, id, c.NodeID))
+				case a.State == csi.AttachmentDetaching:
+					bad = append(bad, fmt.Sprintf("volume %s: live claim of %s on %s, whose attachment is being detached", v.ID, id, c.NodeID))
+				}
+			}
+		}
+	}
+	slices.Sort(bad)
 	return bad
 }

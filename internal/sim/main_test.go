@@ -9,7 +9,7 @@ import (
 // simParallel is how many seeds run at once by default. A world spends
 // most of its time waiting on raft commits and gRPC round trips, not on
 // the CPU, so several share two cores well.
-const simParallel = "8"
+const simParallel = "16"
 
 func TestMain(m *testing.M) {
 	flag.Parse()

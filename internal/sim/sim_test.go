@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -23,7 +24,7 @@ func defaults() (seeds, steps int) {
 	if raceEnabled {
 		return 4, 60
 	}
-	return 30, 200
+	return 30, 100
 }
 
 func seedsAndSteps(t *testing.T) (first uint64, seeds, steps int) {
@@ -148,8 +149,16 @@ func (r *run) quiesce() {
 		ids = append(ids, id)
 	}
 	r.mu.Unlock()
+	slices.Sort(ids)
 	for _, id := range ids {
-		r.stop(id)
+		// The host reports every stop until the store has it.
+		for try := 0; r.stop(id) != nil; try++ {
+			if try == 10 {
+				r.w.t.Errorf("seed %d: the stop of %s was refused %d times", r.p.seed, id, try)
+				break
+			}
+			w.leader()
+		}
 	}
 	w.settle()
 	for range 12 {
@@ -182,7 +191,8 @@ func TestSim_TraceIsStable(t *testing.T) {
 }
 
 // regressions are seeds that found a bug in csikit, with the steps
-// that reproduce it; each failed on the code before its fix.
+// that reproduce it; each failed on the code before its fix (seeds 16
+// and 18 in 3 of 3 runs, seed 2 in 2 of 3).
 var regressions = []struct {
 	seed  uint64
 	steps int
@@ -191,9 +201,9 @@ var regressions = []struct {
 	// csi.CheckClaim let a second writer in while a released writer was
 	// still published (its node step not done): fixed by counting such
 	// a past claim as a holder (ErrVolumeInUse).
-	{7, 10, "multi-node-single-writer: second writer on another node beside a releasing writer"},
-	{20, 15, "single-node-writer: second writer on the same node beside a releasing writer"},
-	{5, 30, "single-node-writer: second writer on the same node beside a releasing writer"},
+	{16, 15, "multi-node-single-writer: a second writer beside a releasing writer"},
+	{18, 25, "multi-node-single-writer: a second writer beside a releasing writer"},
+	{2, 45, "single-node-writer: a second writer on the node of a releasing writer"},
 }
 
 func TestSim_Regressions(t *testing.T) {

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"math/rand/v2"
@@ -22,16 +23,19 @@ import (
 type opKind int
 
 const (
-	opClaim      opKind = iota // a new allocation claims a volume and mounts it
-	opStop                     // an allocation stops: its claims are released
-	opFail                     // a plugin fails the next calls of a method
-	opPartition                // a node's transport goes down or comes back
-	opRestart                  // a node agent crashes and restarts from its disk
-	opCrashMount               // a node agent crashes with a NodePublish in flight
-	opLeader                   // the leader hands leadership to another server
+	opClaim         opKind = iota // a new allocation claims a volume and mounts it
+	opStop                        // an allocation stops: its claims are released
+	opFail                        // a plugin fails the next calls of a method
+	opPartition                   // a node's transport goes down or comes back
+	opRestart                     // a node agent crashes and restarts from its disk
+	opCrashMount                  // a node agent crashes with a NodePublish in flight
+	opLeader                      // the leader hands leadership to another server
+	opDetachRace                  // a claim lands on a node its volume is being detached from
+	opUnpublishRace               // the node reports an unmount while the claim still attaches
 )
 
-var opNames = [...]string{"claim", "stop", "fail", "partition", "restart", "crash-mount", "leader"}
+var opNames = [...]string{"claim", "stop", "fail", "partition", "restart", "crash-mount", "leader",
+	"detach-race", "unpublish-race"}
 
 // decision is one drawn decision; its String is a line of the trace.
 type decision struct {
@@ -44,12 +48,15 @@ type decision struct {
 	method string
 	code   codes.Code
 	times  int
+	old    string // detach-race: the allocation that stops first
 }
 
 func (d decision) String() string {
 	switch d.kind {
-	case opClaim, opCrashMount:
+	case opClaim, opCrashMount, opUnpublishRace:
 		return fmt.Sprintf("%s %s v%d %s %s", opNames[d.kind], d.alloc, d.vol, d.node, d.mode)
+	case opDetachRace:
+		return fmt.Sprintf("detach-race %s then %s v%d %s %s", d.old, d.alloc, d.vol, d.node, d.mode)
 	case opStop:
 		return fmt.Sprintf("stop %s", d.alloc)
 	case opFail:
@@ -108,7 +115,12 @@ func newPlan(seed uint64, n int) *plan {
 	for i := range numVolumes {
 		p.volumes = append(p.volumes, simVolume{id: fmt.Sprintf("v%d", i), mode: simModes[rng.IntN(len(simModes))]})
 	}
+	// The unpublish race has a volume of its own, shared by any number
+	// of nodes, so that its claim is the first on its node and calls
+	// ControllerPublish. It draws nothing from rng.
+	p.volumes = append(p.volumes, simVolume{id: "race", mode: csi.AccessModeMultiNodeMultiWriter})
 	var running []string
+	started := map[string]decision{}
 	next := 0
 	newAlloc := func(kind opKind) decision {
 		next++
@@ -118,12 +130,21 @@ func newPlan(seed uint64, n int) *plan {
 			d.mode = csi.ClaimRead
 		}
 		running = append(running, d.alloc)
+		started[d.alloc] = d
 		return d
 	}
 	for range n {
 		var s step
 		if rng.IntN(3) == 0 {
-			s.faults = append(s.faults, drawFault(rng, newAlloc))
+			d := drawFault(rng, newAlloc)
+			if d.kind == opDetachRace {
+				// Two new allocations on one volume and node: the first
+				// claims, mounts and stops; the second claims after it.
+				second := newAlloc(opDetachRace)
+				running = running[:len(running)-2]
+				d.old, d.alloc, d.mode = d.alloc, second.alloc, second.mode
+			}
+			s.faults = append(s.faults, d)
 		}
 		for range 1 + rng.IntN(3) {
 			if len(running) > 0 && rng.IntN(5) < 2 {
@@ -141,7 +162,7 @@ func newPlan(seed uint64, n int) *plan {
 }
 
 func drawFault(rng *rand.Rand, newAlloc func(opKind) decision) decision {
-	switch k := rng.IntN(10); {
+	switch k := rng.IntN(11); {
 	case k < 4:
 		d := decision{kind: opFail, code: faultCodes[rng.IntN(len(faultCodes))], times: 1 + rng.IntN(3)}
 		if rng.IntN(3) == 0 {
@@ -154,8 +175,14 @@ func drawFault(rng *rand.Rand, newAlloc func(opKind) decision) decision {
 		return decision{kind: opPartition, node: simNodes[rng.IntN(len(simNodes))]}
 	case k < 7:
 		return decision{kind: opRestart, node: simNodes[rng.IntN(len(simNodes))]}
-	case k < 9:
+	case k < 8:
 		return newAlloc(opCrashMount)
+	case k < 9:
+		return newAlloc(opDetachRace)
+	case k < 10:
+		d := newAlloc(opUnpublishRace)
+		d.vol = numVolumes // the race volume
+		return d
 	default:
 		return decision{kind: opLeader}
 	}
@@ -210,10 +237,18 @@ func (r *run) registerVolumes() {
 	defer cancel()
 	for _, v := range r.p.volumes {
 		r.w.ctl.AddVolume("ext-"+v.id, 1<<30, nil)
-		_, err := r.w.leader().server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
-			ID: v.id, Namespace: namespace, PluginID: simPlugin, ExternalID: "ext-" + v.id,
-			Capabilities: []csi.Capability{{AccessMode: v.mode, AttachmentMode: csi.AttachmentModeFileSystem}},
-		}})
+		var err error
+		// A leader change while the world settles refuses a write as
+		// Retryable: the host retries it.
+		for try := 0; try == 0 || (err != nil && csi.Classify(err) != csi.ClassFinal && try < 10); try++ {
+			_, err = r.w.leader().server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+				ID: v.id, Namespace: namespace, PluginID: simPlugin, ExternalID: "ext-" + v.id,
+				Capabilities: []csi.Capability{{AccessMode: v.mode, AttachmentMode: csi.AttachmentModeFileSystem}},
+			}})
+			if try > 0 && errors.Is(err, csi.ErrVolumeExists) {
+				err = nil // an earlier, uncertain, attempt landed
+			}
+		}
 		must(r.w.t, err)
 	}
 }
@@ -227,9 +262,9 @@ func (r *run) doStep(s step) {
 	for _, d := range s.ops {
 		wg.Go(func() {
 			if d.kind == opStop {
-				r.stop(d.alloc)
+				_ = r.stop(d.alloc) // refused or lost: the allocation runs on
 			} else {
-				r.claimAndMount(d, nil)
+				_ = r.claimAndMount(d, nil)
 			}
 		})
 	}
@@ -249,7 +284,12 @@ func (r *run) claim(ctx context.Context, d decision) (*rpcshim.VolumeClaimRespon
 		return nil, err
 	}
 	v := r.p.volumes[d.vol]
-	return r.w.leader().server.Claim(ctx, &rpcshim.VolumeClaimRequest{Namespace: namespace, VolumeID: v.id, Claim: csi.Claim{
+	leader, err := r.w.tryLeader()
+	if err != nil {
+		r.w.t.Errorf("seed %d: %s: %v", r.p.seed, d, err)
+		return nil, err
+	}
+	return leader.server.Claim(ctx, &rpcshim.VolumeClaimRequest{Namespace: namespace, VolumeID: v.id, Claim: csi.Claim{
 		AllocationID: d.alloc, NodeID: d.node, Mode: d.mode, AccessMode: v.mode, AttachmentMode: csi.AttachmentModeFileSystem}})
 }
 
@@ -264,7 +304,10 @@ func (r *run) claimAndMount(d decision, mountCtx context.Context) error {
 		return err
 	}
 	req, err := mounter.NewMountRequest(resp.Volume, resp.Claim)
-	must(r.w.t, err)
+	if err != nil {
+		r.w.t.Errorf("seed %d: %s: the claim's reply makes no mount request: %v", r.p.seed, d, err)
+		return err
+	}
 	if mountCtx == nil {
 		mountCtx = ctx
 	}
@@ -274,16 +317,17 @@ func (r *run) claimAndMount(d decision, mountCtx context.Context) error {
 }
 
 // stop reports the allocation terminal.
-func (r *run) stop(alloc string) {
+func (r *run) stop(alloc string) error {
 	r.mu.Lock()
 	d, ok := r.allocs[alloc]
 	r.mu.Unlock()
 	if !ok {
-		return
+		return nil
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
 	_, err := r.w.apply(ctx, state.UpsertAllocations{ReleasedAt: r.w.clock.Now(), Allocations: []csi.Allocation{
 		{ID: alloc, Namespace: namespace, NodeID: d.node, Terminal: true}}})
 	r.noteErr("stop", err)
+	return err
 }

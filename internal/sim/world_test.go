@@ -74,6 +74,9 @@ type world struct {
 	statuses *rpcshim.InmemNodeStatuses
 	cancel   context.CancelFunc
 	wg       sync.WaitGroup
+
+	leadMu  sync.Mutex
+	changed chan struct{} // closed and replaced at every leadership change
 }
 
 func simRaftConfig() *raft.Config {
@@ -93,7 +96,8 @@ func newWorld(t testing.TB) *world {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &world{t: t, clock: clock.NewFake(time.Unix(1_700_000_000, 0)), nodes: map[string]*node{},
-		tr: rpcshim.NewInmemTransport(), statuses: &rpcshim.InmemNodeStatuses{}, cancel: cancel}
+		tr: rpcshim.NewInmemTransport(), statuses: &rpcshim.InmemNodeStatuses{}, cancel: cancel,
+		changed: make(chan struct{})}
 	t.Cleanup(w.close)
 	w.startReplicas(ctx)
 	w.ctl = csitest.Start(t, csitest.Config{
@@ -132,7 +136,13 @@ func (w *world) startReplicas(ctx context.Context) {
 			RetryBase: time.Second, RetryMax: 30 * time.Second, FinalRetryInterval: 5 * time.Minute,
 			StepTimeout: 10 * time.Second})
 		must(w.t, err)
-		srv.OnLeadership(r.worker.SetEnabled)
+		srv.OnLeadership(func(leader bool) {
+			r.worker.SetEnabled(leader)
+			w.leadMu.Lock()
+			close(w.changed)
+			w.changed = make(chan struct{})
+			w.leadMu.Unlock()
+		})
 		w.replicas = append(w.replicas, r)
 		w.wg.Go(func() { _ = r.worker.Run(ctx) })
 	}
@@ -159,25 +169,39 @@ func (w *world) forward(ctx context.Context, leaderAddr, leaderID string, cmd []
 	return state.Result{}, fmt.Errorf("%w: no server %s at %s", csi.ErrUnavailable, leaderID, leaderAddr)
 }
 
-// leader waits for a replica that leads and returns it.
+// leader waits for a replica that leads and has taken leadership in
+// (OnLeadership said true, so its worker runs) and returns it.
 func (w *world) leader() *replica {
 	w.t.Helper()
+	r, err := w.tryLeader()
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return r
+}
+
+// tryLeader is leader for other goroutines than the test's. It waits on
+// the leadership changes, not on a timer.
+func (w *world) tryLeader() (*replica, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
 	for {
+		w.leadMu.Lock()
+		changed := w.changed
+		w.leadMu.Unlock()
 		for _, r := range w.replicas {
-			if r.srv.IsLeader() {
-				return r
+			if r.srv.IsLeader() && r.worker.Enabled() {
+				return r, nil
 			}
 		}
-		if _, _, err := w.replicas[0].srv.WaitLeader(ctx); err != nil {
-			w.t.Fatalf("no leader: %v", err)
-		}
 		select {
+		case <-changed:
 		case <-ctx.Done():
-			w.t.Fatalf("no leader: %v", ctx.Err())
-		case <-time.After(5 * time.Millisecond):
-			// raft reports its leader before IsLeader turns true on it.
+			var states []string
+			for _, r := range w.replicas {
+				states = append(states, fmt.Sprintf("%s leader=%v worker=%v", r.id, r.srv.IsLeader(), r.worker.Enabled()))
+			}
+			return nil, fmt.Errorf("no server took leadership in within %s: %v", waitLimit, states)
 		}
 	}
 }
