@@ -88,8 +88,12 @@
 // a claim's controller step starts only once its NodeDetached
 // checkpoint is written. The writes of one step of one volume that
 // arrive together go in one state.Batch: the NodeDetached checkpoints
-// of a pass's node steps, the frees that need no plugin call, the
-// removal of a node's attachment with its claims' frees. Releases of
+// of a pass's node steps, with the detach intents (state.DetachVolume)
+// of the nodes whose controller step follows them, so that a claim's
+// release costs two store writes (its node checkpoint with the intent,
+// then the attachment's removal with the free); the frees that need no
+// plugin call; the removal of a node's attachment with its claims'
+// frees. Releases of
 // different volumes write on their own; a replicated host's log already
 // batches applies that arrive together. The host's Applier therefore
 // sees CheckpointClaim, DetachVolume, FreeClaim and RecordClaimError

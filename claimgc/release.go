@@ -19,7 +19,8 @@ import (
 //
 //  1. node step for claims in Unpublishing (skipped when the node is
 //     gone); the NodeDetached checkpoints of the pass go in one
-//     state.Batch once every node step of the pass has answered. The
+//     state.Batch once every node step of the pass has answered, with
+//     the detach intents of step 2 for the nodes of those claims. The
 //     claims whose checkpoint landed go on to step 2 in the same pass,
 //     on the pass's read of the volume: the store refuses the
 //     controller step's writes when the volume changed under them in a
@@ -61,6 +62,18 @@ type volumeRun struct {
 	w        *Worker
 	key      volKey
 	failures map[string]*failure // by allocation ID
+
+	// Of the current pass: the answers of the detach intents written
+	// with the node checkpoints, by node (nodeSteps), and whether the
+	// volume needs ControllerUnpublish, read once (controllerNeeded).
+	intents map[string]error
+	need    *neededAnswer
+}
+
+// neededAnswer is Worker.controllerNeeded's answer for one pass.
+type neededAnswer struct {
+	needed bool
+	err    error
 }
 
 // releaseVolume runs the release passes of one volume until a pass makes
@@ -110,6 +123,7 @@ func (w *Worker) releaseVolume(ctx context.Context, k volKey) outcome {
 // whether any write landed; allFreed whether every past claim of v was
 // freed.
 func (r *volumeRun) pass(ctx context.Context, v *csi.Volume) (progress, allFreed bool) {
+	r.intents, r.need = map[string]error{}, nil
 	claims := slices.SortedFunc(maps.Values(v.PastClaims), func(a, b *csi.Claim) int {
 		return cmp.Compare(a.AllocationID, b.AllocationID)
 	})
@@ -141,32 +155,47 @@ func (r *volumeRun) pass(ctx context.Context, v *csi.Volume) (progress, allFreed
 // writer) the store refuses in the controller step's own writes
 // (DetachVolume, RemoveAttachment, FreeClaim), which the step takes as
 // its answer.
+//
+// The detach intents (DetachVolume) of the nodes whose controller step
+// follows in this pass go in the same batch, after the checkpoints:
+// the batch is the node step's checkpoint and the controller step's
+// intent, both written before the ControllerUnpublish, in one store
+// write instead of two. When the store refuses an intent (a claim
+// joined the node), write applies each command on its own, so the
+// checkpoints still land; controllerStep takes the intent's answer
+// from r.intents.
 func (r *volumeRun) nodeSteps(ctx context.Context, v *csi.Volume, claims []*csi.Claim) ([]*csi.Claim, int) {
-	var stepped []*csi.Claim
+	stepped := map[string]bool{}
+	var order []*csi.Claim
 	for _, c := range claims {
 		if c.State != csi.ClaimUnpublishing || r.failed(c) {
 			continue
 		}
 		if r.nodeStep(ctx, v, c) {
-			stepped = append(stepped, c)
+			stepped[c.AllocationID] = true
+			order = append(order, c)
 		}
 		if ctx.Err() != nil {
 			return claims, 0
 		}
 	}
-	if len(stepped) == 0 {
+	if len(order) == 0 {
 		return claims, 0
 	}
-	cmds := make([]state.Command, len(stepped))
-	for i, c := range stepped {
+	cmds := make([]state.Command, len(order), len(order)+1)
+	for i, c := range order {
 		cmds[i] = state.CheckpointClaim{
 			Namespace: r.key.namespace, VolumeID: r.key.id, AllocationID: c.AllocationID, State: csi.ClaimNodeDetached,
 		}
 	}
+	intents := r.intentNodes(v, asNodeDetached(claims, stepped), stepped)
+	for _, node := range intents {
+		cmds = append(cmds, state.DetachVolume{Namespace: r.key.namespace, VolumeID: r.key.id, NodeID: node})
+	}
 	errs := r.w.write(ctx, cmds)
 	wrote := 0
 	landed := map[string]bool{}
-	for i, c := range stepped {
+	for i, c := range order {
 		switch err := errs[i]; {
 		case err == nil, errors.Is(err, csi.ErrClaimNotFound):
 			wrote++
@@ -177,15 +206,57 @@ func (r *volumeRun) nodeSteps(ctx context.Context, v *csi.Volume, claims []*csi.
 				c.AllocationID, r.key.id, csi.ClaimNodeDetached, err))
 		}
 	}
+	for i, node := range intents {
+		err := errs[len(order)+i]
+		if err == nil {
+			wrote++
+		}
+		r.intents[node] = err
+	}
+	return asNodeDetached(claims, landed), wrote
+}
+
+// asNodeDetached returns claims with those of the allocations in ids as
+// NodeDetached: copies, the pass's read is not changed.
+func asNodeDetached(claims []*csi.Claim, ids map[string]bool) []*csi.Claim {
 	out := slices.Clone(claims)
 	for i, c := range out {
-		if landed[c.AllocationID] {
+		if ids[c.AllocationID] {
 			d := c.Copy()
 			d.State = csi.ClaimNodeDetached
 			out[i] = d
 		}
 	}
-	return out, wrote
+	return out
+}
+
+// intentNodes returns, in order, the nodes whose controller step this
+// pass runs after the node steps, for a claim of stepped among others,
+// and whose attachment needs its detach intent written: claims are as
+// they stand once the node checkpoints land. None when whether the
+// volume needs ControllerUnpublish cannot be told: the controller step
+// reports that.
+//
+// A node none of whose claims is in the batch (all were NodeDetached
+// before this pass) writes its intent on its own in controllerStep: a
+// batch that fails fails every command in it, and a checkpoint that
+// cannot be written must hold only its own claim's node.
+func (r *volumeRun) intentNodes(v *csi.Volume, claims []*csi.Claim, stepped map[string]bool) []string {
+	p := r.plan(v, claims)
+	if len(p.detach) == 0 {
+		return nil
+	}
+	if needed, err := r.controllerNeeded(v); err != nil || !needed {
+		return nil
+	}
+	var nodes []string
+	for _, node := range slices.Sorted(maps.Keys(p.detach)) {
+		inBatch := slices.ContainsFunc(p.detach[node], func(c *csi.Claim) bool { return stepped[c.AllocationID] })
+		if inBatch && v.Attachments[node].State != csi.AttachmentDetaching {
+			nodes = append(nodes, node)
+		}
+	}
+	return nodes
 }
 
 // plan is what the controller part of a pass does: the claims freed
@@ -281,14 +352,18 @@ func (r *volumeRun) nodeStep(ctx context.Context, v *csi.Volume, c *csi.Claim) b
 // removes the attachment and frees them in one batch. It returns how
 // many writes landed and how many claims were freed.
 func (r *volumeRun) controllerStep(ctx context.Context, v *csi.Volume, att *csi.Attachment, cs []*csi.Claim) (wrote, freed int) {
-	needed, err := r.w.controllerNeeded(v)
+	needed, err := r.controllerNeeded(v)
 	if err != nil {
 		r.failAll(cs, StepControllerDetach, err)
 		return 0, 0
 	}
 	if needed {
 		if att.State != csi.AttachmentDetaching {
-			switch err := r.detachIntent(ctx, att); {
+			err, written := r.intents[att.NodeID]
+			if !written {
+				err = r.detachIntent(ctx, att)
+			}
+			switch {
 			case ctx.Err() != nil:
 				return 0, 0
 			case errors.Is(err, csi.ErrVolumeInUse), errors.Is(err, csi.ErrAttachmentNotFound):
@@ -300,7 +375,9 @@ func (r *volumeRun) controllerStep(ctx context.Context, v *csi.Volume, att *csi.
 				r.failAll(cs, StepControllerDetach, fmt.Errorf("controller step: write the detach of volume %s from node %s: %w", r.key.id, att.NodeID, err))
 				return 0, 0
 			}
-			wrote++
+			if !written {
+				wrote++ // an intent written with the node checkpoints counted there
+			}
 		}
 		c := cs[0].Copy()
 		c.ExternalNodeID = att.ExternalNodeID
@@ -369,6 +446,17 @@ func (w *Worker) controllerNeeded(v *csi.Volume) (bool, error) {
 	}
 	p := csi.Plugin{ControllerRequired: true, Controllers: ctrls}
 	return p.NeedsControllerPublish(), nil
+}
+
+// controllerNeeded is Worker.controllerNeeded for v, read once per
+// pass: the node steps' intents and the controller steps decide on the
+// same answer.
+func (r *volumeRun) controllerNeeded(v *csi.Volume) (bool, error) {
+	if r.need == nil {
+		needed, err := r.w.controllerNeeded(v)
+		r.need = &neededAnswer{needed: needed, err: err}
+	}
+	return r.need.needed, r.need.err
 }
 
 // storeError is a failed store read: Retryable, the store may answer

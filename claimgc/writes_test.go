@@ -143,9 +143,10 @@ func TestWorker_Release_WritesOfOneNode(t *testing.T) {
 		t.Errorf("a free was written before the ControllerUnpublish: %v", got)
 	}
 	// A release running alone writes its pass's checkpoints together
-	// too, once its node steps are done.
-	if i := at("checkpoint-" + csi.ClaimNodeDetached.String() + "-a1"); got[i] != "store:checkpoint-node-detached-a1,checkpoint-node-detached-a2,checkpoint-node-detached-a3" {
-		t.Errorf("node checkpoints written as %q, want the three in one batch (calls %v)", got[i], got)
+	// too, once its node steps are done, with the detach intent of the
+	// node whose controller step follows.
+	if i := at("checkpoint-" + csi.ClaimNodeDetached.String() + "-a1"); got[i] != "store:checkpoint-node-detached-a1,checkpoint-node-detached-a2,checkpoint-node-detached-a3,detach-volume" {
+		t.Errorf("node checkpoints written as %q, want the three and the detach intent in one batch (calls %v)", got[i], got)
 	}
 	if st := w.Stats(); st.Freed != 3 || st.NodeDetached != 3 || st.ControllerDetached != 3 || st.FailedAttempts != 0 {
 		t.Errorf("stats = %+v", st)
@@ -430,10 +431,10 @@ func TestWorker_Release_FailedCheckpointHoldsOnlyItsClaim(t *testing.T) {
 }
 
 // TestWorker_Release_WritesOfOneStep pins how a pass groups its writes:
-// one batch for the node checkpoints of every claim of the volume, one
-// for the frees that need no plugin call (a2 and a3, whose node a4
-// keeps the volume attached to), then for the node the volume leaves
-// the detach intent before the call and the attachment's removal with
+// one batch for the node checkpoints of every claim of the volume with
+// the detach intent of the node the volume leaves (n1), one for the
+// frees that need no plugin call (a2 and a3, whose node a4 keeps the
+// volume attached to), then the call and the attachment's removal with
 // the free after it. Nothing else is written.
 func TestWorker_Release_WritesOfOneStep(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
@@ -459,21 +460,79 @@ func TestWorker_Release_WritesOfOneStep(t *testing.T) {
 	}
 	cp := "checkpoint-" + csi.ClaimNodeDetached.String() + "-"
 	want := []string{
-		"store:" + cp + "a1," + cp + "a2," + cp + "a3",
+		"store:" + cp + "a1," + cp + "a2," + cp + "a3,detach-volume",
 		"store:free-a2,free-a3",
-		"store:detach-volume",
 		"ctrl:" + ctrlUnpublish + ":vol",
 		"store:remove-attachment,free-a1",
 	}
 	if !slices.Equal(writes, want) {
 		t.Errorf("writes and controller calls = %v, want %v", writes, want)
 	}
-	if st := w.Stats(); st.Writes != 8 || st.Applies != 4 || st.Freed != 3 || st.FailedAttempts != 0 {
-		t.Errorf("stats = %+v, want 8 commands in 4 applies and 3 claims freed", st)
+	if st := w.Stats(); st.Writes != 8 || st.Applies != 3 || st.Freed != 3 || st.FailedAttempts != 0 {
+		t.Errorf("stats = %+v, want 8 commands in 3 applies and 3 claims freed", st)
 	}
 	if a := h.volume("vol").Attachments["n2"]; a == nil || a.State != csi.AttachmentAttached {
 		t.Errorf("attachment to n2 = %+v, want it kept for a4", a)
 	}
 	h.requireNoPastClaims("after the release")
+	h.requireNoViolations()
+}
+
+// TestWorker_Release_ClaimJoinsDuringNodeStep checks the detach intent
+// written with the node checkpoint when a claim joins the node while
+// the node step runs (after the pass read the volume): the store
+// refuses the intent, the checkpoint lands on its own, the released
+// claim is freed without a ControllerUnpublish, and the attachment
+// stays for the claim that joined.
+func TestWorker_Release_ClaimJoinsDuringNodeStep(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.addVolume("vol", csi.AccessModeMultiNodeMultiWriter)
+	h.claim("vol", "a1", "n2")
+	oa := &orderApplier{Applier: h.applier, h: h}
+	cfg := h.workerConfig()
+	cfg.Applier = oa
+	w := h.startWorker(cfg, true)
+	h.settle(w)
+	var joined atomic.Bool
+	h.nodes["n2"].fake.SetHook(nodeUnpublish, func(ctx context.Context, _ string, _ any) error {
+		if joined.Swap(true) {
+			return nil
+		}
+		a := csi.Allocation{ID: "a2", Namespace: testNamespace, NodeID: "n2"}
+		if _, err := h.applier.Apply(ctx, state.UpsertAllocations{Allocations: []csi.Allocation{a}}); err != nil {
+			return err
+		}
+		_, err := h.applier.Apply(ctx, state.ClaimVolume{Namespace: testNamespace, VolumeID: "vol", Claim: csi.Claim{
+			AllocationID: "a2", NodeID: "n2", Mode: csi.ClaimWrite,
+			AccessMode: csi.AccessModeMultiNodeMultiWriter, AttachmentMode: csi.AttachmentModeFileSystem,
+		}})
+		return err
+	})
+	h.order.reset()
+
+	h.release("a1")
+	h.settle(w)
+	if !joined.Load() {
+		t.Fatal("the node step did not run")
+	}
+	var writes []string
+	for _, e := range h.order.list() {
+		if strings.HasPrefix(e, "store:") || strings.HasPrefix(e, "ctrl:") {
+			writes = append(writes, e)
+		}
+	}
+	want := []string{"store:checkpoint-" + csi.ClaimNodeDetached.String() + "-a1", "store:free-a1"}
+	if !slices.Equal(writes, want) {
+		t.Errorf("writes and controller calls = %v, want %v", writes, want)
+	}
+	if c := h.claimOf("vol", "a1"); c != nil {
+		t.Errorf("a1's claim = %+v, want freed", c)
+	}
+	if a := h.volume("vol").Attachments["n2"]; a == nil || a.State != csi.AttachmentAttached {
+		t.Errorf("attachment to n2 = %+v, want it kept, attached, for a2", a)
+	}
+	if st := w.Stats(); st.Freed != 1 || st.NodeDetached != 1 || st.ControllerDetached != 0 || st.FailedAttempts != 0 {
+		t.Errorf("stats = %+v, want one claim node-detached and freed, no controller step", st)
+	}
 	h.requireNoViolations()
 }
