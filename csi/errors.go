@@ -175,6 +175,10 @@ var (
 	// ErrUnavailable: a component (transport, node, plugin connection) is
 	// unreachable right now. Retryable.
 	ErrUnavailable = newSentinel("unavailable", "unavailable", ClassRetryable)
+	// ErrPermissionDenied: the caller is not allowed the operation (no
+	// principal, or one without the permission in the namespace).
+	// Nothing was read or written. Final: retry with other credentials.
+	ErrPermissionDenied = newSentinel("permission_denied", "permission denied", ClassFinal)
 )
 
 var sentinels = []*Sentinel{
@@ -184,6 +188,7 @@ var sentinels = []*Sentinel{
 	ErrClaimNotFound, ErrAttachmentNotFound, ErrMaxClaims, ErrAttachedElsewhere,
 	ErrAccessModeNotAllowed, ErrNamespaceMismatch, ErrMaxVolumes, ErrTopologyMismatch,
 	ErrInvalidRequest, ErrNotSupported, ErrUnavailable,
+	ErrPermissionDenied,
 }
 
 // SentinelByCode returns the sentinel whose Code is code, or nil. A

@@ -172,4 +172,18 @@
 //     and, optionally, report it with the server's Unpublish
 //     (NodeDetached set) so the release goes straight to the controller
 //     step.
+//
+// # Authorization
+//
+// A Server asks its Authorizer before every endpoint reads or writes
+// anything: a namespace and a csi.Permission, with the caller's
+// principal in ctx (csi.WithPrincipal, set by the host's API layer once
+// it has authenticated the caller). A refusal is csi.ErrPermissionDenied
+// and crosses transports like every sentinel. Two ways to run it:
+//
+//   - Open: ServerConfig.Authorizer nil. Every call is allowed; the
+//     host authorizes upstream, before its API calls the Server.
+//   - Checked: ServerConfig.Authorizer set (an AuthorizerFunc over the
+//     host's policies). See Authorizer for the permission each endpoint
+//     asks and ExampleAuthorizerFunc for a policy table.
 package rpcshim
