@@ -56,10 +56,11 @@
 //     method, NodeServiceName + "/Call", whose messages are JSON
 //     envelopes ({"method", "body"} and {"body", "error"}); no generated
 //     code is involved, and the codec is passed per call and per server,
-//     never registered globally. Connections are insecure by default,
-//     which suits unix sockets and loopback; hosts that cross a network
-//     pass TLS credentials in GRPCTransportConfig.DialOptions and
-//     GRPCNodeServerConfig.ServerOptions.
+//     never registered globally. A node server refuses every call
+//     that lacks the server's identity (csi.ErrPermissionDenied): mutual
+//     TLS (GRPCNodeServerConfig.TLS and GRPCTransportConfig.TLS,
+//     preferred) or a per-cluster token in metadata (ClusterToken on
+//     both); Insecure on both is for tests and private sockets.
 //   - A host with its own RPC layer implements Transport: encode req as
 //     JSON, hand it to the node's Handler, send back the reply bytes or
 //     EncodeError(err), and return WireError.Err() on the server. It
