@@ -25,12 +25,15 @@ const MaxNodeAddressLen = 512
 // holds (HashNodeSecret) and the address the servers call it at.
 //
 // The first registration of a node ID (also of a node known so far
-// only from plugin reports) sets both. A later one must repeat both: a
-// registration with another secret or another address is refused with
-// a *NodeIdentityError (csi.ErrPermissionDenied) and writes nothing, so
-// a process that learns a node's ID cannot take its place and have the
-// servers send it volumes and their secrets. To move a node to another
-// address, DeleteNode it first: that is an operator's decision.
+// only from plugin reports) sets both. A later one must carry the same
+// secret: a registration with another secret, whatever its address, is
+// refused with a *NodeIdentityError (csi.ErrPermissionDenied) and
+// writes nothing, so a process that learns a node's ID cannot take its
+// place and have the servers send it volumes and their secrets. With
+// the same secret the address may change: the agent proved who it is,
+// and an agent restarted on a new port must be reachable again. A node
+// whose secret is lost is deleted (DeleteNode, an operator's decision)
+// before it registers again.
 //
 // Once a node has a secret, its plugin reports (UpsertNodePlugins) must
 // carry the same SecretHash.
@@ -56,12 +59,12 @@ func HashNodeSecret(secret string) string {
 // node and what differed, never a secret or a hash.
 type NodeIdentityError struct {
 	NodeID string
-	// What differed: "secret" or "address".
+	// What differed: "secret".
 	What string
 }
 
 func (e *NodeIdentityError) Error() string {
-	return fmt.Sprintf("%s: node %s is registered with another %s; a node keeps its secret and address, so deregister it (an operator's call) before it joins again",
+	return fmt.Sprintf("%s: node %s is registered with another %s; a node keeps its secret, so have it deleted (an operator's call) before it joins again",
 		csi.ErrPermissionDenied, e.NodeID, e.What)
 }
 
@@ -99,10 +102,9 @@ func (c RegisterNode) apply(w *writer) error {
 		if !sameHash(old.SecretHash, c.SecretHash) {
 			return &NodeIdentityError{NodeID: c.NodeID, What: "secret"}
 		}
-		if old.Address != c.Address {
-			return &NodeIdentityError{NodeID: c.NodeID, What: "address"}
+		if old.Address == c.Address {
+			return nil // a repeated registration changes nothing
 		}
-		return nil // a repeated registration changes nothing
 	}
 	row := &Node{ID: c.NodeID, CreateIndex: w.index}
 	if old != nil {

@@ -40,9 +40,19 @@ func (s suite) nodeIdentity(t *testing.T) {
 				}
 			}
 		}
+		sameAddr := reg
+		sameAddr.SecretHash = other
+		w.refuse(t, sameAddr, csi.ErrPermissionDenied, "n1", "secret")
+	})
+	t.Run("SameSecretMoves", func(t *testing.T) {
+		w := s.empty(t)
+		w.must(t, reg)
 		moved := reg
-		moved.Address = "10.9.9.9:4647"
-		w.refuse(t, moved, csi.ErrPermissionDenied, "n1", "address")
+		moved.Address = "10.0.0.1:5000"
+		w.must(t, moved)
+		if n, err := w.s.Node("n1"); err != nil || n.Address != moved.Address || n.SecretHash != secret {
+			t.Fatalf("Node(n1) = %+v, %v; want the new address and the same hash", n, err)
+		}
 	})
 	t.Run("ReportsCarryTheSecret", func(t *testing.T) {
 		w := s.empty(t)

@@ -41,6 +41,22 @@ type QueryMeta struct {
 type Client struct {
 	base *url.URL
 	hc   *http.Client
+	// nodeSecret, if set, is sent in NodeSecretHeader.
+	nodeSecret string
+}
+
+// NodeSecretHeader carries a node agent's secret with its node calls
+// (register, heartbeat, leave, plugin reports). The server keeps only
+// its hash (state.HashNodeSecret).
+const NodeSecretHeader = "X-Refserver-Node-Secret"
+
+// WithNodeSecret returns a client that sends secret with every request
+// (NodeSecretHeader): the client a node agent uses. It shares c's
+// connections.
+func (c *Client) WithNodeSecret(secret string) *Client {
+	n := *c
+	n.nodeSecret = secret
+	return &n
 }
 
 // NewClient returns a client of the server at address ("http://host:port"
@@ -90,6 +106,9 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.nodeSecret != "" {
+		req.Header.Set(NodeSecretHeader, c.nodeSecret)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
