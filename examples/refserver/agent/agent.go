@@ -92,7 +92,8 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	rpcshim.Handle(a.endpoint.Mux(), api.MethodMountVolume, a.mount)
-	a.node, err = rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: a.endpoint, Logger: cfg.Logger.Named("node-service"), Insecure: true})
+	a.node, err = rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: a.endpoint, Logger: cfg.Logger.Named("node-service"),
+		ClusterToken: cfg.ClusterToken, Insecure: cfg.ClusterToken == ""})
 	if err != nil {
 		return nil, err
 	}

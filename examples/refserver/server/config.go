@@ -50,6 +50,13 @@ type Config struct {
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 
+	// ClusterToken is the per-cluster secret the server sends with
+	// every call to a node agent (rpcshim.GRPCTransportConfig
+	// .ClusterToken); agents refuse calls without it. Empty means
+	// calls without credentials, for agents that accept any caller
+	// (tests): a real deployment sets it on servers and agents alike.
+	ClusterToken string
+
 	// Events receives the lifecycle lines ("[server] …"); nil prints
 	// nothing.
 	Events *events.Log

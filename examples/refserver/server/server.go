@@ -49,9 +49,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, live: NewLiveness(cfg.HeartbeatTTL), stopping: make(chan struct{})}
 	s.transport, err = rpcshim.NewGRPCTransport(rpcshim.GRPCTransportConfig{
-		Resolve:  func(_ context.Context, nodeID string) (string, error) { return s.live.Address(nodeID) },
-		Logger:   cfg.Logger.Named("transport"),
-		Insecure: true,
+		Resolve:      func(_ context.Context, nodeID string) (string, error) { return s.live.Address(nodeID) },
+		Logger:       cfg.Logger.Named("transport"),
+		ClusterToken: cfg.ClusterToken,
+		Insecure:     cfg.ClusterToken == "",
 	})
 	if err != nil {
 		return nil, err
