@@ -43,6 +43,21 @@ type Client struct {
 	hc   *http.Client
 	// nodeSecret, if set, is sent in NodeSecretHeader.
 	nodeSecret string
+	// clusterToken, if set, is sent in ClusterTokenHeader.
+	clusterToken string
+}
+
+// ClusterTokenHeader carries the cluster token from one server to
+// another (the internal endpoints under InternalPrefix).
+const ClusterTokenHeader = "X-Refserver-Cluster-Token"
+
+// WithClusterToken returns a client that sends token with every
+// request (ClusterTokenHeader): the client a server uses to reach the
+// other servers of its cluster. It shares c's connections.
+func (c *Client) WithClusterToken(token string) *Client {
+	n := *c
+	n.clusterToken = token
+	return &n
 }
 
 // NodeSecretHeader carries a node agent's secret with its node calls
@@ -109,6 +124,9 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	if c.nodeSecret != "" {
 		req.Header.Set(NodeSecretHeader, c.nodeSecret)
+	}
+	if c.clusterToken != "" {
+		req.Header.Set(ClusterTokenHeader, c.clusterToken)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

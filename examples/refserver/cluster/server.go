@@ -345,6 +345,7 @@ func (s *Server) join(ctx context.Context, rs *raftstate.Server, addr string) (b
 	if err != nil {
 		return false, err // checked by New
 	}
+	client = client.WithClusterToken(s.cfg.ClusterToken)
 	delay := 100 * time.Millisecond
 	for {
 		st, err := client.Status(ctx)
@@ -471,6 +472,7 @@ func (s *Server) findPeer(ctx context.Context, id string) *peer {
 		if err != nil || known[client.Address()] {
 			continue
 		}
+		client = client.WithClusterToken(s.cfg.ClusterToken)
 		st, err := client.Status(ctx)
 		if err != nil || st.ID != id || s.joinPeer(rs, client, st) != nil {
 			client.Close()
