@@ -110,6 +110,7 @@ func (e *env) server(ctx context.Context, args []string) int {
 	nodeID := fs.String("node-id", "", "this server's ID (default: kept in -data-dir, generated at the first start)")
 	var join listFlag
 	fs.Var(&join, "join", "cluster mode: the API address of another server, host:port; repeatable or comma-separated")
+	token := clusterTokenFlag(fs)
 	code := ExitOK
 	if !e.parseMode(fs, args, &code) {
 		return code
@@ -125,7 +126,7 @@ func (e *env) server(ctx context.Context, args []string) int {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	cfg := cluster.Config{
 		ID: *nodeID, DataDir: *dataDir, Dev: *dev, BootstrapExpect: *expect, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise,
-		Join: join, Advertise: *advertise, HeartbeatTTL: *ttl, Events: events.New(e.stdout), Logger: logger,
+		Join: join, Advertise: *advertise, HeartbeatTTL: *ttl, Events: events.New(e.stdout), Logger: logger, ClusterToken: clusterToken(*token),
 	}
 	switch {
 	case *expect < 1:
@@ -285,6 +286,7 @@ func (e *env) agent(ctx context.Context, args []string) int {
 	hpStage := fs.Bool("hostpath-staging", true, "the in-process hostpath plugin advertises STAGE_UNSTAGE_VOLUME")
 	heartbeat := fs.Duration("heartbeat", agent.DefaultHeartbeatInterval, "time between heartbeats (keep it well under the server's -heartbeat-ttl)")
 	level := fs.String("log-level", "warn", "log level of diagnostics on stderr: trace, debug, info, warn, error")
+	token := clusterTokenFlag(fs)
 	code := ExitOK
 	if !e.parseMode(fs, args, &code) {
 		return code
@@ -315,7 +317,7 @@ func (e *env) agent(ctx context.Context, args []string) int {
 	}
 	cfg := agent.Config{
 		NodeID: *nodeID, Servers: clients, DataDir: *dataDir, Plugins: plugins, Advertise: *advertise,
-		HeartbeatInterval: *heartbeat, Events: events.New(e.stdout), Logger: logger,
+		HeartbeatInterval: *heartbeat, Events: events.New(e.stdout), Logger: logger, ClusterToken: clusterToken(*token),
 	}
 	if *hpDir != "" {
 		cfg.Hostpath = &hostpath.Config{

@@ -317,7 +317,7 @@ func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, err
 	srv, err := server.New(server.Config{
 		Store: store, Applier: rs, Follower: true, Internal: s.internal(),
 		HeartbeatTTL: s.cfg.HeartbeatTTL, Now: s.cfg.Now, ShutdownTimeout: s.cfg.ShutdownTimeout,
-		Events: s.cfg.Events, Logger: s.cfg.Logger,
+		Events: s.cfg.Events, Logger: s.cfg.Logger, ClusterToken: s.cfg.ClusterToken,
 	})
 	if err != nil {
 		return nil, nil, errors.Join(err, rs.Shutdown())
