@@ -45,6 +45,19 @@ type Client struct {
 	nodeSecret string
 	// clusterToken, if set, is sent in ClusterTokenHeader.
 	clusterToken string
+	// token, if set, is sent in TokenHeader.
+	token string
+}
+
+// TokenHeader carries a caller's ACL token.
+const TokenHeader = "X-Refserver-Token"
+
+// WithToken returns a client that sends the ACL token with every
+// request (TokenHeader). It shares c's connections.
+func (c *Client) WithToken(token string) *Client {
+	n := *c
+	n.token = token
+	return &n
 }
 
 // ClusterTokenHeader carries the cluster token from one server to
@@ -124,6 +137,9 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	if c.nodeSecret != "" {
 		req.Header.Set(NodeSecretHeader, c.nodeSecret)
+	}
+	if c.token != "" {
+		req.Header.Set(TokenHeader, c.token)
 	}
 	if c.clusterToken != "" {
 		req.Header.Set(ClusterTokenHeader, c.clusterToken)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/examples/refserver/events"
+	"github.com/csikit/csikit/rpcshim"
 	"github.com/csikit/csikit/state"
 )
 
@@ -49,6 +50,10 @@ type Config struct {
 	// ShutdownTimeout bounds the graceful stop of the HTTP API; 0 means
 	// DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
+
+	// ACL, if set, requires an ACL token (api.TokenHeader) on every
+	// volume, plugin and allocation request; nil leaves the API open.
+	ACL *ACL
 
 	// ClusterToken is the per-cluster secret the server sends with
 	// every call to a node agent (rpcshim.GRPCTransportConfig
@@ -91,4 +96,13 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = hclog.NewNullLogger()
 	}
 	return c, nil
+}
+
+// authorizer is the ACL as an rpcshim.Authorizer, nil without one (a
+// nil *ACL in the interface would not be nil).
+func (c Config) authorizer() rpcshim.Authorizer {
+	if c.ACL == nil {
+		return nil
+	}
+	return c.ACL
 }

@@ -65,6 +65,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.api, err = rpcshim.NewServer(rpcshim.ServerConfig{
 		Store: cfg.Store, Applier: cfg.Applier, Router: s.router, Logger: cfg.Logger.Named("endpoints"),
+		Authorizer: cfg.authorizer(),
 	})
 	if err != nil {
 		return nil, err
@@ -77,6 +78,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.handler = s.routes()
+	if cfg.ACL != nil {
+		s.handler = cfg.ACL.withPrincipal(s.handler)
+	}
 	return s, nil
 }
 
