@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
@@ -100,5 +101,33 @@ func TestServer_ACL_NoSecretsAnywhere(t *testing.T) {
 		if r.StatusCode != http.StatusOK || strings.Contains(string(b), secret) {
 			t.Errorf("GET %s: status %d, holds the secret: %t", path, r.StatusCode, strings.Contains(string(b), secret))
 		}
+	}
+}
+
+// TestBootstrapACL makes an ACL file, whose management token is
+// allowed everything, which holds no token in clear and is 0600, and
+// which a second bootstrap leaves alone.
+func TestBootstrapACL(t *testing.T) {
+	path := t.TempDir() + "/acl.json"
+	token, err := server.BootstrapACL(path)
+	must(t, err)
+	if _, err := server.BootstrapACL(path); err == nil {
+		t.Fatal("a second bootstrap replaced the ACL file")
+	}
+	b, err := os.ReadFile(path)
+	must(t, err)
+	fi, err := os.Stat(path)
+	must(t, err)
+	if strings.Contains(string(b), token) || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("ACL file mode %v holds the token: %t", fi.Mode().Perm(), strings.Contains(string(b), token))
+	}
+	acl, err := server.LoadACL(path)
+	must(t, err)
+	ts := startServer(t, server.Config{ACL: acl})
+	if _, _, err := ts.client.WithToken(token).Plugins(context.Background(), nil); err != nil {
+		t.Fatalf("management token refused: %v", err)
+	}
+	if _, _, err := ts.client.Plugins(context.Background(), nil); !errors.Is(err, csi.ErrPermissionDenied) {
+		t.Fatalf("no token: %v, want csi.ErrPermissionDenied", err)
 	}
 }
