@@ -110,7 +110,7 @@ func (e *env) server(ctx context.Context, args []string) int {
 	nodeID := fs.String("node-id", "", "this server's ID (default: kept in -data-dir, generated at the first start)")
 	var join listFlag
 	fs.Var(&join, "join", "cluster mode: the API address of another server, host:port; repeatable or comma-separated")
-	token := clusterTokenFlag(fs)
+	token, aclFile := clusterTokenFlag(fs), fs.String("acl-file", "", "turn ACLs on with this file of token policies; a missing one is bootstrapped with a management token, printed once")
 	code := ExitOK
 	if !e.parseMode(fs, args, &code) {
 		return code
@@ -127,6 +127,7 @@ func (e *env) server(ctx context.Context, args []string) int {
 	cfg := cluster.Config{
 		ID: *nodeID, DataDir: *dataDir, Dev: *dev, BootstrapExpect: *expect, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise,
 		Join: join, Advertise: *advertise, HeartbeatTTL: *ttl, Events: events.New(e.stdout), Logger: logger, ClusterToken: clusterToken(*token),
+		ACLFile: *aclFile,
 	}
 	switch {
 	case *expect < 1:

@@ -11,6 +11,16 @@ import (
 // environment keeps it out of the process list.
 const ClusterTokenEnv = "CSIKIT_CLUSTER_TOKEN"
 
+// TokenEnv is the environment variable client commands read their ACL
+// token from when -token is not given.
+const TokenEnv = "CSIKIT_TOKEN"
+
+// tokenFlag defines a client command's -token, empty in the help for
+// the same reason as -cluster-token.
+func tokenFlag(fs *flag.FlagSet) *string {
+	return fs.String("token", "", "ACL token of the caller, for a server with ACLs (default $"+TokenEnv+")")
+}
+
 // clusterTokenFlag defines -cluster-token. Its default is empty in the
 // help on purpose: a default read from the environment would be printed.
 func clusterTokenFlag(fs *flag.FlagSet) *string {

@@ -98,6 +98,10 @@ type Config struct {
 	// state command. Empty leaves them open, for a dev cluster on
 	// loopback.
 	ClusterToken string
+	// ACLFile, if set, turns ACLs on: API requests need a token
+	// (server.ACL). A missing file is bootstrapped with one management
+	// token, printed once to Events; the file keeps its hash only.
+	ACLFile string
 
 	// Events receives the lifecycle lines ("[server] …"); nil prints
 	// nothing.

@@ -270,6 +270,10 @@ func (s *Server) printStart(rs *raftstate.Server) {
 // build makes the raft transport, the raftstate server over a new
 // store, and the reference server writing through it.
 func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, error) {
+	acl, err := s.loadACL()
+	if err != nil {
+		return nil, nil, err
+	}
 	var adv net.Addr
 	if s.cfg.RaftAdvertise != "" {
 		a, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAdvertise)
@@ -317,7 +321,7 @@ func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, err
 	srv, err := server.New(server.Config{
 		Store: store, Applier: rs, Follower: true, Internal: s.internal(),
 		HeartbeatTTL: s.cfg.HeartbeatTTL, Now: s.cfg.Now, ShutdownTimeout: s.cfg.ShutdownTimeout,
-		Events: s.cfg.Events, Logger: s.cfg.Logger, ClusterToken: s.cfg.ClusterToken,
+		Events: s.cfg.Events, Logger: s.cfg.Logger, ClusterToken: s.cfg.ClusterToken, ACL: acl,
 	})
 	if err != nil {
 		return nil, nil, errors.Join(err, rs.Shutdown())
