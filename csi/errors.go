@@ -185,6 +185,10 @@ var (
 	// cut, uploaded, or deleted). Retryable once the plugin reports it
 	// ready.
 	ErrSnapshotNotReady = newSentinel("snapshot_not_ready", "snapshot not ready", ClassRetryable)
+	// ErrPermissionDenied: the caller is not allowed the operation (no
+	// principal, or one without the permission in the namespace).
+	// Nothing was read or written. Final: retry with other credentials.
+	ErrPermissionDenied = newSentinel("permission_denied", "permission denied", ClassFinal)
 )
 
 var sentinels = []*Sentinel{
@@ -196,6 +200,7 @@ var sentinels = []*Sentinel{
 	ErrInvalidRequest, ErrNotSupported, ErrUnavailable,
 	ErrShrinkRefused, ErrExpansionOffline, ErrExpansionUnsupported,
 	ErrSnapshotNotFound, ErrSnapshotExists, ErrSnapshotNotReady,
+	ErrPermissionDenied,
 }
 
 // SentinelByCode returns the sentinel whose Code is code, or nil. A

@@ -56,10 +56,11 @@
 //     method, NodeServiceName + "/Call", whose messages are JSON
 //     envelopes ({"method", "body"} and {"body", "error"}); no generated
 //     code is involved, and the codec is passed per call and per server,
-//     never registered globally. Connections are insecure by default,
-//     which suits unix sockets and loopback; hosts that cross a network
-//     pass TLS credentials in GRPCTransportConfig.DialOptions and
-//     GRPCNodeServerConfig.ServerOptions.
+//     never registered globally. A node server refuses every call
+//     that lacks the server's identity (csi.ErrPermissionDenied): mutual
+//     TLS (GRPCNodeServerConfig.TLS and GRPCTransportConfig.TLS,
+//     preferred) or a per-cluster token in metadata (ClusterToken on
+//     both); Insecure on both is for tests and private sockets.
 //   - A host with its own RPC layer implements Transport: encode req as
 //     JSON, hand it to the node's Handler, send back the reply bytes or
 //     EncodeError(err), and return WireError.Err() on the server. It
@@ -181,4 +182,18 @@
 //     and, optionally, report it with the server's Unpublish
 //     (NodeDetached set) so the release goes straight to the controller
 //     step.
+//
+// # Authorization
+//
+// A Server asks its Authorizer before every endpoint reads or writes
+// anything: a namespace and a csi.Permission, with the caller's
+// principal in ctx (csi.WithPrincipal, set by the host's API layer once
+// it has authenticated the caller). A refusal is csi.ErrPermissionDenied
+// and crosses transports like every sentinel. Two ways to run it:
+//
+//   - Open: ServerConfig.Authorizer nil. Every call is allowed; the
+//     host authorizes upstream, before its API calls the Server.
+//   - Checked: ServerConfig.Authorizer set (an AuthorizerFunc over the
+//     host's policies). See Authorizer for the permission each endpoint
+//     asks and ExampleAuthorizerFunc for a policy table.
 package rpcshim

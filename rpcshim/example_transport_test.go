@@ -70,7 +70,7 @@ func ExampleGRPCTransport() {
 		fmt.Println(err)
 		return
 	}
-	srv, err := rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: mux})
+	srv, err := rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: mux, Insecure: true}) // see GRPCNodeServerConfig.TLS
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -88,6 +88,7 @@ func ExampleGRPCTransport() {
 			}
 			return "unix://" + sock, nil
 		},
+		Insecure: true, // a private socket; see GRPCTransportConfig.TLS
 	})
 	if err != nil {
 		fmt.Println(err)

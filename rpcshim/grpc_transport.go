@@ -2,6 +2,7 @@ package rpcshim
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +14,6 @@ import (
 	"google.golang.org/grpc"
 	grpcbackoff "google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/encoding"
 	protocodec "google.golang.org/grpc/encoding/proto"
 	"google.golang.org/grpc/mem"
@@ -140,10 +140,27 @@ type GRPCNodeServerConfig struct {
 	// Logger gets a debug line per failed call. Nil means no logging.
 	Logger hclog.Logger
 	// ServerOptions are added by Serve to the *grpc.Server it creates,
-	// after ServerCodecOption. The server is insecure by default, which
-	// suits a unix socket or loopback; a host listening on a network
-	// passes grpc.Creds with TLS credentials here.
+	// after ServerCodecOption and the TLS credentials.
 	ServerOptions []grpc.ServerOption
+
+	// The server's identity: every call must carry it, or it is
+	// refused with csi.ErrPermissionDenied before the Handler runs (and
+	// logged at Warn with the caller's address, never a credential).
+	// Set TLS, ClusterToken or both, or Insecure.
+
+	// TLS is the node's certificate (Certificates or GetCertificate)
+	// and ClientCAs, the CA that signs the servers' client
+	// certificates: mutual TLS, the preferred choice. Serve requires
+	// and verifies a client certificate on every connection.
+	TLS *tls.Config
+	// ClusterToken is a random per-cluster secret the servers send in
+	// metadata (GRPCTransportConfig.ClusterToken), at least
+	// MinClusterTokenLen bytes. Without TLS it suits a unix socket or
+	// loopback only.
+	ClusterToken string
+	// Insecure accepts calls from any process that can reach the
+	// listener: for tests, and development on a private socket.
+	Insecure bool
 }
 
 // GRPCNodeServer is a node agent's side of the gRPC transport: it serves
@@ -154,6 +171,7 @@ type GRPCNodeServer struct {
 	h       Handler
 	logger  hclog.Logger
 	options []grpc.ServerOption
+	guard   nodeGuard
 }
 
 var _ nodeService = (*GRPCNodeServer)(nil)
@@ -163,10 +181,18 @@ func NewGRPCNodeServer(cfg GRPCNodeServerConfig) (*GRPCNodeServer, error) {
 	if cfg.Handler == nil {
 		return nil, fmt.Errorf("%w: GRPCNodeServerConfig.Handler is nil; pass the node's Mux", csi.ErrInvalidRequest)
 	}
+	g, err := cfg.guard()
+	if err != nil {
+		return nil, err
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	return &GRPCNodeServer{h: cfg.Handler, logger: cfg.Logger, options: cfg.ServerOptions}, nil
+	opts := []grpc.ServerOption{ServerCodecOption()}
+	if cfg.TLS != nil {
+		opts = append(opts, serverTLSOption(cfg.TLS))
+	}
+	return &GRPCNodeServer{h: cfg.Handler, logger: cfg.Logger, options: append(opts, cfg.ServerOptions...), guard: g}, nil
 }
 
 // Register adds the node service to r, typically a *grpc.Server created
@@ -184,7 +210,7 @@ func (s *GRPCNodeServer) Serve(ctx context.Context, lis net.Listener) error {
 	if lis == nil {
 		return fmt.Errorf("%w: GRPCNodeServer.Serve needs a listener (a unix socket or a TCP address)", csi.ErrInvalidRequest)
 	}
-	gs := grpc.NewServer(append([]grpc.ServerOption{ServerCodecOption()}, s.options...)...)
+	gs := grpc.NewServer(s.options...)
 	s.Register(gs)
 	errc := make(chan error, 1)
 	go func() { errc <- gs.Serve(lis) }()
@@ -200,6 +226,10 @@ func (s *GRPCNodeServer) Serve(ctx context.Context, lis net.Listener) error {
 }
 
 func (s *GRPCNodeServer) serveEnvelope(ctx context.Context, req *callRequest) *callReply {
+	if err := s.guard.check(ctx); err != nil {
+		s.logger.Warn("refused a node call without the server's identity", "method", req.Method, "peer", peerAddr(ctx), "error", err)
+		return &callReply{Error: EncodeError(err)}
+	}
 	body, err := s.h.ServeCall(ctx, req.Method, req.Body)
 	if err != nil {
 		w := EncodeError(err)
@@ -223,12 +253,26 @@ type GRPCTransportConfig struct {
 	// or closed. Nil means no logging.
 	Logger hclog.Logger
 	// DialOptions are added to every connection after the transport's
-	// defaults (insecure credentials, reconnect backoff capped at
-	// DefaultReconnectMaxDelay), so they override them. Insecure
-	// credentials suit unix sockets and loopback; a host that reaches
-	// nodes over a network passes grpc.WithTransportCredentials with TLS
-	// here (and grpc.Creds in GRPCNodeServerConfig.ServerOptions).
+	// defaults (the identity's credentials, reconnect backoff capped at
+	// DefaultReconnectMaxDelay), so they override them.
 	DialOptions []grpc.DialOption
+
+	// The server's identity, which the nodes' GRPCNodeServers check:
+	// set TLS, ClusterToken or both, or Insecure.
+
+	// TLS is the server's client certificate (Certificates) and
+	// RootCAs, the CA that signs the nodes' certificates: mutual TLS,
+	// the preferred choice. Set ServerName when the nodes' certificates
+	// do not name the address they are dialled at (a unix socket).
+	TLS *tls.Config
+	// ClusterToken is sent in metadata with every call
+	// (GRPCNodeServerConfig.ClusterToken), at least MinClusterTokenLen
+	// bytes. Without TLS it travels in clear: unix sockets and loopback
+	// only.
+	ClusterToken string
+	// Insecure sends calls without credentials: for tests, and
+	// development on a private socket.
+	Insecure bool
 }
 
 // DefaultReconnectMaxDelay caps the wait between reconnection attempts to
@@ -268,12 +312,13 @@ func NewGRPCTransport(cfg GRPCTransportConfig) (*GRPCTransport, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	opts, err := cfg.dialIdentity()
+	if err != nil {
+		return nil, err
+	}
 	bo := grpcbackoff.DefaultConfig
 	bo.MaxDelay = DefaultReconnectMaxDelay
-	opts := []grpc.DialOption{
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo}),
-	}
+	opts = append(opts, grpc.WithConnectParams(grpc.ConnectParams{Backoff: bo}))
 	opts = append(opts, cfg.DialOptions...)
 	return &GRPCTransport{
 		resolve:  cfg.Resolve,

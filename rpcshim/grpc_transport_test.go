@@ -31,7 +31,7 @@ func TestNewGRPCNodeServer_Config(t *testing.T) {
 }
 
 func TestGRPCNodeServer_Serve_BadListener(t *testing.T) {
-	srv, err := rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: rpcshim.NewMux()})
+	srv, err := rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: rpcshim.NewMux(), Insecure: true})
 	must(t, err)
 	t.Run("nil", func(t *testing.T) {
 		expectIs(t, srv.Serve(context.Background(), nil), csi.ErrInvalidRequest)
@@ -99,7 +99,7 @@ func TestGRPCTransport_Call_NodeRestarts(t *testing.T) {
 	serve := func(name string) (stop func()) {
 		lis, err := net.Listen("unix", sock)
 		must(t, err)
-		srv, err := rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: whoMux(name)})
+		srv, err := rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: whoMux(name), Insecure: true})
 		must(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -110,6 +110,7 @@ func TestGRPCTransport_Call_NodeRestarts(t *testing.T) {
 	book.set("n1", "unix://"+sock)
 	tr, err := rpcshim.NewGRPCTransport(rpcshim.GRPCTransportConfig{
 		Resolve:     book.resolve,
+		Insecure:    true,
 		DialOptions: []grpc.DialOption{grpc.WithDefaultCallOptions(grpc.WaitForReady(true))},
 	})
 	must(t, err)
@@ -175,7 +176,7 @@ func TestGRPCTransport_Call_Resolve(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			tr, err := rpcshim.NewGRPCTransport(rpcshim.GRPCTransportConfig{Resolve: tc.resolve})
+			tr, err := rpcshim.NewGRPCTransport(rpcshim.GRPCTransportConfig{Resolve: tc.resolve, Insecure: true})
 			must(t, err)
 			defer func() { must(t, tr.Close()) }()
 			ctx := context.WithValue(context.Background(), ctxKey{}, "caller")
@@ -223,7 +224,7 @@ func TestGRPCTransport_Close(t *testing.T) {
 	n := serveGRPCNode(t, whoMux("x"))
 	book := &addrBook{}
 	book.set("n1", n.target)
-	tr, err := rpcshim.NewGRPCTransport(rpcshim.GRPCTransportConfig{Resolve: book.resolve})
+	tr, err := rpcshim.NewGRPCTransport(rpcshim.GRPCTransportConfig{Resolve: book.resolve, Insecure: true})
 	must(t, err)
 	_, err = callWho(t, tr, "n1")
 	must(t, err)
@@ -246,7 +247,7 @@ func TestGRPCNodeServer_Register_SharedServer(t *testing.T) {
 			return next(ctx, req)
 		}))
 	healthpb.RegisterHealthServer(gs, health.NewServer())
-	srv, err := rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: whoMux("shared")})
+	srv, err := rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: whoMux("shared"), Insecure: true})
 	must(t, err)
 	srv.Register(gs)
 	sock := filepath.Join(shortTempDir(t), "s.sock")
@@ -277,7 +278,7 @@ func TestGRPCNodeServer_Register_SharedServer(t *testing.T) {
 // ServerCodecOption gets a final error that says what to do.
 func TestGRPCNodeServer_Register_WithoutCodec(t *testing.T) {
 	gs := grpc.NewServer()
-	srv, err := rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: whoMux("x")})
+	srv, err := rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: whoMux("x"), Insecure: true})
 	must(t, err)
 	srv.Register(gs)
 	sock := filepath.Join(shortTempDir(t), "p.sock")
@@ -298,7 +299,7 @@ func TestGRPCNodeServer_Register_WithoutCodec(t *testing.T) {
 func TestGRPCTransport_Call_TCP(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
-	srv, err := rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: whoMux("tcp")})
+	srv, err := rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: whoMux("tcp"), Insecure: true})
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

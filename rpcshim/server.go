@@ -38,6 +38,10 @@ type ServerConfig struct {
 	// MetricSink counts claims taken and refused by reason
 	// (metrics.ClaimsTaken, metrics.ClaimsRefused); nil emits nothing.
 	MetricSink metrics.Sink
+
+	// Authorizer is asked before every endpoint runs; see Authorizer
+	// for which permission each asks. Nil allows every call.
+	Authorizer Authorizer
 }
 
 // Server is csikit's server endpoints: the volume, plugin and claim
@@ -63,6 +67,7 @@ type Server struct {
 	// capacity, if set, hears of each create and delete.
 	capacity CapacityRefresher
 	metrics  metrics.Sink
+	auth     Authorizer
 
 	vols keyedLocks[volKey]
 	// snaps serializes the operations of one snapshot; taken before
@@ -96,6 +101,7 @@ func NewServer(cfg ServerConfig) (*Server, error) {
 		logger:   cfg.Logger,
 		capacity: cfg.Capacity,
 		metrics:  metrics.Or(cfg.MetricSink),
+		auth:     cfg.Authorizer,
 	}, nil
 }
 
@@ -260,6 +266,9 @@ func (s *Server) RegisterVolume(ctx context.Context, req *VolumeRegisterRequest)
 	}
 	v := req.Volume.Copy()
 	op := fmt.Sprintf("register volume %s/%s", v.Namespace, v.ID)
+	if err := s.authorize(ctx, op, v.Namespace, csi.PermVolumeWrite); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lockVolume(ctx, op, v.Namespace, v.ID)
 	if err != nil {
 		return nil, err
@@ -338,6 +347,9 @@ func (s *Server) DeregisterVolume(ctx context.Context, req *VolumeDeregisterRequ
 		return nil, fmt.Errorf("%w: deregister volume: nil request", csi.ErrInvalidRequest)
 	}
 	op := fmt.Sprintf("deregister volume %s/%s", req.Namespace, req.VolumeID)
+	if err := s.authorize(ctx, op, req.Namespace, csi.PermVolumeWrite); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lockVolume(ctx, op, req.Namespace, req.VolumeID)
 	if err != nil {
 		return nil, err
@@ -367,6 +379,9 @@ func (s *Server) DeleteVolume(ctx context.Context, req *VolumeDeleteRequest) (*W
 		return nil, fmt.Errorf("%w: delete volume: nil request", csi.ErrInvalidRequest)
 	}
 	op := fmt.Sprintf("delete volume %s/%s", req.Namespace, req.VolumeID)
+	if err := s.authorize(ctx, op, req.Namespace, csi.PermVolumeWrite); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lockVolume(ctx, op, req.Namespace, req.VolumeID)
 	if err != nil {
 		return nil, err
@@ -403,61 +418,12 @@ func (s *Server) DeleteVolume(ctx context.Context, req *VolumeDeleteRequest) (*W
 	return &WriteResponse{Index: res.Index, ControllerNodeID: ctrlNode}, nil
 }
 
-// Volume returns one volume, secrets removed.
-func (s *Server) Volume(ctx context.Context, namespace, id string) (*csi.Volume, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	v, err := s.store.Volume(namespace, id)
-	if err != nil {
-		return nil, err
-	}
-	return withoutSecrets(v), nil
-}
-
-// Volumes returns the volumes of namespace ("" for all) whose ID starts
-// with idPrefix, secrets removed.
-func (s *Server) Volumes(ctx context.Context, namespace, idPrefix string) ([]*csi.Volume, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	vols, err := s.store.Volumes(namespace, idPrefix)
-	if err != nil {
-		return nil, err
-	}
-	for _, v := range vols {
-		withoutSecrets(v)
-	}
-	return vols, nil
-}
-
-// Plugin returns one plugin with its instances.
-func (s *Server) Plugin(ctx context.Context, id string) (*csi.Plugin, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return s.store.Plugin(id)
-}
-
-// Plugins returns every plugin, sorted by ID.
-func (s *Server) Plugins(ctx context.Context) ([]*csi.Plugin, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	return s.store.Plugins()
-}
-
 func (s *Server) volumeResponse(op, namespace, id string, index uint64, ctrlNode string) (*VolumeResponse, error) {
 	v, err := s.store.Volume(namespace, id)
 	if err != nil {
 		return nil, fmt.Errorf("%s: written at index %d, but reading it back failed: %w", op, index, err)
 	}
 	return &VolumeResponse{Volume: withoutSecrets(v), Index: index, ControllerNodeID: ctrlNode}, nil
-}
-
-func withoutSecrets(v *csi.Volume) *csi.Volume {
-	v.Secrets = nil
-	return v
 }
 
 func capsList(cs []csi.Capability) string {

@@ -21,6 +21,12 @@ import (
 // pending for ResumeVolumeChanges or a repeated call.
 func (s *Server) ModifyVolume(ctx context.Context, req *VolumeModifyRequest) (*VolumeChangeResponse, error) {
 	const op = "modify volume"
+	if req == nil {
+		return nil, fmt.Errorf("%w: %s: nil request", csi.ErrInvalidRequest, op)
+	}
+	if err := s.authorize(ctx, op+" "+req.Namespace+"/"+req.VolumeID, req.Namespace, csi.PermVolumeWrite); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lockVolume(ctx, op, req.Namespace, req.VolumeID)
 	if err != nil {
 		return nil, err
@@ -93,6 +99,9 @@ func (s *Server) driveModify(ctx context.Context, ns, id string) (*VolumeChangeR
 // volume is locked in turn; the first error that is not Retryable is
 // returned after the others were tried.
 func (s *Server) CompleteNodeExpansions(ctx context.Context, nodeID string) error {
+	if err := s.authorize(ctx, "complete node expansions on node "+nodeID, "", csi.PermNodeRegister); err != nil {
+		return err
+	}
 	if err := csi.ValidateNodeID(nodeID); err != nil {
 		return fmt.Errorf("complete node expansions: %w", err)
 	}
@@ -148,6 +157,9 @@ func (s *Server) completeOn(ctx context.Context, ns, id, node string) error {
 // plugin answers idempotently, so nothing is done twice. The errors of
 // every volume are joined.
 func (s *Server) ResumeVolumeChanges(ctx context.Context) error {
+	if err := s.authorize(ctx, "resume volume changes", "", csi.PermOperator); err != nil {
+		return err
+	}
 	vols, err := s.store.Volumes("", "")
 	if err != nil {
 		return fmt.Errorf("resume volume changes: %w", err)

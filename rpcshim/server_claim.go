@@ -54,6 +54,9 @@ func (s *Server) Claim(ctx context.Context, req *VolumeClaimRequest) (*VolumeCla
 		return nil, fmt.Errorf("%w: claim volume: nil request", csi.ErrInvalidRequest)
 	}
 	op := fmt.Sprintf("claim volume %s/%s for allocation %s", req.Namespace, req.VolumeID, req.Claim.AllocationID)
+	if err := s.authorize(ctx, op, req.Namespace, csi.PermVolumeClaim); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lockVolume(ctx, op, req.Namespace, req.VolumeID)
 	if err != nil {
 		return nil, err
@@ -179,6 +182,9 @@ func (s *Server) Unpublish(ctx context.Context, req *VolumeUnpublishRequest) (*V
 		return nil, fmt.Errorf("%w: unpublish volume: nil request", csi.ErrInvalidRequest)
 	}
 	op := fmt.Sprintf("unpublish volume %s/%s for allocation %s", req.Namespace, req.VolumeID, req.AllocationID)
+	if err := s.authorize(ctx, op, req.Namespace, csi.PermVolumeClaim); err != nil {
+		return nil, err
+	}
 	if err := csi.ValidateAllocationID(req.AllocationID); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}

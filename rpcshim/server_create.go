@@ -35,6 +35,9 @@ func (s *Server) CreateVolume(ctx context.Context, req *VolumeCreateRequest) (*V
 	}
 	v := req.Volume.Copy()
 	op := fmt.Sprintf("create volume %s/%s", v.Namespace, v.ID)
+	if err := s.authorize(ctx, op, v.Namespace, csi.PermVolumeWrite); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lockVolume(ctx, op, v.Namespace, v.ID)
 	if err != nil {
 		return nil, err

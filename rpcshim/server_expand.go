@@ -67,6 +67,12 @@ type VolumeChangeResponse struct {
 // step pending (see CompleteNodeExpansions) and the call succeeds.
 func (s *Server) ExpandVolume(ctx context.Context, req *VolumeExpandRequest) (*VolumeChangeResponse, error) {
 	const op = "expand volume"
+	if req == nil {
+		return nil, fmt.Errorf("%w: %s: nil request", csi.ErrInvalidRequest, op)
+	}
+	if err := s.authorize(ctx, op+" "+req.Namespace+"/"+req.VolumeID, req.Namespace, csi.PermVolumeWrite); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lockVolume(ctx, op, req.Namespace, req.VolumeID)
 	if err != nil {
 		return nil, err

@@ -73,10 +73,13 @@ func (s *Server) Feasibility(ctx context.Context, req *FeasibilityRequest) (*Fea
 	if req == nil {
 		return nil, fmt.Errorf("%w: feasibility: nil request", csi.ErrInvalidRequest)
 	}
+	op := fmt.Sprintf("feasibility of volume %s/%s", req.Namespace, req.VolumeID)
+	if err := s.authorize(ctx, op, req.Namespace, csi.PermVolumeRead); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	op := fmt.Sprintf("feasibility of volume %s/%s", req.Namespace, req.VolumeID)
 	nodes, err := s.store.Feasibility(&state.FeasibilityRequest{
 		Namespace: req.Namespace, VolumeID: req.VolumeID, Claim: req.Claim, Nodes: req.Nodes,
 	}, nil)

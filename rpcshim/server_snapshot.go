@@ -6,6 +6,7 @@
 package rpcshim
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -109,6 +110,9 @@ func (s *Server) CreateSnapshot(ctx context.Context, req *SnapshotCreateRequest)
 		return nil, fmt.Errorf("%w: create snapshot: nil request", csi.ErrInvalidRequest)
 	}
 	op := fmt.Sprintf("create snapshot %s/%s of volume %s", req.Namespace, req.SnapshotID, req.VolumeID)
+	if err := s.authorize(ctx, op, req.Namespace, csi.PermVolumeWrite); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lockSnapshot(ctx, op, req.Namespace, req.SnapshotID)
 	if err != nil {
 		return nil, err
@@ -243,6 +247,9 @@ func (s *Server) DeleteSnapshot(ctx context.Context, req *SnapshotDeleteRequest)
 		return nil, fmt.Errorf("%w: delete snapshot: nil request", csi.ErrInvalidRequest)
 	}
 	op := fmt.Sprintf("delete snapshot %s/%s", req.Namespace, req.SnapshotID)
+	if err := s.authorize(ctx, op, req.Namespace, csi.PermVolumeWrite); err != nil {
+		return nil, err
+	}
 	unlock, err := s.lockSnapshot(ctx, op, req.Namespace, req.SnapshotID)
 	if err != nil {
 		return nil, err
@@ -284,6 +291,9 @@ func (s *Server) DeleteSnapshot(ctx context.Context, req *SnapshotDeleteRequest)
 
 // Snapshot returns one snapshot, secrets removed.
 func (s *Server) Snapshot(ctx context.Context, namespace, id string) (*csi.Snapshot, error) {
+	if err := s.authorize(ctx, "read snapshot "+namespace+"/"+id, namespace, csi.PermVolumeRead); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -300,6 +310,9 @@ func (s *Server) Snapshot(ctx context.Context, namespace, id string) (*csi.Snaps
 // volume. It calls no plugin: ReconcileSnapshots brings in snapshots
 // made outside csikit.
 func (s *Server) ListSnapshots(ctx context.Context, namespace, volumeID string) ([]*csi.Snapshot, error) {
+	if err := s.authorize(ctx, "list snapshots", cmp.Or(namespace, csi.AllNamespaces), csi.PermVolumeRead); err != nil {
+		return nil, err
+	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}

@@ -37,6 +37,9 @@ func (s *Server) RegisterSnapshot(ctx context.Context, req *SnapshotRegisterRequ
 	}
 	snap := req.Snapshot.Copy()
 	op := fmt.Sprintf("register snapshot %s/%s", snap.Namespace, snap.ID)
+	if err := s.authorize(ctx, op, snap.Namespace, csi.PermVolumeWrite); err != nil {
+		return nil, err
+	}
 	if snap.Creating || snap.Deleting {
 		return nil, fmt.Errorf("%w: %s: a registration is of a snapshot that exists; CreateSnapshot and DeleteSnapshot write the intents",
 			csi.ErrInvalidRequest, op)
@@ -92,6 +95,9 @@ func (s *Server) ReconcileSnapshots(ctx context.Context, req *SnapshotReconcileR
 		return nil, fmt.Errorf("%w: reconcile snapshots: nil request", csi.ErrInvalidRequest)
 	}
 	op := fmt.Sprintf("reconcile snapshots of plugin %s", req.PluginID)
+	if err := s.authorize(ctx, op, req.Namespace, csi.PermVolumeWrite); err != nil {
+		return nil, err
+	}
 	if err := csi.ValidatePluginID(req.PluginID); err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}

@@ -77,7 +77,7 @@ func serveGRPCNode(t testing.TB, h rpcshim.Handler) *grpcNode {
 	sock := filepath.Join(shortTempDir(t), "n.sock")
 	lis, err := net.Listen("unix", sock)
 	must(t, err)
-	srv, err := rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: h})
+	srv, err := rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: h, Insecure: true})
 	must(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -121,7 +121,7 @@ func (b *addrBook) resolve(_ context.Context, nodeID string) (string, error) {
 
 func newGRPCTransport(t testing.TB, book *addrBook) *rpcshim.GRPCTransport {
 	t.Helper()
-	tr, err := rpcshim.NewGRPCTransport(rpcshim.GRPCTransportConfig{Resolve: book.resolve})
+	tr, err := rpcshim.NewGRPCTransport(rpcshim.GRPCTransportConfig{Resolve: book.resolve, Insecure: true})
 	must(t, err)
 	t.Cleanup(func() {
 		if err := tr.Close(); err != nil {

@@ -128,6 +128,13 @@ func (c UpsertNodePlugins) apply(w *writer) error {
 		}
 		return strings.Compare(string(a.Type), string(b.Type))
 	})
+	old, err := getNode(w.txn, c.NodeID)
+	if err != nil {
+		return err
+	}
+	if err := checkNodeSecret(old, c.NodeID, c.SecretHash); err != nil {
+		return err
+	}
 	return w.setNodePlugins(c.NodeID, list, false)
 }
 
@@ -186,6 +193,7 @@ func (w *writer) setNodePlugins(nodeID string, list []*csi.PluginInfo, remove bo
 	row := &Node{ID: nodeID, Plugins: nilIfEmptySlice(list), CreateIndex: w.index, ModifyIndex: w.index}
 	if old != nil {
 		row.CreateIndex = old.CreateIndex
+		row.SecretHash, row.Address = old.SecretHash, old.Address
 	}
 	return w.insert(tNodes, row)
 }

@@ -258,6 +258,10 @@ type FreeClaim struct {
 type UpsertNodePlugins struct {
 	NodeID  string
 	Plugins []csi.PluginInfo
+	// SecretHash is the node's HashNodeSecret. A node registered with
+	// a secret (RegisterNode) refuses a report without the same hash
+	// (*NodeIdentityError); a node that never registered ignores it.
+	SecretHash string `json:",omitempty"`
 }
 
 // DeleteNode forgets a node and its plugin instances. Claims on the node
@@ -560,6 +564,8 @@ func decodeEnvelopeBody(env envelope) (Command, error) {
 		return decodeBody[FlagAttachmentVanished](env.Kind, body)
 	case KindAdoptAttachment:
 		return decodeBody[AdoptAttachment](env.Kind, body)
+	case KindRegisterNode:
+		return decodeBody[RegisterNode](env.Kind, body)
 	case KindBatch:
 		return decodeBody[Batch](env.Kind, body)
 	case KindRequestExpansion, KindRecordControllerExpansion, KindRecordNodeExpansion,

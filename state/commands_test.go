@@ -43,6 +43,7 @@ func everyCommand() []state.Command {
 			NodeInfo:       &csi.NodeInfo{ID: "i-1", MaxVolumes: 25, AccessibleTopology: &csi.Topology{Segments: map[string]string{"zone": "a"}}},
 		}}},
 		state.DeleteNode{NodeID: "n1"},
+		state.RegisterNode{NodeID: "n1", SecretHash: state.HashNodeSecret("s"), Address: "10.0.0.1:4647"},
 		state.UpsertAllocations{Allocations: []csi.Allocation{{
 			ID: "ebs-1", Namespace: "default", NodeID: "n1", JobID: "ebs", TaskGroup: "nodes", Terminal: true,
 			Plugins: []csi.AllocPlugin{{PluginID: "ebs", Type: csi.PluginTypeMonolith}},
@@ -89,7 +90,7 @@ func TestEncodeCommand_RoundTrip(t *testing.T) {
 		state.KindRegisterVolume, state.KindDeregisterVolume, state.KindClaimVolume, state.KindSetPublishContext,
 		state.KindRemoveClaim, state.KindReleaseClaims, state.KindCheckpointClaim, state.KindRecordClaimError,
 		state.KindFreeClaim, state.KindUpsertNodePlugins, state.KindDeleteNode, state.KindUpsertAllocations,
-		state.KindDeleteAllocations, state.KindSetCapacity, state.KindBatch,
+		state.KindDeleteAllocations, state.KindSetCapacity, state.KindRegisterNode, state.KindBatch,
 	} {
 		if !kinds[k] {
 			t.Errorf("kind %s has no round-trip case", k)

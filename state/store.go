@@ -255,6 +255,12 @@ type Node struct {
 	// monolith instance is one entry that serves as both the controller
 	// and the node instance of its plugin.
 	Plugins []*csi.PluginInfo `json:",omitempty"`
+	// SecretHash is the hash of the node's secret (HashNodeSecret) and
+	// Address where its agent serves, both set by RegisterNode; empty
+	// for a node that never registered. Do not show SecretHash in a
+	// status output.
+	SecretHash string `json:",omitempty"`
+	Address    string `json:",omitempty"`
 
 	CreateIndex uint64
 	ModifyIndex uint64

@@ -40,6 +40,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 	t.Run("VolumeSnapshot", s.volumeSnapshots)
 	t.Run("Health", s.health)
 	t.Run("Property", s.property)
+	t.Run("NodeIdentity", s.nodeIdentity)
 }
 
 type suite struct {
@@ -115,6 +116,8 @@ func (w *world) track(cmd state.Command) {
 	case state.UpsertNodePlugins:
 		w.trackNode(c.NodeID)
 	case state.DeleteNode:
+		w.trackNode(c.NodeID)
+	case state.RegisterNode:
 		w.trackNode(c.NodeID)
 	case state.UpsertAllocations:
 		for _, a := range c.Allocations {

@@ -51,7 +51,14 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{cfg: cfg, servers: cfg.servers()}
+	secret, err := loadNodeSecret(cfg.DataDir)
+	if err != nil {
+		return nil, fmt.Errorf("agent %s: %w", cfg.NodeID, err)
+	}
+	a := &Agent{cfg: cfg}
+	for _, srv := range cfg.servers() {
+		a.servers = append(a.servers, srv.WithNodeSecret(secret))
+	}
 	a.manager, err = fingerprint.New(fingerprint.Config{
 		NodeID:   cfg.NodeID,
 		Report:   a.report,
@@ -88,7 +95,8 @@ func New(cfg Config) (*Agent, error) {
 		return nil, err
 	}
 	rpcshim.Handle(a.endpoint.Mux(), api.MethodMountVolume, a.mount)
-	a.node, err = rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: a.endpoint, Logger: cfg.Logger.Named("node-service")})
+	a.node, err = rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: a.endpoint, Logger: cfg.Logger.Named("node-service"),
+		ClusterToken: cfg.ClusterToken, Insecure: cfg.ClusterToken == ""})
 	if err != nil {
 		return nil, err
 	}

@@ -200,7 +200,8 @@ func TestAgent_MountVolume_Refused(t *testing.T) {
 	defer client.Close()
 	nodeAddr := runAgent(t, newHostpathAgent(t, client, dir))
 	tr, err := rpcshim.NewGRPCTransport(rpcshim.GRPCTransportConfig{
-		Resolve: func(context.Context, string) (string, error) { return nodeAddr, nil },
+		Resolve:  func(context.Context, string) (string, error) { return nodeAddr, nil },
+		Insecure: true,
 	})
 	must(t, err)
 	defer tr.Close()

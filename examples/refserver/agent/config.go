@@ -120,6 +120,12 @@ type Config struct {
 	// FingerprintInterval is the time between two fingerprints of a
 	// healthy plugin; 0 means fingerprint.DefaultInterval.
 	FingerprintInterval time.Duration
+	// ClusterToken is the per-cluster secret the servers send with
+	// every call to this agent's node service; a call without it is
+	// refused before it reaches the mounter or a plugin. Empty accepts
+	// any caller that reaches the listener (tests): a real deployment
+	// sets it on servers and agents alike.
+	ClusterToken string
 	// NoSync skips fsync of the mounter's state (tests, throwaway nodes).
 	NoSync bool
 	// MetricSink receives the plugin clients' call counts and latencies

@@ -41,6 +41,50 @@ type QueryMeta struct {
 type Client struct {
 	base *url.URL
 	hc   *http.Client
+	// nodeSecret, if set, is sent in NodeSecretHeader.
+	nodeSecret string
+	// clusterToken, if set, is sent in ClusterTokenHeader.
+	clusterToken string
+	// token, if set, is sent in TokenHeader.
+	token string
+}
+
+// TokenHeader carries a caller's ACL token.
+const TokenHeader = "X-Refserver-Token"
+
+// WithToken returns a client that sends the ACL token with every
+// request (TokenHeader). It shares c's connections.
+func (c *Client) WithToken(token string) *Client {
+	n := *c
+	n.token = token
+	return &n
+}
+
+// ClusterTokenHeader carries the cluster token from one server to
+// another (the internal endpoints under InternalPrefix).
+const ClusterTokenHeader = "X-Refserver-Cluster-Token"
+
+// WithClusterToken returns a client that sends token with every
+// request (ClusterTokenHeader): the client a server uses to reach the
+// other servers of its cluster. It shares c's connections.
+func (c *Client) WithClusterToken(token string) *Client {
+	n := *c
+	n.clusterToken = token
+	return &n
+}
+
+// NodeSecretHeader carries a node agent's secret with its node calls
+// (register, heartbeat, leave, plugin reports). The server keeps only
+// its hash (state.HashNodeSecret).
+const NodeSecretHeader = "X-Refserver-Node-Secret"
+
+// WithNodeSecret returns a client that sends secret with every request
+// (NodeSecretHeader): the client a node agent uses. It shares c's
+// connections.
+func (c *Client) WithNodeSecret(secret string) *Client {
+	n := *c
+	n.nodeSecret = secret
+	return &n
 }
 
 // NewClient returns a client of the server at address ("http://host:port"
@@ -90,6 +134,15 @@ func (c *Client) do(ctx context.Context, method, path string, query url.Values, 
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.nodeSecret != "" {
+		req.Header.Set(NodeSecretHeader, c.nodeSecret)
+	}
+	if c.token != "" {
+		req.Header.Set(TokenHeader, c.token)
+	}
+	if c.clusterToken != "" {
+		req.Header.Set(ClusterTokenHeader, c.clusterToken)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {

@@ -14,7 +14,8 @@ import (
 // with the current state (in use, claimed elsewhere, no free claim), 503
 // when a node, plugin or controller is not available right now (or
 // another retryable error: nothing was done, try again), 504
-// when the request's deadline passed, and 500 otherwise.
+// when the request's deadline passed, 403 when the caller may not do it,
+// and 500 otherwise.
 func StatusOf(err error) int {
 	switch {
 	case errors.Is(err, csi.ErrVolumeNotFound), errors.Is(err, csi.ErrPluginNotFound),
@@ -34,6 +35,8 @@ func StatusOf(err error) int {
 		errors.Is(err, csi.ErrPluginUnhealthy), errors.Is(err, csi.ErrUnavailable),
 		errors.Is(err, csi.ErrSnapshotNotReady):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, csi.ErrPermissionDenied):
+		return http.StatusForbidden
 	case csi.Classify(err) == csi.ClassUncertain:
 		return http.StatusGatewayTimeout
 	case csi.Classify(err) == csi.ClassRetryable:

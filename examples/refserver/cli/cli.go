@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -186,6 +187,7 @@ type command struct {
 	address *string
 	json    *bool
 	timeout *time.Duration
+	token   *string
 	args    []string // positional arguments
 	// argsText names them in the help: "ID", "[ID]".
 	argsText string
@@ -204,6 +206,7 @@ func (e *env) newCommand(name, args, help, example string) *command {
 	c.address = c.fs.String("address", def, "server API address (the default comes from $"+AddressEnv+" when set)")
 	c.json = c.fs.Bool("json", false, "print JSON for machines instead of text")
 	c.timeout = c.fs.Duration("timeout", 2*time.Minute, "give up after this long")
+	c.token = tokenFlag(c.fs)
 	c.fs.Usage = func() {
 		fmt.Fprintf(c.fs.Output(), "Usage: refserver %s [flags] %s\n\n%s\n\nExample:\n  %s\n\nFlags:\n", name, args, help, example)
 		c.fs.PrintDefaults()
@@ -305,6 +308,7 @@ func (c *command) client(ctx context.Context) (*api.Client, context.Context, con
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	cl = cl.WithToken(cmp.Or(*c.token, os.Getenv(TokenEnv)))
 	ctx, cancel := context.WithTimeout(ctx, *c.timeout)
 	return cl, ctx, func() { cancel(); cl.Close() }, nil
 }

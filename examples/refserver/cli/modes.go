@@ -112,6 +112,7 @@ func (e *env) server(ctx context.Context, args []string) int {
 	nodeID := fs.String("node-id", "", "this server's ID (default: kept in -data-dir, generated at the first start)")
 	var join listFlag
 	fs.Var(&join, "join", "cluster mode: the API address of another server, host:port; repeatable or comma-separated")
+	token, aclFile := clusterTokenFlag(fs), fs.String("acl-file", "", "turn ACLs on with this file of token policies; a missing one is bootstrapped with a management token, printed once")
 	code := ExitOK
 	if !e.parseMode(fs, args, &code) {
 		return code
@@ -127,7 +128,8 @@ func (e *env) server(ctx context.Context, args []string) int {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	cfg := cluster.Config{
 		ID: *nodeID, DataDir: *dataDir, Dev: *dev, BootstrapExpect: *expect, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise,
-		Join: join, Advertise: *advertise, HeartbeatTTL: *ttl, Events: events.New(e.stdout), Logger: logger,
+		Join: join, Advertise: *advertise, HeartbeatTTL: *ttl, Events: events.New(e.stdout), Logger: logger, ClusterToken: clusterToken(*token),
+		ACLFile: *aclFile,
 	}
 	switch {
 	case *expect < 1:
@@ -288,6 +290,7 @@ func (e *env) agent(ctx context.Context, args []string) int {
 	heartbeat := fs.Duration("heartbeat", agent.DefaultHeartbeatInterval, "time between heartbeats (keep it well under the server's -heartbeat-ttl)")
 	level := fs.String("log-level", "warn", "log level of diagnostics on stderr: trace, debug, info, warn, error")
 	logJSON := fs.Bool("log-json", false, "log diagnostics on stderr as JSON lines")
+	token := clusterTokenFlag(fs)
 	code := ExitOK
 	if !e.parseMode(fs, args, &code) {
 		return code
@@ -318,7 +321,7 @@ func (e *env) agent(ctx context.Context, args []string) int {
 	}
 	cfg := agent.Config{
 		NodeID: *nodeID, Servers: clients, DataDir: *dataDir, Plugins: plugins, Advertise: *advertise,
-		HeartbeatInterval: *heartbeat, Events: events.New(e.stdout), Logger: logger,
+		HeartbeatInterval: *heartbeat, Events: events.New(e.stdout), Logger: logger, ClusterToken: clusterToken(*token),
 	}
 	if *hpDir != "" {
 		cfg.Hostpath = &hostpath.Config{

@@ -92,6 +92,17 @@ type Config struct {
 	// server.DefaultShutdownTimeout.
 	ShutdownTimeout time.Duration
 
+	// ClusterToken is the secret every server of the cluster shares:
+	// the internal endpoints (status, forwarded writes) refuse a
+	// request without it (403), so only another server can apply a
+	// state command. Empty leaves them open, for a dev cluster on
+	// loopback.
+	ClusterToken string
+	// ACLFile, if set, turns ACLs on: API requests need a token
+	// (server.ACL). A missing file is bootstrapped with one management
+	// token, printed once to Events; the file keeps its hash only.
+	ACLFile string
+
 	// Events receives the lifecycle lines ("[server] …"); nil prints
 	// nothing.
 	Events *events.Log

@@ -159,6 +159,9 @@ type runningAgent struct {
 	done chan error
 }
 
+// testClusterToken is the test clusters' shared secret.
+const testClusterToken = "test-cluster-token-0123456789"
+
 // startCluster starts three servers s1, s2, s3 (each told the other two
 // API addresses) and waits until each has joined the others and one
 // leads.
@@ -203,6 +206,7 @@ func (c *testCluster) run(id string, lis net.Listener) {
 		RaftAddr: m.raftAddr, Join: join, Raft: testRaftConfig(),
 		HeartbeatTTL: time.Hour, // liveness is not under test; agents heartbeat on their own schedule
 		Events:       events.New(m.events),
+		ClusterToken: testClusterToken,
 	})
 	if err != nil {
 		_ = lis.Close()
@@ -226,6 +230,7 @@ func (c *testCluster) run(id string, lis net.Listener) {
 	if m.client == nil {
 		m.client, err = api.NewClient(m.apiAddr, nil)
 		must(t, err)
+		m.client = m.client.WithClusterToken(testClusterToken)
 	}
 }
 

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -22,12 +23,31 @@ const maxCommand = 16 << 20
 func (s *Server) internal() http.Handler {
 	m := http.NewServeMux()
 	m.HandleFunc("GET "+api.StatusPath, s.status)
-	m.HandleFunc("POST "+api.ApplyPath, s.apply)
+	m.HandleFunc("POST "+api.ApplyPath, s.serversOnly(s.apply))
 	m.HandleFunc(api.InternalPrefix, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: no endpoint %s %s; the internal endpoints are GET %s and POST %s",
 			csi.ErrInvalidRequest, r.Method, r.URL.Path, api.StatusPath, api.ApplyPath))
 	})
 	return m
+}
+
+// serversOnly lets through only requests that carry the cluster token,
+// when the server has one: a forwarded write comes from another server,
+// never from a client. The status stays readable (the CLI's cluster
+// status reads it); it holds no secret.
+func (s *Server) serversOnly(h http.HandlerFunc) http.HandlerFunc {
+	if s.cfg.ClusterToken == "" {
+		return h
+	}
+	token := []byte(s.cfg.ClusterToken)
+	return func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get(api.ClusterTokenHeader)), token) != 1 {
+			s.cfg.Events.Printf("server", "refused %s %s from %s: not another server of the cluster (no cluster token)", r.Method, r.URL.Path, r.RemoteAddr)
+			writeError(w, fmt.Errorf("%w: %s %s is for the servers of the cluster only; send the cluster token", csi.ErrPermissionDenied, r.Method, r.URL.Path))
+			return
+		}
+		h(w, r)
+	}
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -51,6 +51,30 @@ func TestServer_Internal(t *testing.T) {
 		return state.UpsertAllocations{Allocations: []csi.Allocation{{ID: alloc, Namespace: "default", NodeID: "node-1"}}}
 	}
 
+	t.Run("apply from a non-server is refused", func(t *testing.T) {
+		for name, token := range map[string]string{"no token": "", "wrong token": "not-the-cluster-token-xxxxx"} {
+			raw, err := api.NewClient(c.members[leader].apiAddr, nil)
+			must(t, err)
+			defer raw.Close()
+			outsider := raw.WithClusterToken(token)
+			before := c.members[leader].srv.Raft().FSM().AppliedIndex()
+			_, err = outsider.Apply(ctx, enc(place("from-outside")))
+			var ae *api.Error
+			if !errors.Is(err, csi.ErrPermissionDenied) || !errors.As(err, &ae) || ae.StatusCode != http.StatusForbidden {
+				t.Fatalf("%s: apply = %v, want 403 csi.ErrPermissionDenied", name, err)
+			}
+			if after := c.members[leader].srv.Raft().FSM().AppliedIndex(); after != before {
+				t.Fatalf("%s: a refused apply moved the log from %d to %d", name, before, after)
+			}
+			if _, err := c.members[leader].srv.Store().Allocation("from-outside"); !errors.Is(err, csi.ErrAllocationNotFound) {
+				t.Fatalf("%s: the refused command was applied: %v", name, err)
+			}
+		}
+		if !strings.Contains(c.members[leader].events.String(), "refused POST /v1/internal/apply") {
+			t.Errorf("refusal not printed:\n%s", c.members[leader].events.String())
+		}
+	})
+
 	t.Run("apply on the leader", func(t *testing.T) {
 		res, err := lc.Apply(ctx, enc(place("on-leader")))
 		must(t, err)
@@ -107,6 +131,7 @@ func TestServer_Internal(t *testing.T) {
 			t.Run(tt.name, func(t *testing.T) {
 				req, err := http.NewRequestWithContext(ctx, tt.method, c.members[leader].url()+tt.path, strings.NewReader(tt.body))
 				must(t, err)
+				req.Header.Set(api.ClusterTokenHeader, testClusterToken)
 				resp, err := http.DefaultClient.Do(req)
 				must(t, err)
 				resp.Body.Close()

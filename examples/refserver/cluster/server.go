@@ -270,6 +270,10 @@ func (s *Server) printStart(rs *raftstate.Server) {
 // build makes the raft transport, the raftstate server over a new
 // store, and the reference server writing through it.
 func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, error) {
+	acl, err := s.loadACL()
+	if err != nil {
+		return nil, nil, err
+	}
 	var adv net.Addr
 	if s.cfg.RaftAdvertise != "" {
 		a, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAdvertise)
@@ -321,7 +325,7 @@ func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, err
 	srv, err := server.New(server.Config{
 		Store: store, Applier: timedApplier{rs, m.Sink()}, Follower: true, Internal: s.internal(), Metrics: m,
 		HeartbeatTTL: s.cfg.HeartbeatTTL, Now: s.cfg.Now, ShutdownTimeout: s.cfg.ShutdownTimeout,
-		Events: s.cfg.Events, Logger: s.cfg.Logger,
+		Events: s.cfg.Events, Logger: s.cfg.Logger, ClusterToken: s.cfg.ClusterToken, ACL: acl,
 	})
 	if err != nil {
 		return nil, nil, errors.Join(err, rs.Shutdown())
@@ -349,6 +353,7 @@ func (s *Server) join(ctx context.Context, rs *raftstate.Server, addr string) (b
 	if err != nil {
 		return false, err // checked by New
 	}
+	client = client.WithClusterToken(s.cfg.ClusterToken)
 	delay := 100 * time.Millisecond
 	for {
 		st, err := client.Status(ctx)
@@ -475,6 +480,7 @@ func (s *Server) findPeer(ctx context.Context, id string) *peer {
 		if err != nil || known[client.Address()] {
 			continue
 		}
+		client = client.WithClusterToken(s.cfg.ClusterToken)
 		st, err := client.Status(ctx)
 		if err != nil || st.ID != id || s.joinPeer(rs, client, st) != nil {
 			client.Close()

@@ -2,6 +2,7 @@ package demo
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net"
@@ -70,6 +71,9 @@ type Cluster struct {
 	url    string
 	client *api.Client
 	server *server.Server
+	// token is the cluster token, made at random for the cluster's
+	// lifetime: the agents refuse node calls that do not carry it.
+	token string
 
 	stopServer context.CancelFunc
 	serverDone chan error
@@ -104,10 +108,11 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	c := &Cluster{cfg: cfg, agents: make(map[string]*runningAgent)}
+	c := &Cluster{cfg: cfg, agents: make(map[string]*runningAgent), token: rand.Text()}
 
 	srv, err := server.New(server.Config{
 		Now: cfg.Now, HeartbeatTTL: cfg.HeartbeatTTL, Events: cfg.Events, Logger: cfg.Logger.Named("server"),
+		ClusterToken: c.token,
 	})
 	if err != nil {
 		return nil, err
@@ -148,9 +153,10 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 
 func (c *Cluster) startAgent(id string, mode hostpath.Mode) error {
 	a, err := agent.New(agent.Config{
-		NodeID:  id,
-		Server:  c.client,
-		DataDir: filepath.Join(c.cfg.Dir, id),
+		NodeID:       id,
+		Server:       c.client,
+		DataDir:      filepath.Join(c.cfg.Dir, id),
+		ClusterToken: c.token,
 		Hostpath: &hostpath.Config{
 			DataDir: c.PluginDataDir(), Mode: mode, ControllerPublish: true, Staging: true, Mount: c.cfg.Mount,
 			Topology: c.cfg.Topologies[id],

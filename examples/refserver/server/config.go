@@ -9,6 +9,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/examples/refserver/events"
+	"github.com/csikit/csikit/rpcshim"
 	"github.com/csikit/csikit/state"
 )
 
@@ -53,6 +54,16 @@ type Config struct {
 	// Metrics is where the server emits, served at /v1/metrics; nil
 	// means a new NewMetrics.
 	Metrics *Metrics
+	// ACL, if set, requires an ACL token (api.TokenHeader) on every
+	// volume, plugin and allocation request; nil leaves the API open.
+	ACL *ACL
+
+	// ClusterToken is the per-cluster secret the server sends with
+	// every call to a node agent (rpcshim.GRPCTransportConfig
+	// .ClusterToken); agents refuse calls without it. Empty means
+	// calls without credentials, for agents that accept any caller
+	// (tests): a real deployment sets it on servers and agents alike.
+	ClusterToken string
 
 	// Events receives the lifecycle lines ("[server] …"); nil prints
 	// nothing.
@@ -95,4 +106,13 @@ func (c Config) withDefaults() (Config, error) {
 		c.Metrics = m
 	}
 	return c, nil
+}
+
+// authorizer is the ACL as an rpcshim.Authorizer, nil without one (a
+// nil *ACL in the interface would not be nil).
+func (c Config) authorizer() rpcshim.Authorizer {
+	if c.ACL == nil {
+		return nil
+	}
+	return c.ACL
 }

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
@@ -19,6 +20,9 @@ func (s *Server) release(_ http.ResponseWriter, r *http.Request) (*api.ReleaseRe
 	a, err := s.store().Allocation(id)
 	if err != nil {
 		return nil, 0, err
+	}
+	if err := s.authorize(r.Context(), a.Namespace, csi.PermVolumeClaim); err != nil {
+		return nil, 0, fmt.Errorf("release allocation %s: %w", id, err)
 	}
 	idx := uint64(0)
 	if !a.Terminal {
@@ -78,5 +82,13 @@ func (s *Server) allocationClaims(_ http.ResponseWriter, r *http.Request) ([]api
 		return nil, 0, err
 	}
 	claims, err := s.claimsOf(id)
-	return claims, idx, err
+	if err != nil {
+		return nil, 0, err
+	}
+	for _, c := range claims {
+		if err := s.authorize(r.Context(), c.Namespace, csi.PermVolumeRead); err != nil {
+			return nil, 0, fmt.Errorf("claims of allocation %s: %w", id, err)
+		}
+	}
+	return claims, idx, nil
 }

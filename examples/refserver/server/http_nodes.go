@@ -31,6 +31,12 @@ func (s *Server) registerNode(w http.ResponseWriter, r *http.Request) (api.Write
 	if err := decode(r, w, &req); err != nil {
 		return api.WriteResponse{}, 0, err
 	}
+	if err := csi.ValidateNodeID(id); err != nil {
+		return api.WriteResponse{}, 0, err
+	}
+	if err := s.registerIdentity(r.Context(), r, id, req.Address); err != nil {
+		return api.WriteResponse{}, 0, err
+	}
 	changed, err := s.live.Register(id, req.Address, s.now())
 	if err != nil {
 		return api.WriteResponse{}, 0, err
@@ -137,13 +143,25 @@ func samePlugins(a, b []csi.AllocPlugin) bool {
 func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 func (s *Server) heartbeat(_ http.ResponseWriter, r *http.Request) (api.WriteResponse, uint64, error) {
-	return api.WriteResponse{}, 0, s.live.Heartbeat(r.PathValue("id"), s.now())
+	id := r.PathValue("id")
+	if err := csi.ValidateNodeID(id); err != nil {
+		return api.WriteResponse{}, 0, err
+	}
+	if err := s.checkNodeSecret(id, nodeSecretHash(r)); err != nil {
+		s.refused(r, id, err)
+		return api.WriteResponse{}, 0, err
+	}
+	return api.WriteResponse{}, 0, s.live.Heartbeat(id, s.now())
 }
 
 // leave takes a node agent's clean stop: the node is down at once.
 func (s *Server) leave(_ http.ResponseWriter, r *http.Request) (api.WriteResponse, uint64, error) {
 	id := r.PathValue("id")
 	if err := csi.ValidateNodeID(id); err != nil {
+		return api.WriteResponse{}, 0, err
+	}
+	if err := s.checkNodeSecret(id, nodeSecretHash(r)); err != nil {
+		s.refused(r, id, err)
 		return api.WriteResponse{}, 0, err
 	}
 	if s.live.Leave(id) {
@@ -166,7 +184,7 @@ func (s *Server) reportPlugins(w http.ResponseWriter, r *http.Request) (api.Writ
 	if _, err := s.live.Address(id); err != nil {
 		return api.WriteResponse{}, 0, fmt.Errorf("%w: node %s reported plugins before registering; register it first", csi.ErrNodeNotFound, id)
 	}
-	cmd := state.UpsertNodePlugins{NodeID: id}
+	cmd := state.UpsertNodePlugins{NodeID: id, SecretHash: nodeSecretHash(r)}
 	for i, p := range req.Plugins {
 		if p == nil {
 			return api.WriteResponse{}, 0, fmt.Errorf("%w: node %s: plugin report %d is null", csi.ErrInvalidRequest, id, i)
@@ -179,6 +197,7 @@ func (s *Server) reportPlugins(w http.ResponseWriter, r *http.Request) (api.Writ
 	}
 	res, err := s.applier().Apply(r.Context(), cmd)
 	if err != nil {
+		s.refused(r, id, err)
 		return api.WriteResponse{}, 0, err
 	}
 	s.printPluginChanges(id, before, req.Plugins)

@@ -50,8 +50,10 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, live: NewLiveness(cfg.HeartbeatTTL), stopping: make(chan struct{})}
 	s.transport, err = rpcshim.NewGRPCTransport(rpcshim.GRPCTransportConfig{
-		Resolve: func(_ context.Context, nodeID string) (string, error) { return s.live.Address(nodeID) },
-		Logger:  cfg.Logger.Named("transport"),
+		Resolve:      func(_ context.Context, nodeID string) (string, error) { return s.live.Address(nodeID) },
+		Logger:       cfg.Logger.Named("transport"),
+		ClusterToken: cfg.ClusterToken,
+		Insecure:     cfg.ClusterToken == "",
 	})
 	if err != nil {
 		return nil, err
@@ -65,6 +67,7 @@ func New(cfg Config) (*Server, error) {
 	s.api, err = rpcshim.NewServer(rpcshim.ServerConfig{
 		Store: cfg.Store, Applier: cfg.Applier, Router: s.router, Logger: cfg.Logger.Named("endpoints"),
 		MetricSink: cfg.Metrics.Sink(),
+		Authorizer: cfg.authorizer(),
 	})
 	if err != nil {
 		return nil, err
@@ -82,6 +85,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.health = &healthRunner{newMonitor: s.newMonitor, logger: cfg.Logger, leading: !cfg.Follower}
 	s.handler = s.routes()
+	if cfg.ACL != nil {
+		s.handler = cfg.ACL.withPrincipal(s.handler)
+	}
 	return s, nil
 }
 
