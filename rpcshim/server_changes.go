@@ -24,23 +24,12 @@ func (s *Server) ModifyVolume(ctx context.Context, req *VolumeModifyRequest) (*V
 	if req == nil {
 		return nil, fmt.Errorf("%w: %s: nil request", csi.ErrInvalidRequest, op)
 	}
-	if err := s.authorize(ctx, op+" "+req.Namespace+"/"+req.VolumeID, req.Namespace, csi.PermVolumeWrite); err != nil {
-		return nil, err
-	}
-	unlock, err := s.lockVolume(ctx, op, req.Namespace, req.VolumeID)
+	v, p, unlock, err := s.beginChange(ctx, op, req.Namespace, req.VolumeID)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name := req.Namespace + "/" + req.VolumeID
-	v, err := s.store.Volume(req.Namespace, req.VolumeID)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", op, name, err)
-	}
-	p, err := s.store.Plugin(v.PluginID)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", op, name, err)
-	}
 	if !p.ModifiesVolumes() {
 		return nil, fmt.Errorf("%w: %s %s: no controller of plugin %s advertises MODIFY_VOLUME", csi.ErrNotSupported, op, name, v.PluginID)
 	}
@@ -48,6 +37,31 @@ func (s *Server) ModifyVolume(ctx context.Context, req *VolumeModifyRequest) (*V
 		return nil, fmt.Errorf("%s %s: %w", op, name, err)
 	}
 	return s.driveModify(ctx, req.Namespace, req.VolumeID)
+}
+
+// beginChange is the start of ExpandVolume and ModifyVolume: it asks
+// the Authorizer for volume-write, locks the volume and reads it and its
+// plugin. The caller runs unlock when done.
+func (s *Server) beginChange(ctx context.Context, op, ns, id string) (*csi.Volume, *csi.Plugin, func(), error) {
+	name := ns + "/" + id
+	if err := s.authorize(ctx, op+" "+name, ns, csi.PermVolumeWrite); err != nil {
+		return nil, nil, nil, err
+	}
+	unlock, err := s.lockVolume(ctx, op, ns, id)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	v, err := s.store.Volume(ns, id)
+	if err != nil {
+		unlock()
+		return nil, nil, nil, fmt.Errorf("%s %s: %w", op, name, err)
+	}
+	p, err := s.store.Plugin(v.PluginID)
+	if err != nil {
+		unlock()
+		return nil, nil, nil, fmt.Errorf("%s %s: %w", op, name, err)
+	}
+	return v, p, unlock, nil
 }
 
 // driveModify sends a volume's pending modify, with the volume locked.

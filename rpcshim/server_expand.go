@@ -70,23 +70,12 @@ func (s *Server) ExpandVolume(ctx context.Context, req *VolumeExpandRequest) (*V
 	if req == nil {
 		return nil, fmt.Errorf("%w: %s: nil request", csi.ErrInvalidRequest, op)
 	}
-	if err := s.authorize(ctx, op+" "+req.Namespace+"/"+req.VolumeID, req.Namespace, csi.PermVolumeWrite); err != nil {
-		return nil, err
-	}
-	unlock, err := s.lockVolume(ctx, op, req.Namespace, req.VolumeID)
+	v, p, unlock, err := s.beginChange(ctx, op, req.Namespace, req.VolumeID)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
 	name := req.Namespace + "/" + req.VolumeID
-	v, err := s.store.Volume(req.Namespace, req.VolumeID)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", op, name, err)
-	}
-	p, err := s.store.Plugin(v.PluginID)
-	if err != nil {
-		return nil, fmt.Errorf("%s %s: %w", op, name, err)
-	}
 	mode := p.ExpansionMode()
 	switch {
 	case !mode.Supported():
