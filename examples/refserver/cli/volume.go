@@ -173,29 +173,39 @@ func (e *env) volumeStatus(ctx context.Context, args []string) int {
 	}
 	defer done()
 	if len(c.args) == 0 {
-		vols, _, err := cl.Volumes(ctx, *ns, "", nil)
-		if err != nil {
-			return c.fail(err)
-		}
-		if *c.json {
-			return c.printJSON(vols)
-		}
-		if len(vols) == 0 {
-			fmt.Fprintln(e.stdout, "No volumes")
-			return ExitOK
-		}
-		t := newTable(e.stdout, "ID", "NAMESPACE", "PLUGIN", "SCHEDULABLE", "CAPACITY", "WRITE", "READ", "RELEASING")
-		for _, v := range vols {
-			t.row(v.ID, v.Namespace, v.PluginID, yesNo(v.Schedulable), bytesText(v.Capacity), len(v.WriteClaims), len(v.ReadClaims), len(v.PastClaims))
-		}
-		t.flush()
-		return ExitOK
+		return e.volumeList(ctx, c, cl, *ns)
 	}
 	namespace := *ns
 	if namespace == "" {
 		namespace = api.DefaultNamespace
 	}
-	v, _, err := cl.Volume(ctx, namespace, c.arg(0), nil)
+	return e.volumeDetail(ctx, c, cl, namespace, c.arg(0))
+}
+
+// volumeList prints the volumes of ns ("" for every namespace).
+func (e *env) volumeList(ctx context.Context, c *command, cl *api.Client, ns string) int {
+	vols, _, err := cl.Volumes(ctx, ns, "", nil)
+	if err != nil {
+		return c.fail(err)
+	}
+	if *c.json {
+		return c.printJSON(vols)
+	}
+	if len(vols) == 0 {
+		fmt.Fprintln(e.stdout, "No volumes")
+		return ExitOK
+	}
+	t := newTable(e.stdout, "ID", "NAMESPACE", "PLUGIN", "SCHEDULABLE", "CAPACITY", "WRITE", "READ", "RELEASING")
+	for _, v := range vols {
+		t.row(v.ID, v.Namespace, v.PluginID, yesNo(v.Schedulable), bytesText(v.Capacity), len(v.WriteClaims), len(v.ReadClaims), len(v.PastClaims))
+	}
+	t.flush()
+	return ExitOK
+}
+
+// volumeDetail prints one volume with its snapshots, health and claims.
+func (e *env) volumeDetail(ctx context.Context, c *command, cl *api.Client, namespace, id string) int {
+	v, _, err := cl.Volume(ctx, namespace, id, nil)
 	if err != nil {
 		return c.fail(err)
 	}
