@@ -198,6 +198,9 @@ var brokenVariants = []variant{
 	{"NodeGetVolumeStats usage without a unit", "node", mutate("NodeGetVolumeStats", func(_ *csipb.NodeGetVolumeStatsRequest, r *csipb.NodeGetVolumeStatsResponse) {
 		r.Usage = []*csipb.VolumeUsage{{Total: 10, Used: 1, Available: 9}}
 	}), "NodeGetVolumeStats", "NodeGetVolumeStats", codes.OK},
+	{"NodeGetVolumeStats uses more than the total", "node", mutate("NodeGetVolumeStats", func(_ *csipb.NodeGetVolumeStatsRequest, r *csipb.NodeGetVolumeStatsResponse) {
+		r.Usage = []*csipb.VolumeUsage{{Unit: csipb.VolumeUsage_BYTES, Total: 10, Used: 11}}
+	}), "NodeGetVolumeStats (values)", "NodeGetVolumeStats", codes.OK},
 	{"NodeUnpublishVolume takes no target path", "error codes", answer("NodeUnpublishVolume", func(r *csipb.NodeUnpublishVolumeRequest) bool { return r.TargetPath == "" }, &csipb.NodeUnpublishVolumeResponse{}, nil), "NodeUnpublishVolume (missing fields)", "NodeUnpublishVolume", codes.OK},
 	{"NodeUnstageVolume takes no volume ID", "error codes", answer("NodeUnstageVolume", func(r *csipb.NodeUnstageVolumeRequest) bool { return r.VolumeId == "" }, &csipb.NodeUnstageVolumeResponse{}, nil), "NodeUnstageVolume (missing fields)", "NodeUnstageVolume", codes.OK},
 	// cleanup

@@ -48,7 +48,7 @@ type coverageCheck struct {
 
 // coverageChecks is the whole table, in the order the rows run.
 func coverageChecks() []coverageCheck {
-	return slices.Concat(controllerChecks, volumeSourceChecks, snapshotChecks, expansionChecks, nodeChecks)
+	return slices.Concat(controllerChecks, volumeSourceChecks, snapshotChecks, expansionChecks, nodeChecks, healthChecks)
 }
 
 // coverage runs the rows of phase p. A row whose call keeps answering

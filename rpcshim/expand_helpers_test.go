@@ -39,6 +39,9 @@ type xpConfig struct {
 	nodeExpand       bool // the nodes advertise EXPAND_VOLUME
 	offline          bool // OFFLINE instead of ONLINE
 	modify           bool // the controller advertises MODIFY_VOLUME
+	// stats names the nodes whose plugin advertises GET_VOLUME_STATS
+	// and VOLUME_CONDITION.
+	stats map[string]bool
 }
 
 func newXPCluster(t *testing.T, cfg xpConfig) *xpCluster {
@@ -82,7 +85,8 @@ func (c *xpCluster) startNode(t *testing.T, id string, cfg xpConfig) *e2eNode {
 	n := &e2eNode{id: id}
 	n.plugin = csitest.Start(t, csitest.Config{
 		Type: csi.PluginTypeMonolith, Name: e2eProvider, NodeID: "csi-" + id, OfflineExpansion: cfg.offline,
-		Node: csi.NodeCapabilities{StageUnstageVolume: true, ExpandVolume: cfg.nodeExpand}, AdmitUnknownVolumes: true,
+		Node: csi.NodeCapabilities{StageUnstageVolume: true, ExpandVolume: cfg.nodeExpand,
+			GetVolumeStats: cfg.stats[id], GetVolumeHealth: cfg.stats[id]}, AdmitUnknownVolumes: true,
 	})
 	var err error
 	n.manager, err = fingerprint.New(fingerprint.Config{

@@ -46,6 +46,7 @@ func getVolume(ctx context.Context, c plugin.ControllerClient, req *ControllerGe
 // adds on e's Mux.
 func (e *NodeEndpoint) handleHealthCalls() {
 	handleController(e, MethodControllerGetVolume, "ControllerGetVolume", getVolume)
+	handle(e.mux, MethodNodeVolumeStats, e.nodeVolumeStats, true)
 }
 
 // HealthControllers returns the Router as the health monitor's

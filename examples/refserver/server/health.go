@@ -9,12 +9,13 @@ import (
 	"github.com/csikit/csikit/health"
 )
 
-// newMonitor builds a health monitor: conditions and drift read through
-// the router. Node stats are not read: the agents' node endpoint has no
-// route for NodeGetVolumeStats.
+// newMonitor builds a health monitor: conditions, drift and node stats
+// read through the router (node stats from the agents' node endpoints,
+// at the paths their mounters track).
 func (s *Server) newMonitor() (*health.Monitor, error) {
 	return health.New(health.Config{
 		Store: s.cfg.Store, Applier: s.cfg.Applier, Controllers: s.router.HealthControllers(),
+		Nodes:  s.router.HealthNodes(),
 		Logger: s.cfg.Logger.Named("health"), MetricSink: s.cfg.Metrics.Sink(),
 	})
 }
