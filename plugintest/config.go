@@ -112,6 +112,11 @@ type Config struct {
 	// when nothing is left mounted there.
 	MountRoot string
 	StateDir  string
+	// StagingDir and TargetDir, when set, replace MountRoot for the
+	// staging paths and for the target paths the mounter hands the
+	// plugin (csi-sanity's --stagingdir and --mountdir): absolute, and
+	// neither inside the other. Each defaults to MountRoot.
+	StagingDir, TargetDir string
 
 	// Timeout bounds each step; 0 means DefaultTimeout.
 	Timeout time.Duration
@@ -225,10 +230,15 @@ func (c Config) validate() (Config, error) {
 	if c.CapacityBytes < 0 {
 		return c, bad("Config.CapacityBytes is %d; use 0 for no requirement", c.CapacityBytes)
 	}
-	for _, d := range []struct{ field, v string }{{"MountRoot", c.MountRoot}, {"StateDir", c.StateDir}} {
+	for _, d := range []struct{ field, v string }{
+		{"MountRoot", c.MountRoot}, {"StateDir", c.StateDir}, {"StagingDir", c.StagingDir}, {"TargetDir", c.TargetDir},
+	} {
 		if d.v != "" && !filepath.IsAbs(d.v) {
 			return c, bad("Config.%s %q is not an absolute path", d.field, d.v)
 		}
+	}
+	if err := c.checkDirs(); err != nil {
+		return c, bad("%v", err)
 	}
 	if c.Timeout < 0 {
 		return c, bad("Config.Timeout is %s; use a positive duration, or 0 for the default (%s)", c.Timeout, DefaultTimeout)

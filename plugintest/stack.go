@@ -100,7 +100,8 @@ func newStack(cfg Config, mountRoot, stateDir string, calls *callLog) (*stack, e
 	s.plugins = recordingPlugins{reg: s.mgr, log: calls}
 	s.startNode = func() error {
 		mnt, err := mounter.New(mounter.Config{
-			Root: mountRoot, StateDir: stateDir, Plugins: s.plugins, Logger: log.Named("mounter"),
+			Root: mountRoot, StagingRoot: cfg.StagingDir, TargetRoot: cfg.TargetDir,
+			StateDir: stateDir, Plugins: s.plugins, Logger: log.Named("mounter"),
 			// The state directory is the run's own and is thrown away.
 			NoSync: true,
 		})

@@ -289,7 +289,15 @@ func (l *run) leftovers(skipProbe bool) []string {
 		}
 	}
 	var out []string
-	root := l.cfg.MountRoot
+	for _, root := range l.roots() {
+		out = append(out, l.leftoversUnder(root, given, skipProbe)...)
+	}
+	return out
+}
+
+// leftoversUnder is leftovers beneath one root.
+func (l *run) leftoversUnder(root string, given map[string]bool, skipProbe bool) []string {
+	var out []string
 	// A walk in name order, as filepath.WalkDir's, that reads each
 	// directory once.
 	var walk func(dir string, entries []fs.DirEntry)

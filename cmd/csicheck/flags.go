@@ -99,6 +99,8 @@ func (f *flags) define(stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.Faults, "faults", false, "restart csicheck's own node agent mid-lifecycle and cancel then retry the publish and stage calls")
 	fs.StringVar(&f.restartCmd, "restart-cmd", "", "shell command that restarts the plugin; run after the first mount, then the plugin must still know its publications")
 	fs.StringVar(&cfg.MountRoot, "mount-root", "", "directory to stage and publish under (default: a temporary directory)")
+	fs.StringVar(&cfg.StagingDir, "staging-dir", "", "directory for the staging paths instead of --mount-root (csi-sanity's --csi.stagingdir)")
+	fs.StringVar(&cfg.TargetDir, "target-dir", "", "directory for the target paths instead of --mount-root (csi-sanity's --csi.mountdir)")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory for the mounter's state (default: a temporary directory)")
 	fs.DurationVar(&cfg.Timeout, "timeout", plugintest.DefaultTimeout, "bound on each step")
 	fs.StringVar(&f.data, "data-check", f.data, "shared, writer-only or off")
@@ -129,6 +131,8 @@ var settingNames = map[string]string{
 	"SkipChecks":         "--skip",
 	"MountRoot":          "--mount-root",
 	"StateDir":           "--state-dir",
+	"StagingDir":         "--staging-dir",
+	"TargetDir":          "--target-dir",
 	"Timeout":            "--timeout",
 	"SkipIdempotency":    "--skip-idempotency",
 	"SkipNegative":       "--skip-negative",
@@ -181,7 +185,7 @@ func (f *flags) readDirs() error {
 	for _, d := range []struct {
 		flag string
 		path *string
-	}{{"--mount-root", &f.cfg.MountRoot}, {"--state-dir", &f.cfg.StateDir}} {
+	}{{"--mount-root", &f.cfg.MountRoot}, {"--state-dir", &f.cfg.StateDir}, {"--staging-dir", &f.cfg.StagingDir}, {"--target-dir", &f.cfg.TargetDir}} {
 		if *d.path == "" {
 			continue
 		}
