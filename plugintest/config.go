@@ -117,6 +117,19 @@ type Config struct {
 	// plugin (csi-sanity's --stagingdir and --mountdir): absolute, and
 	// neither inside the other. Each defaults to MountRoot.
 	StagingDir, TargetDir string
+	// CreatePath, RemovePath and CheckPath reach the paths where the
+	// plugin sees them, inside another mount namespace or container
+	// (csicheck's --create-path-cmd, --remove-path-cmd and
+	// --check-path-cmd, as csi-sanity's). CreatePath makes each of
+	// MountRoot, StagingDir and TargetDir there before the first step,
+	// RemovePath removes them after the last; the mounter still makes
+	// the directories beneath them on the host, so they must be shared
+	// with the plugin (a bind mount). CheckPath says what is at a path;
+	// the "nothing left behind" step asks it about every target_path and
+	// staging_target_path the plugin was given, which must then be
+	// PathNotFound. Each is nil when unused.
+	CreatePath, RemovePath func(ctx context.Context, path string) error
+	CheckPath              func(ctx context.Context, path string) (PathKind, error)
 
 	// Timeout bounds each step; 0 means DefaultTimeout.
 	Timeout time.Duration

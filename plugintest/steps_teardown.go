@@ -266,6 +266,10 @@ func (l *run) checkLeftovers(ctx context.Context) {
 		// Empty unless a probe's publish succeeded; its undo runs later.
 		_ = os.Remove(l.probeDir)
 	}
+	if left := l.pathsLeft(ctx); len(left) > 0 {
+		l.fail(ctx, Failure{Step: step, Got: l.cfg.rename(fmt.Sprintf("%d path(s) remain where the plugin sees them: %s", len(left), strings.Join(left, ", "))),
+			Expect: "unpublish and unstage must remove what the plugin made at target_path and staging_target_path"})
+	}
 	if left := l.leftovers(true); len(left) > 0 {
 		l.fail(ctx, Failure{Step: step, Got: fmt.Sprintf("%d path(s) remain under the mount root: %s", len(left), strings.Join(left, ", ")),
 			Expect: "unpublish and unstage must remove what the plugin made at target_path and staging_target_path"})

@@ -29,6 +29,7 @@ type flags struct {
 
 	access, attach, fsType, data, logLevel, secrets string
 	size, paramsFile, restartCmd                    string
+	createCmd, removeCmd, checkCmd                  string
 	mountFlags                                      []string
 	params, volCtx                                  pairs
 }
@@ -57,6 +58,7 @@ func parse(args []string, stderr io.Writer) (plugintest.Config, options, error) 
 	if f.restartCmd != "" {
 		f.cfg.RestartPlugin = restartCommand(f.restartCmd, stderr)
 	}
+	f.setPathCommands(stderr)
 	readLogLevel := func() error { return f.readLogLevel(stderr) }
 	for _, read := range []func() error{f.readModes, f.readDirs, f.readDataCheck, f.readSecrets, f.readTestVolume, readLogLevel} {
 		if err := read(); err != nil {
@@ -101,6 +103,9 @@ func (f *flags) define(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&cfg.MountRoot, "mount-root", "", "directory to stage and publish under (default: a temporary directory)")
 	fs.StringVar(&cfg.StagingDir, "staging-dir", "", "directory for the staging paths instead of --mount-root (csi-sanity's --csi.stagingdir)")
 	fs.StringVar(&cfg.TargetDir, "target-dir", "", "directory for the target paths instead of --mount-root (csi-sanity's --csi.mountdir)")
+	fs.StringVar(&f.createCmd, "create-path-cmd", "", "command run with a directory as its last argument to create it where the plugin sees it (another mount namespace or container)")
+	fs.StringVar(&f.removeCmd, "remove-path-cmd", "", "command run with a path as its last argument to remove it where the plugin sees it")
+	fs.StringVar(&f.checkCmd, "check-path-cmd", "", "command run with a path as its last argument that prints file, directory, not_found or other for it, where the plugin sees it")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory for the mounter's state (default: a temporary directory)")
 	fs.DurationVar(&cfg.Timeout, "timeout", plugintest.DefaultTimeout, "bound on each step")
 	fs.StringVar(&f.data, "data-check", f.data, "shared, writer-only or off")
@@ -140,6 +145,9 @@ var settingNames = map[string]string{
 	"DataCheck":          "--data-check",
 	"Faults":             "--faults",
 	"RestartPlugin":      "--restart-cmd",
+	"CreatePath":         "--create-path-cmd",
+	"RemovePath":         "--remove-path-cmd",
+	"CheckPath":          "--check-path-cmd",
 }
 
 // restartCommand runs cmd with sh -c, its output on stderr.
