@@ -159,7 +159,10 @@ type Config struct {
 
 	// Faults makes the harness restart its own node agent (mounter and
 	// node endpoint) from its state directory after the first mount,
-	// between the unmounts and before the release, and cancel each
+	// between the unmounts, during the last unmount (stopped after
+	// NodeUnpublishVolume, before NodeUnstageVolume, after which the
+	// plugin must see only that unstage and identical repeats) and
+	// before the release, and cancel each
 	// publish and stage call right after sending it and retry it, which
 	// must succeed. The plugin keeps running; it only sees repeats.
 	Faults bool
