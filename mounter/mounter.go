@@ -55,8 +55,17 @@ const DefaultMaxParallel = 16
 // Config configures a Mounter.
 type Config struct {
 	// Root is the absolute directory under which volumes are staged and
-	// published, created if missing. Required.
+	// published, created if missing. Required unless both StagingRoot
+	// and TargetRoot are set.
 	Root string
+	// StagingRoot and TargetRoot, when set, are absolute directories
+	// that replace Root for staging paths (<StagingRoot>/staging/...)
+	// and for target paths (<TargetRoot>/per-alloc/...), created if
+	// missing: a node whose plugin sees the host through another mount
+	// namespace may need them on separate file systems. Each is made,
+	// checked and cleaned like Root, refusing links beneath it. They
+	// may be equal, but neither may lie inside the other.
+	StagingRoot, TargetRoot string
 	// StateDir is the absolute directory where the usage tracker is
 	// persisted (mounter.db and the notes: see the package doc).
 	// Required; it must survive a restart of the node agent and must not
@@ -81,7 +90,7 @@ type Config struct {
 // Mounter is the VolumeMounter over CSI node plugins, with a usage
 // tracker persisted in Config.StateDir.
 type Mounter struct {
-	tree    *tree // the paths handed out are built on tree.root, resolved
+	tree    roots // the paths handed out are built on its roots, resolved
 	plugins Plugins
 	logger  hclog.Logger
 	store   *store
@@ -110,8 +119,8 @@ type volume struct {
 // goroutine and calls no plugin. A mounter.db or older state file that
 // cannot be read fails New with a *StateError (ErrCorruptState).
 func New(cfg Config) (*Mounter, error) {
-	if cfg.Root == "" || !filepath.IsAbs(cfg.Root) {
-		return nil, fmt.Errorf("%w: mounter: Root %q must be an absolute directory", csi.ErrInvalidRequest, cfg.Root)
+	if err := cfg.checkRoots(); err != nil {
+		return nil, err
 	}
 	if cfg.StateDir == "" || !filepath.IsAbs(cfg.StateDir) {
 		return nil, fmt.Errorf("%w: mounter: StateDir %q must be an absolute directory", csi.ErrInvalidRequest, cfg.StateDir)
@@ -130,7 +139,7 @@ func New(cfg Config) (*Mounter, error) {
 	}
 	// The root and the two directories below it exist from New on, and
 	// a teardown never removes them.
-	t, err := newTree(cfg.Root)
+	t, err := newRoots(cfg.stagingRoot(), cfg.targetRoot())
 	if err != nil {
 		return nil, fmt.Errorf("mounter: create mount root: %w", err)
 	}

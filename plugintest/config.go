@@ -112,6 +112,24 @@ type Config struct {
 	// when nothing is left mounted there.
 	MountRoot string
 	StateDir  string
+	// StagingDir and TargetDir, when set, replace MountRoot for the
+	// staging paths and for the target paths the mounter hands the
+	// plugin (csi-sanity's --stagingdir and --mountdir): absolute, and
+	// neither inside the other. Each defaults to MountRoot.
+	StagingDir, TargetDir string
+	// CreatePath, RemovePath and CheckPath reach the paths where the
+	// plugin sees them, inside another mount namespace or container
+	// (csicheck's --create-path-cmd, --remove-path-cmd and
+	// --check-path-cmd, as csi-sanity's). CreatePath makes each of
+	// MountRoot, StagingDir and TargetDir there before the first step,
+	// RemovePath removes them after the last; the mounter still makes
+	// the directories beneath them on the host, so they must be shared
+	// with the plugin (a bind mount). CheckPath says what is at a path;
+	// the "nothing left behind" step asks it about every target_path and
+	// staging_target_path the plugin was given, which must then be
+	// PathNotFound. Each is nil when unused.
+	CreatePath, RemovePath func(ctx context.Context, path string) error
+	CheckPath              func(ctx context.Context, path string) (PathKind, error)
 
 	// Timeout bounds each step; 0 means DefaultTimeout.
 	Timeout time.Duration
@@ -141,7 +159,10 @@ type Config struct {
 
 	// Faults makes the harness restart its own node agent (mounter and
 	// node endpoint) from its state directory after the first mount,
-	// between the unmounts and before the release, and cancel each
+	// between the unmounts, during the last unmount (stopped after
+	// NodeUnpublishVolume, before NodeUnstageVolume, after which the
+	// plugin must see only that unstage and identical repeats) and
+	// before the release, and cancel each
 	// publish and stage call right after sending it and retry it, which
 	// must succeed. The plugin keeps running; it only sees repeats.
 	Faults bool
@@ -225,10 +246,15 @@ func (c Config) validate() (Config, error) {
 	if c.CapacityBytes < 0 {
 		return c, bad("Config.CapacityBytes is %d; use 0 for no requirement", c.CapacityBytes)
 	}
-	for _, d := range []struct{ field, v string }{{"MountRoot", c.MountRoot}, {"StateDir", c.StateDir}} {
+	for _, d := range []struct{ field, v string }{
+		{"MountRoot", c.MountRoot}, {"StateDir", c.StateDir}, {"StagingDir", c.StagingDir}, {"TargetDir", c.TargetDir},
+	} {
 		if d.v != "" && !filepath.IsAbs(d.v) {
 			return c, bad("Config.%s %q is not an absolute path", d.field, d.v)
 		}
+	}
+	if err := c.checkDirs(); err != nil {
+		return c, bad("%v", err)
 	}
 	if c.Timeout < 0 {
 		return c, bad("Config.Timeout is %s; use a positive duration, or 0 for the default (%s)", c.Timeout, DefaultTimeout)

@@ -137,6 +137,7 @@ func ExampleConfig_coverageAndFaults() {
 	// pass cancelled call retried (NodeStageVolume)
 	// pass cancelled call retried (NodePublishVolume)
 	// pass restart the node agent (between the unmounts)
+	// pass restart the node agent (during the release, after NodeUnpublishVolume)
 	// pass restart the node agent (before the release)
 	// failed: false
 }

@@ -2,7 +2,11 @@ package plugintest
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"reflect"
+	"slices"
+	"sync/atomic"
 	"time"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
@@ -11,6 +15,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/plugin"
+	"github.com/csikit/csikit/mounter"
 )
 
 // This file holds the faults of Config.Faults and Config.RestartPlugin:
@@ -169,4 +174,100 @@ func uniq(a, b string) []string {
 		return []string{b}
 	}
 	return []string{a, b}
+}
+
+// errAgentCrash is what the node agent's NodeUnstageVolume returns when
+// the harness stops it there: as if the agent died after
+// NodeUnpublishVolume, the call never reaches the plugin.
+var errAgentCrash = fmt.Errorf("%w: plugintest: the node agent stopped before NodeUnstageVolume (a fault the harness injects)", csi.ErrUnavailable)
+
+// crashPoint, armed, makes the next NodeUnstageVolume of the node agent
+// fail with errAgentCrash before it reaches the plugin.
+type crashPoint struct{ armed atomic.Bool }
+
+// faultPlugins hands out node clients that stop at the crash point; the
+// calls they pass on are logged by the recordingPlugins below them.
+type faultPlugins struct {
+	recordingPlugins
+	crash *crashPoint
+}
+
+func (p faultPlugins) NodePlugin(id string) (plugin.NodeClient, *csi.PluginInfo, error) {
+	c, info, err := p.recordingPlugins.NodePlugin(id)
+	if err != nil || c == nil {
+		return c, info, err
+	}
+	return &crashingNode{NodeClient: c, crash: p.crash}, info, nil
+}
+
+// crashingNode is a node client that stops at the crash point.
+type crashingNode struct {
+	plugin.NodeClient
+	crash *crashPoint
+}
+
+func (n *crashingNode) NodeUnstageVolume(ctx context.Context, r *plugin.NodeUnstageRequest) error {
+	if n.crash.armed.CompareAndSwap(true, false) {
+		return errAgentCrash
+	}
+	return n.NodeClient.NodeUnstageVolume(ctx, r)
+}
+
+// unmountAcrossRestart is the last unmount under Config.Faults: the
+// node agent stops after NodeUnpublishVolume, before NodeUnstageVolume
+// (and so before the release's ControllerUnpublishVolume), restarts
+// from its state directory and unmounts again. The plugin must then see
+// nothing but the outstanding NodeUnstageVolume and repeats, with
+// identical arguments, of what it already answered.
+func (l *run) unmountAcrossRestart(ctx context.Context, a *alloc) {
+	if !l.stages() {
+		l.unmount(ctx, a)
+		return
+	}
+	step := fmt.Sprintf("unmount stopped before NodeUnstageVolume (allocation %d)", a.n)
+	if !l.begin(ctx, step) {
+		return
+	}
+	from := l.calls.len()
+	sctx, cancel := l.stepCtx(ctx)
+	l.st.crash.armed.Store(true)
+	err := l.st.mnt.UnmountVolume(sctx, mounter.NewUnmountRequest(namespace, l.volID, a.claim))
+	cancel()
+	if l.st.crash.armed.Swap(false) || !errors.Is(err, errAgentCrash) {
+		l.fail(ctx, Failure{Step: step, Expect: "the mounter to send NodeUnstageVolume after NodeUnpublishVolume (a bug in the harness or csikit, not in the plugin)",
+			Detail: fmt.Sprint(err), Fatal: true})
+		return
+	}
+	before := l.calls.all()[from:]
+	a.mounted = false // unpublished: the mounter tracks only the stage
+	l.restartNode(ctx, "during the release, after NodeUnpublishVolume")
+	after := l.calls.len()
+	if !l.unmount(ctx, a) {
+		return
+	}
+	l.onlyRepeats(ctx, before, l.calls.all()[after:])
+}
+
+// onlyRepeats checks that the calls the restarted stack made are the
+// outstanding NodeUnstageVolume and repeats of calls in before.
+func (l *run) onlyRepeats(ctx context.Context, before, since []call) {
+	const step = "only idempotent repeats after the restart (release)"
+	if !l.begin(ctx, step) {
+		return
+	}
+	unstages := 0
+	for _, c := range since {
+		if c.Method == methodNodeUnstage {
+			unstages++
+			continue
+		}
+		if !slices.ContainsFunc(before, func(b call) bool { return b.Method == c.Method && reflect.DeepEqual(b.Req, c.Req) }) {
+			l.fail(ctx, Failure{Step: step, Call: c.Method, Got: "the restarted node agent sent " + c.Method + " with new arguments",
+				Expect: "a node agent that restarts mid-release repeats only what the plugin already answered, then NodeUnstageVolume (a bug in csikit, not in the plugin)"})
+		}
+	}
+	if unstages != 1 {
+		l.fail(ctx, Failure{Step: step, Call: methodNodeUnstage, Got: fmt.Sprintf("%d NodeUnstageVolume calls after the restart", unstages),
+			Expect: "exactly one: the one the stopped agent never sent (a bug in csikit, not in the plugin)"})
+	}
 }

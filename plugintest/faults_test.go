@@ -58,6 +58,9 @@ func TestCheck_FaultStepsReported(t *testing.T) {
 		"restart the node agent (after the first mount)": false, "restart the node agent (between the unmounts)": false,
 		"restart the node agent (before the release)": false, "cancelled call retried (NodePublishVolume)": false,
 		"cancelled call retried (ControllerPublishVolume)": false, "cancelled call retried (NodeStageVolume)": false,
+		"unmount stopped before NodeUnstageVolume (allocation 1)":                false,
+		"restart the node agent (during the release, after NodeUnpublishVolume)": false,
+		"only idempotent repeats after the restart (release)":                    false,
 	}
 	for _, s := range r.Steps() {
 		if _, ok := want[s.Name]; ok && s.Status == plugintest.StatusPass {

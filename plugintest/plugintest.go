@@ -223,6 +223,10 @@ func lifecycle(ctx context.Context, cfg Config, r Reporter, register func(func()
 		register(func() { l.cleanups.run(ctx) })
 	}
 	defer l.close(ctx)
+	if err := l.createRoots(ctx); err != nil {
+		return result{}, err
+	}
+	defer l.removeRoots(ctx)
 	l.st.startWorker(ctx)
 	l.steps(ctx)
 	l.cleanups.run(ctx)

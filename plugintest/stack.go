@@ -40,6 +40,7 @@ type stack struct {
 	mgr     *fingerprint.Manager
 	mnt     *mounter.Mounter
 	plugins recordingPlugins
+	crash   crashPoint // where Config.Faults stops the node agent
 	// startNode makes the node agent's mounter and endpoint; restartNode
 	// calls it again.
 	startNode func() error
@@ -98,9 +99,11 @@ func newStack(cfg Config, mountRoot, stateDir string, calls *callLog) (*stack, e
 		return nil, err
 	}
 	s.plugins = recordingPlugins{reg: s.mgr, log: calls}
+	nodePlugins := faultPlugins{recordingPlugins: s.plugins, crash: &s.crash}
 	s.startNode = func() error {
 		mnt, err := mounter.New(mounter.Config{
-			Root: mountRoot, StateDir: stateDir, Plugins: s.plugins, Logger: log.Named("mounter"),
+			Root: mountRoot, StagingRoot: cfg.StagingDir, TargetRoot: cfg.TargetDir,
+			StateDir: stateDir, Plugins: nodePlugins, Logger: log.Named("mounter"),
 			// The state directory is the run's own and is thrown away.
 			NoSync: true,
 		})
@@ -108,7 +111,7 @@ func newStack(cfg Config, mountRoot, stateDir string, calls *callLog) (*stack, e
 			return err
 		}
 		endpoint, err := rpcshim.NewNodeEndpoint(rpcshim.NodeEndpointConfig{
-			NodeID: hostNode, Plugins: s.plugins, Mounter: mnt, Logger: log.Named("endpoint"),
+			NodeID: hostNode, Plugins: nodePlugins, Mounter: mnt, Logger: log.Named("endpoint"),
 		})
 		if err != nil {
 			_ = mnt.Close()

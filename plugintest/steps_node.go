@@ -293,7 +293,11 @@ func (l *run) probeUnstage(ctx context.Context) {
 // allocation's unmount also unstages.
 func (l *run) unmountAll(ctx context.Context) {
 	for i := len(l.allocs) - 1; i >= 0; i-- {
-		if a := l.allocs[i]; !a.refused {
+		switch a := l.allocs[i]; {
+		case a.refused:
+		case i == 0 && l.cfg.Faults:
+			l.unmountAcrossRestart(ctx, a)
+		default:
 			l.unmount(ctx, a)
 		}
 		if i > 0 && l.cfg.Faults {

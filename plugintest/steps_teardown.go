@@ -266,6 +266,10 @@ func (l *run) checkLeftovers(ctx context.Context) {
 		// Empty unless a probe's publish succeeded; its undo runs later.
 		_ = os.Remove(l.probeDir)
 	}
+	if left := l.pathsLeft(ctx); len(left) > 0 {
+		l.fail(ctx, Failure{Step: step, Got: l.cfg.rename(fmt.Sprintf("%d path(s) remain where the plugin sees them: %s", len(left), strings.Join(left, ", "))),
+			Expect: "unpublish and unstage must remove what the plugin made at target_path and staging_target_path"})
+	}
 	if left := l.leftovers(true); len(left) > 0 {
 		l.fail(ctx, Failure{Step: step, Got: fmt.Sprintf("%d path(s) remain under the mount root: %s", len(left), strings.Join(left, ", ")),
 			Expect: "unpublish and unstage must remove what the plugin made at target_path and staging_target_path"})
@@ -289,7 +293,15 @@ func (l *run) leftovers(skipProbe bool) []string {
 		}
 	}
 	var out []string
-	root := l.cfg.MountRoot
+	for _, root := range l.roots() {
+		out = append(out, l.leftoversUnder(root, given, skipProbe)...)
+	}
+	return out
+}
+
+// leftoversUnder is leftovers beneath one root.
+func (l *run) leftoversUnder(root string, given map[string]bool, skipProbe bool) []string {
+	var out []string
 	// A walk in name order, as filepath.WalkDir's, that reads each
 	// directory once.
 	var walk func(dir string, entries []fs.DirEntry)

@@ -40,17 +40,27 @@
 //	--capacity                CreateVolume's required bytes
 //	--secrets-file            YAML or JSON secrets passed to every call that takes them: one
 //	                          object of strings, or csi-sanity's per-call form
-//	                          (CreateVolumeSecret: {…}), whose sets must agree
+//	                          (CreateVolumeSecret: {…}), whose sets are merged: csikit
+//	                          keeps one set of secrets per volume (csi.Volume.Secrets,
+//	                          sent with each of its calls), so a key that takes two
+//	                          values in two calls is refused (exit 2)
 //	--test-volume-size        CreateVolume's required capacity (1Gi, 500M, bytes)
 //	--test-volume-parameters  YAML or JSON file of CreateVolume parameters (--parameter wins)
 //	--run, --skip             regular expressions over the coverage checks' names
 //	                          ("ListVolumes (paging)"); the lifecycle's steps always run
 //	--junit FILE              also write the results as JUnit XML
 //	--faults                  restart csicheck's own node agent mid-lifecycle (resuming from
-//	                          its state on disk), cancel publish and stage calls and retry them
+//	                          its state on disk), also mid-release between NodeUnpublishVolume
+//	                          and NodeUnstageVolume, cancel publish and stage calls and retry them
 //	--restart-cmd CMD         sh -c CMD restarts the plugin after the first mount; csicheck
 //	                          waits for Probe and repeats the publish calls
 //	--mount-root, --state-dir where to stage and publish, and the mounter's state
+//	--staging-dir, --target-dir  staging and target paths under separate directories
+//	                          instead of --mount-root (neither inside the other)
+//	--create-path-cmd, --remove-path-cmd, --check-path-cmd  commands run with a path as
+//	                          their last argument, to create, remove and check it where
+//	                          the plugin sees it (another mount namespace or container);
+//	                          the check prints file, directory, not_found or other
 //	--timeout                 bound on each step (default 1m)
 //	--data-check              shared (default), writer-only or off
 //	--skip-idempotency        do not repeat the mutating calls

@@ -29,6 +29,7 @@ type flags struct {
 
 	access, attach, fsType, data, logLevel, secrets string
 	size, paramsFile, restartCmd                    string
+	createCmd, removeCmd, checkCmd                  string
 	mountFlags                                      []string
 	params, volCtx                                  pairs
 }
@@ -57,6 +58,7 @@ func parse(args []string, stderr io.Writer) (plugintest.Config, options, error) 
 	if f.restartCmd != "" {
 		f.cfg.RestartPlugin = restartCommand(f.restartCmd, stderr)
 	}
+	f.setPathCommands(stderr)
 	readLogLevel := func() error { return f.readLogLevel(stderr) }
 	for _, read := range []func() error{f.readModes, f.readDirs, f.readDataCheck, f.readSecrets, f.readTestVolume, readLogLevel} {
 		if err := read(); err != nil {
@@ -90,7 +92,7 @@ func (f *flags) define(stderr io.Writer) *flag.FlagSet {
 	})
 	fs.Var(f.params, "parameter", "key=value passed to CreateVolume (repeatable)")
 	fs.Int64Var(&cfg.CapacityBytes, "capacity", 0, "CreateVolume's required capacity in bytes (0: none)")
-	fs.StringVar(&f.secrets, "secrets-file", "", "YAML or JSON file of secrets passed to every call that takes them (csi-sanity's per-call form too)")
+	fs.StringVar(&f.secrets, "secrets-file", "", "YAML or JSON file of secrets passed to every call that takes them; csi-sanity's per-call form (CreateVolumeSecret: {...}) too, but csikit keeps one set per volume, so a key may not take different values in different calls")
 	fs.StringVar(&f.size, "test-volume-size", "", "CreateVolume's required capacity, such as 1Gi (as --capacity)")
 	fs.StringVar(&f.paramsFile, "test-volume-parameters", "", "YAML or JSON file of CreateVolume parameters (merged under --parameter)")
 	fs.StringVar(&cfg.RunChecks, "run", "", "regular expression: run only the coverage checks whose names match")
@@ -99,6 +101,11 @@ func (f *flags) define(stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&cfg.Faults, "faults", false, "restart csicheck's own node agent mid-lifecycle and cancel then retry the publish and stage calls")
 	fs.StringVar(&f.restartCmd, "restart-cmd", "", "shell command that restarts the plugin; run after the first mount, then the plugin must still know its publications")
 	fs.StringVar(&cfg.MountRoot, "mount-root", "", "directory to stage and publish under (default: a temporary directory)")
+	fs.StringVar(&cfg.StagingDir, "staging-dir", "", "directory for the staging paths instead of --mount-root (csi-sanity's --csi.stagingdir)")
+	fs.StringVar(&cfg.TargetDir, "target-dir", "", "directory for the target paths instead of --mount-root (csi-sanity's --csi.mountdir)")
+	fs.StringVar(&f.createCmd, "create-path-cmd", "", "command run with a directory as its last argument to create it where the plugin sees it (another mount namespace or container)")
+	fs.StringVar(&f.removeCmd, "remove-path-cmd", "", "command run with a path as its last argument to remove it where the plugin sees it")
+	fs.StringVar(&f.checkCmd, "check-path-cmd", "", "command run with a path as its last argument that prints file, directory, not_found or other for it, where the plugin sees it")
 	fs.StringVar(&cfg.StateDir, "state-dir", "", "directory for the mounter's state (default: a temporary directory)")
 	fs.DurationVar(&cfg.Timeout, "timeout", plugintest.DefaultTimeout, "bound on each step")
 	fs.StringVar(&f.data, "data-check", f.data, "shared, writer-only or off")
@@ -129,6 +136,8 @@ var settingNames = map[string]string{
 	"SkipChecks":         "--skip",
 	"MountRoot":          "--mount-root",
 	"StateDir":           "--state-dir",
+	"StagingDir":         "--staging-dir",
+	"TargetDir":          "--target-dir",
 	"Timeout":            "--timeout",
 	"SkipIdempotency":    "--skip-idempotency",
 	"SkipNegative":       "--skip-negative",
@@ -136,6 +145,9 @@ var settingNames = map[string]string{
 	"DataCheck":          "--data-check",
 	"Faults":             "--faults",
 	"RestartPlugin":      "--restart-cmd",
+	"CreatePath":         "--create-path-cmd",
+	"RemovePath":         "--remove-path-cmd",
+	"CheckPath":          "--check-path-cmd",
 }
 
 // restartCommand runs cmd with sh -c, its output on stderr.
@@ -181,7 +193,7 @@ func (f *flags) readDirs() error {
 	for _, d := range []struct {
 		flag string
 		path *string
-	}{{"--mount-root", &f.cfg.MountRoot}, {"--state-dir", &f.cfg.StateDir}} {
+	}{{"--mount-root", &f.cfg.MountRoot}, {"--state-dir", &f.cfg.StateDir}, {"--staging-dir", &f.cfg.StagingDir}, {"--target-dir", &f.cfg.TargetDir}} {
 		if *d.path == "" {
 			continue
 		}

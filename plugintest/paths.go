@@ -1,0 +1,136 @@
+package plugintest
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+
+	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/plugin"
+)
+
+// roots are the directories the run stages and publishes under: the
+// mount root, and the staging and target directories when they are set
+// apart from it.
+func (l *run) roots() []string {
+	out := []string{l.cfg.MountRoot}
+	for _, d := range []string{l.cfg.StagingDir, l.cfg.TargetDir} {
+		if d != "" && d != out[len(out)-1] && d != out[0] {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// checkDirs refuses a staging and a target directory (each MountRoot
+// when unset) of which one lies inside the other: the mounter's
+// teardown of one would walk the other's directories.
+func (c Config) checkDirs() error {
+	s, t := cmp.Or(c.StagingDir, c.MountRoot), cmp.Or(c.TargetDir, c.MountRoot)
+	if s == "" || t == "" {
+		return nil
+	}
+	s, t = filepath.Clean(s), filepath.Clean(t)
+	sep := string(filepath.Separator)
+	if s != t && (strings.HasPrefix(s, t+sep) || strings.HasPrefix(t, s+sep)) {
+		return fmt.Errorf("Config.StagingDir %q and Config.TargetDir %q (each Config.MountRoot when unset) nest; use the same directory or two apart", s, t)
+	}
+	return nil
+}
+
+// PathKind is what Config.CheckPath finds at a path.
+type PathKind int
+
+// The kinds, named as csi-sanity's check-path command prints them.
+const (
+	PathNotFound PathKind = iota
+	PathFile
+	PathDirectory
+	PathOther
+)
+
+var pathKindNames = []string{"not_found", "file", "directory", "other"}
+
+func (k PathKind) String() string {
+	if k < 0 || int(k) >= len(pathKindNames) {
+		return fmt.Sprintf("PathKind(%d)", int(k))
+	}
+	return pathKindNames[k]
+}
+
+// ParsePathKind parses the String form of a PathKind: not_found, file,
+// directory or other.
+func ParsePathKind(s string) (PathKind, error) {
+	for i, n := range pathKindNames {
+		if n == s {
+			return PathKind(i), nil
+		}
+	}
+	return PathOther, fmt.Errorf("%w: %q is not a path kind; want not_found, file, directory or other", csi.ErrInvalidRequest, s)
+}
+
+// createRoots runs Config.CreatePath for each root, so that the
+// directories exist where the plugin looks (another mount namespace).
+func (l *run) createRoots(ctx context.Context) error {
+	if l.cfg.CreatePath == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.Timeout)
+	defer cancel()
+	for _, r := range l.roots() {
+		if err := l.cfg.CreatePath(ctx, r); err != nil {
+			return l.cfg.renameErr(fmt.Errorf("plugintest: Config.CreatePath could not create %s: %w", r, err))
+		}
+	}
+	return nil
+}
+
+// removeRoots runs Config.RemovePath for each root, the undo of
+// createRoots; a failure is logged, as the run's results stand.
+func (l *run) removeRoots(ctx context.Context) {
+	if l.cfg.RemovePath == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.Timeout)
+	defer cancel()
+	roots := l.roots()
+	for i := len(roots) - 1; i >= 0; i-- {
+		if err := l.cfg.RemovePath(ctx, roots[i]); err != nil {
+			l.rep.Logf("%s", l.cfg.rename(fmt.Sprintf("Config.RemovePath %s: %v", roots[i], err)))
+		}
+	}
+}
+
+// pathsLeft asks Config.CheckPath about every target_path and
+// staging_target_path the plugin was given (the probes' aside), which
+// it must have removed, or let the mounter remove, by now; it returns
+// those still there, or that the command could not check.
+func (l *run) pathsLeft(ctx context.Context) []string {
+	if l.cfg.CheckPath == nil {
+		return nil
+	}
+	var out []string
+	seen := map[string]bool{}
+	for _, c := range l.calls.all() {
+		var p string
+		switch r := c.Req.(type) {
+		case *plugin.NodePublishRequest:
+			p = r.TargetPath
+		case *plugin.NodeStageRequest:
+			p = r.StagingPath
+		}
+		if p == "" || seen[p] || (l.probeDir != "" && strings.HasPrefix(p, l.probeDir+string(filepath.Separator))) {
+			continue
+		}
+		seen[p] = true
+		switch kind, err := l.cfg.CheckPath(ctx, p); {
+		case err != nil:
+			out = append(out, fmt.Sprintf("%s (Config.CheckPath: %v)", p, err))
+		case kind != PathNotFound:
+			out = append(out, fmt.Sprintf("%s (%s, says Config.CheckPath)", p, kind))
+		}
+	}
+	return out
+}
