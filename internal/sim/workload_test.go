@@ -216,6 +216,7 @@ type run struct {
 	mu     sync.Mutex
 	allocs map[string]decision // every allocation the plan started
 	errs   map[string]int      // refusals and failures by operation, for the log
+	claims []claimSpan         // every claim attempt, for invNoPublishAfterRelease
 }
 
 func (r *run) ctx() (context.Context, context.CancelFunc) {
@@ -284,6 +285,7 @@ func (r *run) claim(ctx context.Context, d decision) (*rpcshim.VolumeClaimRespon
 		return nil, err
 	}
 	v := r.p.volumes[d.vol]
+	defer r.noteClaim(v.id, d.node, len(r.w.ctl.Calls()))
 	leader, err := r.w.tryLeader()
 	if err != nil {
 		r.w.t.Errorf("seed %d: %s: %v", r.p.seed, d, err)
