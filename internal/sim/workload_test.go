@@ -72,6 +72,7 @@ func (d decision) String() string {
 type step struct {
 	faults  []decision
 	ops     []decision
+	extras  []decision // from the seed's second stream (extra_test.go)
 	advance time.Duration
 }
 
@@ -111,6 +112,7 @@ const numVolumes = 3
 // what an operation returns, so the same seed gives the same plan.
 func newPlan(seed uint64, n int) *plan {
 	rng := rand.New(rand.NewPCG(seed, 0x51a))
+	rng2 := rand.New(rand.NewPCG(seed, 0x52b))
 	p := &plan{seed: seed}
 	for i := range numVolumes {
 		p.volumes = append(p.volumes, simVolume{id: fmt.Sprintf("v%d", i), mode: simModes[rng.IntN(len(simModes))]})
@@ -156,6 +158,7 @@ func newPlan(seed uint64, n int) *plan {
 			s.ops = append(s.ops, newAlloc(opClaim))
 		}
 		s.advance = time.Duration(rng.IntN(20)) * time.Second
+		s.extras = drawExtras(rng2, len(p.steps))
 		p.steps = append(p.steps, s)
 	}
 	return p
@@ -197,6 +200,9 @@ func (p *plan) trace() string {
 	for i, s := range p.steps {
 		for _, d := range append(append([]decision(nil), s.faults...), s.ops...) {
 			fmt.Fprintf(&b, "%d %s\n", i, d)
+		}
+		for _, d := range s.extras {
+			fmt.Fprintf(&b, "%d %s\n", i, extraString(d))
 		}
 		fmt.Fprintf(&b, "%d advance %s\n", i, s.advance)
 	}
@@ -270,6 +276,7 @@ func (r *run) doStep(s step) {
 		})
 	}
 	wg.Wait()
+	r.doExtras(s.extras)
 	r.w.clock.Advance(s.advance)
 	r.w.settle()
 }
