@@ -25,6 +25,7 @@ var stepInvariants = []struct {
 	{"PublishedIsAttached", invPublishedIsAttached},
 	{"LiveClaimsHaveAttachments", invLiveClaimsAttached},
 	{"NoLifecycleViolations", invLifecycle},
+	{"NoPublishAfterRelease", invNoPublishAfterRelease},
 }
 
 // quiescentInvariants hold once every allocation has stopped and the
@@ -38,6 +39,7 @@ var quiescentInvariants = []struct {
 	{"NothingLeftAttached", invNothingAttached},
 	{"ReplicasIdentical", invReplicasIdentical},
 	{"NoLifecycleViolations", invLifecycle},
+	{"NoPublishAfterRelease", invNoPublishAfterRelease},
 }
 
 func (r *run) volumes() []*csi.Volume {

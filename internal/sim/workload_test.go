@@ -72,6 +72,7 @@ func (d decision) String() string {
 type step struct {
 	faults  []decision
 	ops     []decision
+	extras  []decision // from the seed's second stream (extra_test.go)
 	advance time.Duration
 }
 
@@ -111,6 +112,7 @@ const numVolumes = 3
 // what an operation returns, so the same seed gives the same plan.
 func newPlan(seed uint64, n int) *plan {
 	rng := rand.New(rand.NewPCG(seed, 0x51a))
+	rng2 := rand.New(rand.NewPCG(seed, 0x52b))
 	p := &plan{seed: seed}
 	for i := range numVolumes {
 		p.volumes = append(p.volumes, simVolume{id: fmt.Sprintf("v%d", i), mode: simModes[rng.IntN(len(simModes))]})
@@ -156,6 +158,7 @@ func newPlan(seed uint64, n int) *plan {
 			s.ops = append(s.ops, newAlloc(opClaim))
 		}
 		s.advance = time.Duration(rng.IntN(20)) * time.Second
+		s.extras = drawExtras(rng2, len(p.steps))
 		p.steps = append(p.steps, s)
 	}
 	return p
@@ -198,6 +201,9 @@ func (p *plan) trace() string {
 		for _, d := range append(append([]decision(nil), s.faults...), s.ops...) {
 			fmt.Fprintf(&b, "%d %s\n", i, d)
 		}
+		for _, d := range s.extras {
+			fmt.Fprintf(&b, "%d %s\n", i, extraString(d))
+		}
 		fmt.Fprintf(&b, "%d advance %s\n", i, s.advance)
 	}
 	return b.String()
@@ -216,6 +222,7 @@ type run struct {
 	mu     sync.Mutex
 	allocs map[string]decision // every allocation the plan started
 	errs   map[string]int      // refusals and failures by operation, for the log
+	claims []claimSpan         // every claim attempt, for invNoPublishAfterRelease
 }
 
 func (r *run) ctx() (context.Context, context.CancelFunc) {
@@ -269,6 +276,7 @@ func (r *run) doStep(s step) {
 		})
 	}
 	wg.Wait()
+	r.doExtras(s.extras)
 	r.w.clock.Advance(s.advance)
 	r.w.settle()
 }
@@ -284,6 +292,7 @@ func (r *run) claim(ctx context.Context, d decision) (*rpcshim.VolumeClaimRespon
 		return nil, err
 	}
 	v := r.p.volumes[d.vol]
+	defer r.noteClaim(v.id, d.node, len(r.w.ctl.Calls()))
 	leader, err := r.w.tryLeader()
 	if err != nil {
 		r.w.t.Errorf("seed %d: %s: %v", r.p.seed, d, err)
