@@ -8,6 +8,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/csikit/csikit/csi"
 )
 
 // StreamLayer is a raft.StreamLayer over mutual TLS: it accepts only
@@ -19,10 +21,14 @@ type StreamLayer struct {
 	client    *tls.Config
 }
 
-// NewStreamLayer listens on bind (host:port) for raft traffic with b's
-// certificate. advertise is the address other servers dial (nil: the
-// listen address, which must then not be unspecified).
-func NewStreamLayer(bind string, advertise net.Addr, b *Bundle) (*StreamLayer, error) {
+// NewStreamLayer listens on bind (host:port) for raft traffic with
+// server (a MutualServer configuration) and dials with client (a
+// Client configuration). advertise is the address other servers dial
+// (nil: the listen address, which must then not be unspecified).
+func NewStreamLayer(bind string, advertise net.Addr, server, client *tls.Config) (*StreamLayer, error) {
+	if server == nil || client == nil || server.ClientAuth != tls.RequireAndVerifyClientCert {
+		return nil, fmt.Errorf("%w: raft TLS needs a server configuration that requires client certificates, and a client one", csi.ErrInvalidRequest)
+	}
 	lis, err := net.Listen("tcp", bind)
 	if err != nil {
 		return nil, fmt.Errorf("raft TLS listener on %s: %w", bind, err)
@@ -34,7 +40,7 @@ func NewStreamLayer(bind string, advertise net.Addr, b *Bundle) (*StreamLayer, e
 		_ = lis.Close()
 		return nil, fmt.Errorf("raft TLS listener on %s: advertise address %s is not one other servers can dial", bind, advertise)
 	}
-	return &StreamLayer{lis: tls.NewListener(lis, b.MutualServer()), advertise: advertise, client: b.Client()}, nil
+	return &StreamLayer{lis: tls.NewListener(lis, server), advertise: advertise, client: client}, nil
 }
 
 // Accept waits for a server's connection. Its handshake runs at the
@@ -57,8 +63,8 @@ func (s *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 }
 
 // NewTransport is a raft network transport over a StreamLayer.
-func NewTransport(bind string, advertise net.Addr, b *Bundle, maxPool int, timeout time.Duration, logger hclog.Logger) (*raft.NetworkTransport, error) {
-	sl, err := NewStreamLayer(bind, advertise, b)
+func NewTransport(bind string, advertise net.Addr, server, client *tls.Config, maxPool int, timeout time.Duration, logger hclog.Logger) (*raft.NetworkTransport, error) {
+	sl, err := NewStreamLayer(bind, advertise, server, client)
 	if err != nil {
 		return nil, err
 	}

@@ -112,7 +112,7 @@ func TestStreamLayer_MutualTLS(t *testing.T) {
 	must(t, err)
 	x, err := tlsconf.Load(tlsconf.Paths(other, "server"))
 	must(t, err)
-	sl, err := tlsconf.NewStreamLayer("127.0.0.1:0", nil, a)
+	sl, err := tlsconf.NewStreamLayer("127.0.0.1:0", nil, a.MutualServer(), a.Client())
 	must(t, err)
 	defer sl.Close()
 	accepted := make(chan error, 4)
@@ -133,7 +133,10 @@ func TestStreamLayer_MutualTLS(t *testing.T) {
 			}()
 		}
 	}()
-	peer, err := tlsconf.NewStreamLayer("127.0.0.1:0", nil, b)
+	if _, err := tlsconf.NewStreamLayer("127.0.0.1:0", nil, a.APIServer(), a.Client()); !errors.Is(err, csi.ErrInvalidRequest) {
+		t.Fatalf("a raft listener that does not require client certificates: %v, want ErrInvalidRequest", err)
+	}
+	peer, err := tlsconf.NewStreamLayer("127.0.0.1:0", nil, b.MutualServer(), b.Client())
 	must(t, err)
 	defer peer.Close()
 	c, err := peer.Dial("127.0.0.1:0", time.Second) // nothing there
@@ -153,7 +156,7 @@ func TestStreamLayer_MutualTLS(t *testing.T) {
 
 	// A server of another CA: the dialer refuses the listener's
 	// certificate, and the listener refuses the dialer's.
-	xl, err := tlsconf.NewStreamLayer("127.0.0.1:0", nil, x)
+	xl, err := tlsconf.NewStreamLayer("127.0.0.1:0", nil, x.MutualServer(), x.Client())
 	must(t, err)
 	defer xl.Close()
 	if c, err := xl.Dial(rafAddr(sl), 5*time.Second); err == nil {
