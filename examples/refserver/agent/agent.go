@@ -96,7 +96,7 @@ func New(cfg Config) (*Agent, error) {
 	}
 	rpcshim.Handle(a.endpoint.Mux(), api.MethodMountVolume, a.mount)
 	a.node, err = rpcshim.NewGRPCNodeServer(rpcshim.GRPCNodeServerConfig{Handler: a.endpoint, Logger: cfg.Logger.Named("node-service"),
-		ClusterToken: cfg.ClusterToken, Insecure: cfg.ClusterToken == ""})
+		ClusterToken: cfg.ClusterToken, TLS: cfg.TLS, Insecure: cfg.ClusterToken == "" && cfg.TLS == nil})
 	if err != nil {
 		return nil, err
 	}

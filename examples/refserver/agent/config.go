@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"crypto/tls"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -126,6 +127,11 @@ type Config struct {
 	// any caller that reaches the listener (tests): a real deployment
 	// sets it on servers and agents alike.
 	ClusterToken string
+	// TLS, if set, serves the node service over mutual TLS with this
+	// configuration (tlsconf's MutualServer): only callers with a
+	// client certificate its ClientCAs signed (the servers) get in. It
+	// may be combined with ClusterToken.
+	TLS *tls.Config
 	// NoSync skips fsync of the mounter's state (tests, throwaway nodes).
 	NoSync bool
 	// MetricSink receives the plugin clients' call counts and latencies

@@ -55,6 +55,7 @@ Client commands (against a running server, -address or $REFSERVER_ADDR):
 Other commands:
   version     print refserver's version
   completion  print a shell completion script: completion bash|zsh
+  tls         tls init: write a CA and certificates for -tls-* flags
   help        print this help
 
 Example:
@@ -145,6 +146,7 @@ func (e *env) groups() map[string][]subcommand {
 		"plugin":  {{"status", "show the plugins, or one plugin with its instances", e.pluginStatus}},
 		"node":    {{"status", "show the nodes with their liveness and plugins", e.nodeStatus}},
 		"cluster": {{"status", "show the servers of the cluster and which one leads", e.clusterStatus}},
+		"tls":     {{"init", "write a CA and server, agent and client certificates for a cluster on this host", e.tlsInit}},
 	}
 }
 
@@ -188,6 +190,7 @@ type command struct {
 	json    *bool
 	timeout *time.Duration
 	token   *string
+	tlsCA   *string
 	args    []string // positional arguments
 	// argsText names them in the help: "ID", "[ID]".
 	argsText string
@@ -207,6 +210,7 @@ func (e *env) newCommand(name, args, help, example string) *command {
 	c.json = c.fs.Bool("json", false, "print JSON for machines instead of text")
 	c.timeout = c.fs.Duration("timeout", 2*time.Minute, "give up after this long")
 	c.token = tokenFlag(c.fs)
+	c.tlsCA = clientCAFlag(c.fs)
 	c.fs.Usage = func() {
 		fmt.Fprintf(c.fs.Output(), "Usage: refserver %s [flags] %s\n\n%s\n\nExample:\n  %s\n\nFlags:\n", name, args, help, example)
 		c.fs.PrintDefaults()
@@ -304,7 +308,11 @@ func argCount(lo, hi int) string {
 
 // client returns a client of -address and ctx bounded by -timeout.
 func (c *command) client(ctx context.Context) (*api.Client, context.Context, context.CancelFunc, error) {
-	cl, err := api.NewClient(*c.address, nil)
+	conf, err := clientTLS(*c.tlsCA)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	cl, err := api.NewTLSClient(*c.address, conf)
 	if err != nil {
 		return nil, nil, nil, err
 	}

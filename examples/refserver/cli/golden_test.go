@@ -50,7 +50,7 @@ func TestCLI_Help_Golden(t *testing.T) {
 		{"volume", "expand"}, {"volume", "modify"},
 		{"volume", "snapshot"}, {"volume", "snapshot", "create"}, {"volume", "snapshot", "delete"}, {"volume", "snapshot", "list"},
 		{"plugin"}, {"plugin", "status"}, {"node"}, {"node", "status"}, {"cluster"}, {"cluster", "status"},
-		{"claim"}, {"release"},
+		{"claim"}, {"release"}, {"tls"}, {"tls", "init"},
 	}
 	for _, cmd := range commands {
 		name := strings.Join(append([]string{"refserver"}, cmd...), "_")

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -112,7 +113,8 @@ func (e *env) server(ctx context.Context, args []string) int {
 	nodeID := fs.String("node-id", "", "this server's ID (default: kept in -data-dir, generated at the first start)")
 	var join listFlag
 	fs.Var(&join, "join", "cluster mode: the API address of another server, host:port; repeatable or comma-separated")
-	token, aclFile := clusterTokenFlag(fs), fs.String("acl-file", "", "turn ACLs on with this file of token policies; a missing one is bootstrapped with a management token, printed once")
+	token, aclFile, tf := clusterTokenFlag(fs), fs.String("acl-file", "", "turn ACLs on with this file of token policies; a missing one is bootstrapped with a management token, printed once"),
+		addTLSFlags(fs, "server", "the API, raft (mutual TLS between servers) and its calls to the agents (mutual TLS)")
 	code := ExitOK
 	if !e.parseMode(fs, args, &code) {
 		return code
@@ -155,11 +157,9 @@ func (e *env) server(ctx context.Context, args []string) int {
 	if !*dev && cfg.DataDir == "" {
 		cfg.DataDir = defaultDataDir()
 	}
-	if !*dev {
-		if _, err := os.Stat(filepath.Join(cfg.DataDir, oldStateFile)); err == nil {
-			cfg.Events.Printf("server", "%s is the state file of an older refserver, saved only at exit; it is not read: the state now lives in the raft log in %s",
-				filepath.Join(cfg.DataDir, oldStateFile), filepath.Join(cfg.DataDir, cluster.RaftDir))
-		}
+	warnOldState(cfg)
+	if err := tf.server(&cfg); err != nil {
+		return e.modeFail("server", err)
 	}
 	srv, err := cluster.New(cfg)
 	if err != nil {
@@ -173,6 +173,18 @@ func (e *env) server(ctx context.Context, args []string) int {
 		return e.modeFail("server", err)
 	}
 	return ExitOK
+}
+
+// warnOldState tells of a state file of an older refserver in the
+// data dir of a durable server.
+func warnOldState(cfg cluster.Config) {
+	if cfg.Dev {
+		return
+	}
+	if _, err := os.Stat(filepath.Join(cfg.DataDir, oldStateFile)); err == nil {
+		cfg.Events.Printf("server", "%s is the state file of an older refserver, saved only at exit; it is not read: the state now lives in the raft log in %s",
+			filepath.Join(cfg.DataDir, oldStateFile), filepath.Join(cfg.DataDir, cluster.RaftDir))
+	}
 }
 
 // Default listen addresses: ports 7646 to 7648, clear of Nomad's
@@ -290,7 +302,7 @@ func (e *env) agent(ctx context.Context, args []string) int {
 	heartbeat := fs.Duration("heartbeat", agent.DefaultHeartbeatInterval, "time between heartbeats (keep it well under the server's -heartbeat-ttl)")
 	level := fs.String("log-level", "warn", "log level of diagnostics on stderr: trace, debug, info, warn, error")
 	logJSON := fs.Bool("log-json", false, "log diagnostics on stderr as JSON lines")
-	token := clusterTokenFlag(fs)
+	token, tf := clusterTokenFlag(fs), addTLSFlags(fs, "agent", "the node service (mutual TLS: only the servers' certificates get in); the agent then calls the servers over https")
 	code := ExitOK
 	if !e.parseMode(fs, args, &code) {
 		return code
@@ -311,7 +323,7 @@ func (e *env) agent(ctx context.Context, args []string) int {
 	if err != nil {
 		return e.modeFail("agent", err)
 	}
-	clients, err := dialServers(servers)
+	clients, b, err := dialServers(servers, tf)
 	defer closeClients(clients)
 	if err != nil {
 		return e.modeFail("agent", err)
@@ -321,7 +333,7 @@ func (e *env) agent(ctx context.Context, args []string) int {
 	}
 	cfg := agent.Config{
 		NodeID: *nodeID, Servers: clients, DataDir: *dataDir, Plugins: plugins, Advertise: *advertise,
-		HeartbeatInterval: *heartbeat, Events: events.New(e.stdout), Logger: logger, ClusterToken: clusterToken(*token),
+		HeartbeatInterval: *heartbeat, Events: events.New(e.stdout), Logger: logger, ClusterToken: clusterToken(*token), TLS: b.agent(),
 	}
 	if *hpDir != "" {
 		cfg.Hostpath = &hostpath.Config{
@@ -348,21 +360,30 @@ func (e *env) agent(ctx context.Context, args []string) int {
 }
 
 // dialServers returns a client of each server address (the default
-// address when none is given). On error it returns the clients made so
-// far, for closeClients.
-func dialServers(servers []string) ([]*api.Client, error) {
+// address when none is given), over https with the agent's
+// certificate when tf sets TLS, and the agent's TLS files. On error it
+// returns the clients made so far, for closeClients.
+func dialServers(servers []string, tf *tlsFlags) ([]*api.Client, agentTLS, error) {
+	b, err := tf.load()
+	if err != nil {
+		return nil, agentTLS{}, err
+	}
+	var conf *tls.Config
+	if b != nil {
+		conf = b.Client()
+	}
 	if len(servers) == 0 {
 		servers = []string{api.DefaultAddress}
 	}
 	var clients []*api.Client
 	for _, addr := range servers {
-		client, err := api.NewClient(addr, nil)
+		client, err := api.NewTLSClient(addr, conf)
 		if err != nil {
-			return clients, err
+			return clients, agentTLS{}, err
 		}
 		clients = append(clients, client)
 	}
-	return clients, nil
+	return clients, agentTLS{b}, nil
 }
 
 func closeClients(clients []*api.Client) {

@@ -2,8 +2,10 @@ package cli_test
 
 import (
 	"context"
+	"crypto/tls"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/csikit/csikit/examples/hostpathplugin/hostpath"
 	"github.com/csikit/csikit/examples/refserver/api"
 	"github.com/csikit/csikit/examples/refserver/demo"
+	"github.com/csikit/csikit/examples/refserver/internal/tlsconf"
 )
 
 // TestCLI_Demo_InterruptedIntoClosedPipe runs the demo as
@@ -25,11 +28,15 @@ func TestCLI_Demo_InterruptedIntoClosedPipe(t *testing.T) {
 	p := startChild(t, []string{"TMPDIR=" + tmp}, "demo", "-addr", "127.0.0.1:0")
 	url := p.waitLine(t, "[server] API listening on ")
 	p.waitLine(t, "[demo] the cluster keeps serving until interrupted")
+	// The demo runs over TLS; its hint names the CA.
+	_, caFile, _ := strings.Cut(p.waitLine(t, "[demo]   go run ./examples/refserver plugin status "), " -tls-ca ")
 	// Claim the demo's volume again, mounted, so that the drain has a
 	// claim to release and a mount to undo.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	client, err := api.NewClient(url, nil)
+	pool, err := tlsconf.LoadCA(caFile)
+	must(t, err)
+	client, err := api.NewTLSClient(url, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 	must(t, err)
 	defer client.Close()
 	claim, err := client.Claim(ctx, demo.Namespace, demo.VolumeID, &api.ClaimRequest{

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -102,6 +103,13 @@ type Config struct {
 	// (server.ACL). A missing file is bootstrapped with one management
 	// token, printed once to Events; the file keeps its hash only.
 	ACLFile string
+	// TLS, PeerTLS and ClientTLS turn TLS on (all three, or none; the
+	// tlsconf package makes them from -tls-* files): TLS serves the
+	// API, PeerTLS the raft transport (it must require a client
+	// certificate: mutual TLS between servers), and ClientTLS dials the
+	// other servers' API and raft, and the agents (mutual TLS, the
+	// server's certificate as client certificate).
+	TLS, PeerTLS, ClientTLS *tls.Config
 
 	// Events receives the lifecycle lines ("[server] …"); nil prints
 	// nothing.

@@ -55,6 +55,9 @@ type peer struct {
 // for the next start. It creates the data dir, and starts no goroutine
 // and opens no socket: Run does.
 func New(cfg Config) (*Server, error) {
+	if err := cfg.checkTLS(); err != nil {
+		return nil, err
+	}
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -290,7 +293,7 @@ func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, err
 		// A single server: nothing is ever sent over it.
 		_, tr = raft.NewInmemTransport(raft.ServerAddress("inmem:" + s.id))
 	} else {
-		tcp, err := raftstate.NewTCPTransport(s.cfg.RaftAddr, adv, s.cfg.Logger)
+		tcp, err := s.raftTransport(adv)
 		if err != nil {
 			return nil, nil, fmt.Errorf("cluster server %s: %w", s.id, err)
 		}
@@ -325,7 +328,7 @@ func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, err
 	srv, err := server.New(server.Config{
 		Store: store, Applier: timedApplier{rs, m.Sink()}, Follower: true, Internal: s.internal(), Metrics: m,
 		HeartbeatTTL: s.cfg.HeartbeatTTL, Now: s.cfg.Now, ShutdownTimeout: s.cfg.ShutdownTimeout,
-		Events: s.cfg.Events, Logger: s.cfg.Logger, ClusterToken: s.cfg.ClusterToken, ACL: acl,
+		Events: s.cfg.Events, Logger: s.cfg.Logger, ClusterToken: s.cfg.ClusterToken, ACL: acl, TLS: s.cfg.TLS, NodeTLS: s.cfg.ClientTLS,
 	})
 	if err != nil {
 		return nil, nil, errors.Join(err, rs.Shutdown())
@@ -334,7 +337,7 @@ func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, err
 	if apiAddr == "" {
 		apiAddr = advertised(lis.Addr())
 	}
-	if cl, err := api.NewClient(apiAddr, nil); err == nil {
+	if cl, err := s.newClient(apiAddr); err == nil {
 		apiAddr = cl.Address() // as the other servers list it: http://host:port
 		cl.Close()
 	}
@@ -349,11 +352,10 @@ func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, err
 // It reports whether it joined; it returns false and no error when ctx
 // ends first, and an error for a join refused for good.
 func (s *Server) join(ctx context.Context, rs *raftstate.Server, addr string) (bool, error) {
-	client, err := api.NewClient(addr, nil)
+	client, err := s.newClient(addr)
 	if err != nil {
 		return false, err // checked by New
 	}
-	client = client.WithClusterToken(s.cfg.ClusterToken)
 	delay := 100 * time.Millisecond
 	for {
 		st, err := client.Status(ctx)
@@ -476,11 +478,10 @@ func (s *Server) findPeer(ctx context.Context, id string) *peer {
 	}
 	s.mu.Unlock()
 	for _, addr := range s.cfg.Join {
-		client, err := api.NewClient(addr, nil)
+		client, err := s.newClient(addr)
 		if err != nil || known[client.Address()] {
 			continue
 		}
-		client = client.WithClusterToken(s.cfg.ClusterToken)
 		st, err := client.Status(ctx)
 		if err != nil || st.ID != id || s.joinPeer(rs, client, st) != nil {
 			client.Close()

@@ -59,6 +59,10 @@ type ClusterConfig struct {
 	Events *events.Log
 	// Logger receives diagnostics; nil means none.
 	Logger hclog.Logger
+	// TLS writes a CA and certificates into Dir/tls and runs everything
+	// over TLS: the API (https), the server's calls to the agents and
+	// the agents' node services (mutual TLS). CAFile names the CA.
+	TLS bool
 }
 
 // Cluster is a server and its node agents running in this process,
@@ -74,6 +78,7 @@ type Cluster struct {
 	// token is the cluster token, made at random for the cluster's
 	// lifetime: the agents refuse node calls that do not carry it.
 	token string
+	tls   clusterTLS
 
 	stopServer context.CancelFunc
 	serverDone chan error
@@ -109,10 +114,16 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	c := &Cluster{cfg: cfg, agents: make(map[string]*runningAgent), token: rand.Text()}
+	var err error
+	if cfg.TLS {
+		if c.tls, err = initTLS(cfg.Dir); err != nil {
+			return nil, err
+		}
+	}
 
 	srv, err := server.New(server.Config{
 		Now: cfg.Now, HeartbeatTTL: cfg.HeartbeatTTL, Events: cfg.Events, Logger: cfg.Logger.Named("server"),
-		ClusterToken: c.token,
+		ClusterToken: c.token, TLS: c.tls.api, NodeTLS: c.tls.node,
 	})
 	if err != nil {
 		return nil, err
@@ -121,11 +132,11 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("server API: %w", err)
 	}
-	c.server, c.url = srv, "http://"+lis.Addr().String()
+	c.server, c.url = srv, c.tls.scheme()+lis.Addr().String()
 	sctx, stop := context.WithCancel(context.Background())
 	c.stopServer, c.serverDone = stop, make(chan error, 1)
 	go func() { c.serverDone <- srv.Run(sctx, lis) }()
-	if c.client, err = api.NewClient(c.url, nil); err != nil {
+	if c.client, err = api.NewTLSClient(c.url, c.tls.client); err != nil {
 		c.shutdown()
 		return nil, err
 	}
@@ -157,6 +168,7 @@ func (c *Cluster) startAgent(id string, mode hostpath.Mode) error {
 		Server:       c.client,
 		DataDir:      filepath.Join(c.cfg.Dir, id),
 		ClusterToken: c.token,
+		TLS:          c.tls.agent,
 		Hostpath: &hostpath.Config{
 			DataDir: c.PluginDataDir(), Mode: mode, ControllerPublish: true, Staging: true, Mount: c.cfg.Mount,
 			Topology: c.cfg.Topologies[id],

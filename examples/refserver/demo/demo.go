@@ -138,7 +138,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	log.Printf("demo", "starting a server and two node agents with the hostpath plugin in %s", dir)
 	log.Printf("demo", "the server runs in dev mode: its state is in memory only, and is lost when the demo stops")
 
-	c, err := StartCluster(ctx, ClusterConfig{Dir: dir, Mount: cfg.Mount, Addr: cfg.Addr, Events: log, Logger: cfg.Logger})
+	c, err := StartCluster(ctx, ClusterConfig{Dir: dir, Mount: cfg.Mount, Addr: cfg.Addr, Events: log, Logger: cfg.Logger, TLS: true})
 	if err != nil {
 		if temp {
 			err = errors.Join(err, removeIfNoMounts(dir))
@@ -169,8 +169,8 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		return res, nil
 	}
 	log.Printf("demo", "the cluster keeps serving until interrupted; in another terminal try:")
-	log.Printf("demo", "  go run ./examples/refserver plugin status -address %s", c.URL())
-	log.Printf("demo", "  go run ./examples/refserver volume status -address %s", c.URL())
+	log.Printf("demo", "  go run ./examples/refserver plugin status -address %s -tls-ca %s", c.URL(), c.CAFile())
+	log.Printf("demo", "  go run ./examples/refserver volume status -address %s -tls-ca %s", c.URL(), c.CAFile())
 	<-ctx.Done()
 	return res, nil
 }

@@ -3,6 +3,7 @@ package demo_test
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"errors"
 	"io/fs"
 	"os"
@@ -18,6 +19,7 @@ import (
 	"github.com/csikit/csikit/examples/hostpathplugin/hostpath"
 	"github.com/csikit/csikit/examples/refserver/api"
 	"github.com/csikit/csikit/examples/refserver/demo"
+	"github.com/csikit/csikit/examples/refserver/internal/tlsconf"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -78,7 +80,7 @@ func requireInOrder(t *testing.T, out string, wants ...string) {
 // caused by the one before it, so the order is fixed.
 var lifecycle = []string{
 	"[demo] starting a server and two node agents",
-	"[server] API listening on http://127.0.0.1:",
+	"[server] API listening on https://127.0.0.1:",
 	"[demo] plugin hostpath (hostpath.csikit.io 0.1.0) is ready: controllers 1/1, nodes 2/2 healthy",
 	"[node-1] CreateVolume ok: name default/demo-vol → vol-",
 	"[server] volume demo-vol created by plugin hostpath.csikit.io on node-1 (controller), external ID vol-",
@@ -238,8 +240,13 @@ func TestRun_ServesUntilInterrupted(t *testing.T) {
 			if s != demo.StepReleased {
 				return
 			}
-			defer cancel() // the "interrupt", once the claim below is made
-			c, err := api.NewClient(r.ServerURL, nil)
+			defer cancel()                                                           // the "interrupt", once the claim below is made
+			pool, err := tlsconf.LoadCA(filepath.Join(r.Dir, "tls", tlsconf.CAFile)) // the demo runs over TLS
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			c, err := api.NewTLSClient(r.ServerURL, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 			if err != nil {
 				t.Error(err)
 				return

@@ -2,8 +2,12 @@ package demo_test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -27,7 +31,7 @@ func TestRun_MetricsAfterLifecycle(t *testing.T) {
 		DataDir: dir, Out: &out, ExitAfterDemo: true, Mount: hostpath.MountSymlink,
 		OnStep: func(s demo.Step, res *demo.Result) {
 			if s == demo.StepReleased {
-				scraped, scrapeErr = scrape(ctx, res.ServerURL+"/v1/metrics")
+				scraped, scrapeErr = scrape(ctx, res.ServerURL+"/v1/metrics", filepath.Join(dir, "tls", "ca.pem"))
 			}
 		},
 	})
@@ -63,12 +67,20 @@ func TestRun_MetricsAfterLifecycle(t *testing.T) {
 	}
 }
 
-func scrape(ctx context.Context, url string) (string, error) {
+func scrape(ctx context.Context, url, caFile string) (string, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return "", err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	pem, err := os.ReadFile(caFile) // the demo runs over TLS
+	if err != nil {
+		return "", err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Do(req)
 	if err != nil {
 		return "", err
 	}

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net/http"
 	"time"
@@ -64,6 +65,14 @@ type Config struct {
 	// calls without credentials, for agents that accept any caller
 	// (tests): a real deployment sets it on servers and agents alike.
 	ClusterToken string
+	// TLS, if set, serves the API over TLS with this configuration
+	// (tlsconf's APIServer): a plain HTTP request is refused.
+	TLS *tls.Config
+	// NodeTLS, if set, is the client configuration of the calls to the
+	// node agents: mutual TLS, the server's certificate presented as a
+	// client certificate and the agents' verified against its RootCAs.
+	// It may be combined with ClusterToken.
+	NodeTLS *tls.Config
 
 	// Events receives the lifecycle lines ("[server] …"); nil prints
 	// nothing.

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -53,7 +54,8 @@ func New(cfg Config) (*Server, error) {
 		Resolve:      func(_ context.Context, nodeID string) (string, error) { return s.live.Address(nodeID) },
 		Logger:       cfg.Logger.Named("transport"),
 		ClusterToken: cfg.ClusterToken,
-		Insecure:     cfg.ClusterToken == "",
+		TLS:          cfg.NodeTLS,
+		Insecure:     cfg.ClusterToken == "" && cfg.NodeTLS == nil,
 	})
 	if err != nil {
 		return nil, err
@@ -160,8 +162,12 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 	closeFresh := trackFreshConns(srv)
 	srv.RegisterOnShutdown(closeFresh)
 	served := make(chan error, 1)
+	scheme := "http"
+	if s.cfg.TLS != nil {
+		lis, scheme = tls.NewListener(lis, s.cfg.TLS), "https"
+	}
 	go func() { served <- srv.Serve(lis) }()
-	s.cfg.Events.Printf("server", "API listening on http://%s", lis.Addr())
+	s.cfg.Events.Printf("server", "API listening on %s://%s", scheme, lis.Addr())
 
 	var err error
 	select {
