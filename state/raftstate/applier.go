@@ -38,12 +38,16 @@ func (s *Server) Apply(ctx context.Context, cmd state.Command) (state.Result, er
 	if err != nil {
 		return state.Result{}, fmt.Errorf("raftstate: %w", err)
 	}
+	if b, err = sealEntry(s.cfg.Keyring, b); err != nil {
+		return state.Result{}, err
+	}
 	return s.apply(ctx, string(cmd.Kind()), b, true)
 }
 
 // ApplyForwarded applies an encoded command that a follower forwarded
 // (Config.Forward); the host's RPC handler on the leader calls it with
-// the bytes it received. It never forwards again: on a server that is
+// the bytes it received (sealed or clear: with Config.Keyring, clear
+// bytes are sealed before they are appended). It never forwards again: on a server that is
 // no longer the leader it returns a *NotLeaderError, which the host
 // sends back. Bytes that do not decode as a command are refused with an
 // error matching csi.ErrInvalidRequest before anything is appended.
@@ -51,9 +55,16 @@ func (s *Server) ApplyForwarded(ctx context.Context, cmd []byte) (state.Result, 
 	if err := ctx.Err(); err != nil {
 		return state.Result{}, err
 	}
-	c, err := state.DecodeCommand(cmd)
+	plain, err := openEntry(s.cfg.Keyring, cmd)
 	if err != nil {
 		return state.Result{}, fmt.Errorf("raftstate: forwarded command: %w", err)
+	}
+	c, err := state.DecodeCommand(plain)
+	if err != nil {
+		return state.Result{}, fmt.Errorf("raftstate: forwarded command: %w", err)
+	}
+	if cmd, err = sealEntry(s.cfg.Keyring, cmd); err != nil {
+		return state.Result{}, err
 	}
 	return s.apply(ctx, string(c.Kind()), cmd, false)
 }
