@@ -30,9 +30,9 @@ const (
 // the leader's raft address and server ID; the host maps them to the
 // leader's RPC endpoint. The error should keep its csi sentinel and
 // class across the wire (as rpcshim's WireError does), so callers can
-// still tell a refused command (csi.ErrMaxClaims) from a lost one. Without
-// Config.Keyring the bytes hold volume secrets in clear (with it they
-// are sealed): send them only over the host's authenticated
+// still tell a refused command (csi.ErrMaxClaims) from a lost one. The
+// bytes hold volume secrets in clear (Config.Keyring seals only what
+// is written to disk): send them only over the host's authenticated
 // server-to-server channel.
 type ForwardFunc func(ctx context.Context, leaderAddr, leaderID string, cmd []byte) (state.Result, error)
 

@@ -202,3 +202,31 @@ func TestServer_Keyring_Rotation(t *testing.T) {
 	must(t, err)
 	expectSecrets(t, store)
 }
+
+// TestServer_Keyring_ForwardedWrites writes secrets through a follower
+// of a three-server durable cluster sharing one keyring: every replica
+// holds them in clear, and no server's data dir does.
+func TestServer_Keyring_ForwardedWrites(t *testing.T) {
+	k, err := sealed.Load(t.TempDir())
+	must(t, err)
+	c := newCluster(t, clusterOpts{durable: true, forward: true, keyring: k})
+	leader := c.leader()
+	f := c.followers(leader)[0]
+	apply(t, f.srv, fingerprintCmd())
+	vol := volumeCmd("data").(state.RegisterVolume)
+	vol.Volume.Secrets = csi.Secrets{"password": volSecret}
+	apply(t, f.srv, vol)
+	want := indexes(t, leader.store)
+	for _, m := range c.members {
+		waitIndexes(t, m.store, want)
+		v, err := m.store.Volume("default", "data")
+		must(t, err)
+		expectEqual(t, v.Secrets["password"], volSecret)
+	}
+	c.shutdownAll()
+	for _, m := range c.members {
+		if found := filesHolding(t, m.dir, volSecret); len(found) > 0 {
+			t.Errorf("server %s: the secret is in clear in %v", m.id, found)
+		}
+	}
+}

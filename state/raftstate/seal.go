@@ -12,7 +12,7 @@ import (
 
 // sealEntry returns the bytes of a command entry as the log keeps them:
 // sealed with k, or b itself without a keyring or when b is sealed
-// already (forwarded by a follower that sealed it).
+// already.
 func sealEntry(k *sealed.Keyring, b []byte) ([]byte, error) {
 	if k == nil || sealed.IsSealed(b) {
 		return b, nil

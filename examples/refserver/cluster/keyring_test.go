@@ -82,17 +82,7 @@ func TestServer_Keyring_SealsDataDir(t *testing.T) {
 	}
 	stop()
 
-	err = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		b, err := os.ReadFile(path)
-		if err == nil && bytes.Contains(b, []byte(keyringSecret)) {
-			t.Errorf("%s holds the secret in clear", path)
-		}
-		return err
-	})
-	must(t, err)
+	expectNoFileHolds(t, dir, keyringSecret)
 	keyFile := filepath.Join(dir, cluster.KeyringDir, sealed.KeyFile(1))
 	fi, err := os.Stat(keyFile)
 	must(t, err)
@@ -115,4 +105,21 @@ func TestServer_Keyring_SealsDataDir(t *testing.T) {
 	if _, _, err := runSingle(t, dir); !errors.Is(err, sealed.ErrKeyFile) {
 		t.Fatalf("Run with a world-readable key file: %v; want sealed.ErrKeyFile", err)
 	}
+}
+
+// expectNoFileHolds fails the test for each file under dir that holds
+// secret.
+func expectNoFileHolds(t *testing.T, dir, secret string) {
+	t.Helper()
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(path)
+		if err == nil && bytes.Contains(b, []byte(secret)) {
+			t.Errorf("%s holds the secret in clear", path)
+		}
+		return err
+	})
+	must(t, err)
 }
