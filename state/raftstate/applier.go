@@ -43,7 +43,8 @@ func (s *Server) Apply(ctx context.Context, cmd state.Command) (state.Result, er
 
 // ApplyForwarded applies an encoded command that a follower forwarded
 // (Config.Forward); the host's RPC handler on the leader calls it with
-// the bytes it received. It never forwards again: on a server that is
+// the bytes it received (with Config.Keyring they are sealed before
+// they are appended). It never forwards again: on a server that is
 // no longer the leader it returns a *NotLeaderError, which the host
 // sends back. Bytes that do not decode as a command are refused with an
 // error matching csi.ErrInvalidRequest before anything is appended.
@@ -51,11 +52,15 @@ func (s *Server) ApplyForwarded(ctx context.Context, cmd []byte) (state.Result, 
 	if err := ctx.Err(); err != nil {
 		return state.Result{}, err
 	}
-	c, err := state.DecodeCommand(cmd)
+	plain, err := openEntry(s.cfg.Keyring, cmd)
 	if err != nil {
 		return state.Result{}, fmt.Errorf("raftstate: forwarded command: %w", err)
 	}
-	return s.apply(ctx, string(c.Kind()), cmd, false)
+	c, err := state.DecodeCommand(plain)
+	if err != nil {
+		return state.Result{}, fmt.Errorf("raftstate: forwarded command: %w", err)
+	}
+	return s.apply(ctx, string(c.Kind()), plain, false)
 }
 
 type applied struct {
@@ -63,7 +68,13 @@ type applied struct {
 	err    error
 }
 
+// apply appends the encoded command b (clear: a follower forwards it
+// as it is, the leader seals it for its log) and waits for its result.
 func (s *Server) apply(ctx context.Context, kind string, b []byte, mayForward bool) (state.Result, error) {
+	entry, err := sealEntry(s.cfg.Keyring, b)
+	if err != nil {
+		return state.Result{}, err
+	}
 	r, ok := s.begin()
 	if !ok {
 		return state.Result{}, errNotRunning("apply " + kind)
@@ -79,7 +90,7 @@ func (s *Server) apply(ctx context.Context, kind string, b []byte, mayForward bo
 	done := make(chan applied, 1)
 	go func() {
 		defer s.end()
-		f := r.Apply(b, 0)
+		f := r.Apply(entry, 0)
 		done <- applied{future: f, err: f.Error()}
 	}()
 	select {

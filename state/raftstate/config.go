@@ -10,6 +10,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/state"
+	"github.com/csikit/csikit/state/sealed"
 )
 
 // Defaults filled in by New for zero Config fields.
@@ -30,8 +31,9 @@ const (
 // leader's RPC endpoint. The error should keep its csi sentinel and
 // class across the wire (as rpcshim's WireError does), so callers can
 // still tell a refused command (csi.ErrMaxClaims) from a lost one. The
-// bytes hold volume secrets in clear: send them only over the host's
-// authenticated server-to-server channel.
+// bytes hold volume secrets in clear (Config.Keyring seals only what
+// is written to disk): send them only over the host's authenticated
+// server-to-server channel.
 type ForwardFunc func(ctx context.Context, leaderAddr, leaderID string, cmd []byte) (state.Result, error)
 
 // Config configures a Server. ID, Store, Transport, BootstrapExpect and
@@ -87,6 +89,16 @@ type Config struct {
 	// SnapshotRetain is how many file snapshots to keep in DataDir; 0
 	// means DefaultSnapshotRetain.
 	SnapshotRetain int
+
+	// Keyring, if set, seals every command entry before it is appended
+	// to the raft log and the store's state in every snapshot, so the
+	// log store and snapshot files hold no secret in clear; the FSM
+	// opens them before it applies or restores, and the store holds
+	// clear values. Every server of the cluster needs the same keys
+	// (see package sealed for creating, copying and rotating them).
+	// Entries and snapshots written before the keyring was set are
+	// still read. Nil keeps commands in clear.
+	Keyring *sealed.Keyring
 
 	// Logger receives the server's and raft's logs; nil means no
 	// logging.

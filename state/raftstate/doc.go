@@ -44,6 +44,21 @@
 // appended (Retryable); leadership lost, server shut down, or ctx ended
 // while waiting (Uncertain: the entry may still commit).
 //
+// # Secrets at rest
+//
+// Commands and snapshots hold volume, claim and snapshot secrets. With
+// Config.Keyring (package state/sealed, AES-256-GCM), the leader seals
+// each command just before it appends it, and the FSM seals the store's
+// snapshot whole (header version 2), so raft.db and the snapshot files
+// never hold a secret in clear; the FSM opens both before it applies
+// or restores, so the store keeps clear values. Every server needs the
+// same keys; the package doc of sealed says how to share and rotate
+// them. Entries and snapshots written before the keyring was set still
+// read. Start refuses a keyring that does not open the newest sealed
+// log entry, or the snapshot (errors match sealed.ErrWrongKey or
+// sealed.ErrUnknownKey). Forwarded commands stay clear: they travel
+// over the host's authenticated server-to-server channel.
+//
 // # Forming the cluster
 //
 // A server with no raft state does not bootstrap alone. It bootstraps

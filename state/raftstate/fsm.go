@@ -14,6 +14,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/state"
+	"github.com/csikit/csikit/state/sealed"
 )
 
 // FSM is hashicorp/raft's state machine over a csikit state.Store: each
@@ -30,10 +31,16 @@ type FSM struct {
 	store  state.Store
 	snap   state.Snapshotter
 	logger hclog.Logger
+	// keyring opens sealed entries and snapshots and seals snapshots;
+	// nil for clear ones (sealed ones are then refused).
+	keyring *sealed.Keyring
 
 	mu      sync.Mutex
 	applied uint64        // raft index of the last command applied, or of the restored snapshot
 	moved   chan struct{} // closed and replaced when applied moves
+	// restoreErr is the last Restore's error, which raft logs but does
+	// not return from NewRaft.
+	restoreErr error
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -86,7 +93,11 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return nil
 	}
 	resp := &Response{}
-	cmd, err := state.DecodeCommand(l.Data)
+	data, err := openEntry(f.keyring, l.Data)
+	var cmd state.Command
+	if err == nil {
+		cmd, err = state.DecodeCommand(data)
+	}
 	if err != nil {
 		f.logger.Error("log entry is not a csikit command; this replica skips it", "index", l.Index, "error", err)
 		resp.Err = fmt.Errorf("raftstate: log entry %d: %w", l.Index, err)
@@ -140,16 +151,19 @@ func (f *FSM) waitApplied(ctx context.Context, index uint64, stop <-chan struct{
 }
 
 // The raft snapshot is one header line, then the store's own snapshot
-// (state.Snapshotter's format) unchanged:
+// (state.Snapshotter's format), unchanged in version 1 and sealed whole
+// with the FSM's keyring in version 2:
 //
 //	{"format":"csikit-raftstate","version":1,"applied":N}
 //	... the store's snapshot ...
 //
 // N is AppliedIndex when the snapshot was taken, so that a replica
-// restored from it knows which writes its store holds.
+// restored from it knows which writes its store holds. Restore reads
+// both versions.
 const (
 	snapshotFormat  = "csikit-raftstate"
 	snapshotVersion = 1
+	sealedVersion   = 2
 	// maxHeader bounds the header line read back, so a corrupt snapshot
 	// cannot make Restore buffer without end.
 	maxHeader = 4096
@@ -166,26 +180,44 @@ type snapshotHeader struct {
 // the state is captured here, whole, in memory: the store's snapshot of
 // a later state would hold entries that raft replays again after a
 // restore. The cost is one copy of the encoded state for the time of
-// the snapshot, and Apply waits while it is encoded.
+// the snapshot (two with a keyring), and Apply waits while it is
+// encoded.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	var buf bytes.Buffer
-	h, err := json.Marshal(snapshotHeader{Format: snapshotFormat, Version: snapshotVersion, Applied: f.AppliedIndex()})
+	var body bytes.Buffer
+	if err := f.snap.Snapshot(context.Background(), &body); err != nil {
+		return nil, fmt.Errorf("raftstate: snapshot the store: %w", err)
+	}
+	hdr := snapshotHeader{Format: snapshotFormat, Version: snapshotVersion, Applied: f.AppliedIndex()}
+	data := body.Bytes()
+	if f.keyring != nil {
+		sealedBody, err := f.keyring.Seal(data)
+		if err != nil {
+			return nil, fmt.Errorf("raftstate: seal the snapshot: %w", err)
+		}
+		hdr.Version, data = sealedVersion, sealedBody
+	}
+	h, err := json.Marshal(hdr)
 	if err != nil {
 		return nil, fmt.Errorf("raftstate: encode snapshot header: %w", err)
 	}
-	buf.Write(h)
-	buf.WriteByte('\n')
-	if err := f.snap.Snapshot(context.Background(), &buf); err != nil {
-		return nil, fmt.Errorf("raftstate: snapshot the store: %w", err)
-	}
-	return &fsmSnapshot{data: buf.Bytes()}, nil
+	out := make([]byte, 0, len(h)+1+len(data))
+	out = append(append(append(out, h...), '\n'), data...)
+	return &fsmSnapshot{data: out}, nil
 }
 
 // Restore implements raft.FSM: it replaces the store's whole state with
-// the snapshot's. A snapshot that is not one FSM wrote, or that the
-// store refuses, is an error matching state.ErrBadSnapshot, and the
-// store is unchanged.
+// the snapshot's. A snapshot that is not one FSM wrote, that the
+// keyring does not open, or that the store refuses, is an error
+// matching state.ErrBadSnapshot, and the store is unchanged.
 func (f *FSM) Restore(rc io.ReadCloser) error {
+	err := f.restore(rc)
+	f.mu.Lock()
+	f.restoreErr = err
+	f.mu.Unlock()
+	return err
+}
+
+func (f *FSM) restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	br := bufio.NewReader(io.LimitReader(rc, maxHeader))
 	line, err := br.ReadBytes('\n')
@@ -196,19 +228,47 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := json.Unmarshal(line, &h); err != nil {
 		return fmt.Errorf("%w: raftstate: snapshot header: %v", state.ErrBadSnapshot, err)
 	}
-	if h.Format != snapshotFormat || h.Version != snapshotVersion {
-		return fmt.Errorf("%w: raftstate: snapshot is %q version %d; this server reads %q version %d",
-			state.ErrBadSnapshot, h.Format, h.Version, snapshotFormat, snapshotVersion)
+	if h.Format != snapshotFormat || (h.Version != snapshotVersion && h.Version != sealedVersion) {
+		return fmt.Errorf("%w: raftstate: snapshot is %q version %d; this server reads %q versions %d and %d",
+			state.ErrBadSnapshot, h.Format, h.Version, snapshotFormat, snapshotVersion, sealedVersion)
 	}
 	// What the header read buffered past its line belongs to the store's
 	// snapshot, followed by the rest of the stream.
 	rest := io.MultiReader(bytes.NewReader(bufferedRest(br)), rc)
+	if h.Version == sealedVersion {
+		if rest, err = f.openSnapshot(rest); err != nil {
+			return err
+		}
+	}
 	if err := f.snap.Restore(context.Background(), rest); err != nil {
 		return fmt.Errorf("raftstate: restore the store: %w", err)
 	}
 	f.setApplied(h.Applied)
 	f.logger.Info("restored state from a raft snapshot", "applied_index", h.Applied)
 	return nil
+}
+
+// openSnapshot reads a sealed snapshot body whole and opens it.
+func (f *FSM) openSnapshot(r io.Reader) (io.Reader, error) {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return nil, fmt.Errorf("%w: raftstate: read the sealed snapshot: %v", state.ErrBadSnapshot, err)
+	}
+	if !sealed.IsSealed(b) {
+		return nil, fmt.Errorf("%w: raftstate: the snapshot says it is sealed and is not", state.ErrBadSnapshot)
+	}
+	plain, err := openEntry(f.keyring, b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", state.ErrBadSnapshot, err)
+	}
+	return bytes.NewReader(plain), nil
+}
+
+// restoreError returns the last Restore's error, or nil.
+func (f *FSM) restoreError() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.restoreErr
 }
 
 // bufferedRest returns the bytes br has read ahead and not handed out.

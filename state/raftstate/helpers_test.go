@@ -16,6 +16,7 @@ import (
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/state"
 	"github.com/csikit/csikit/state/raftstate"
+	"github.com/csikit/csikit/state/sealed"
 )
 
 func TestMain(m *testing.M) {
@@ -48,6 +49,7 @@ type clusterOpts struct {
 	durable bool // boltdb and file snapshots in a temp dir instead of memory
 	forward bool // set Config.Forward to the in-process forwarder
 	raft    func(*raft.Config)
+	keyring *sealed.Keyring // Config.Keyring of every server
 }
 
 // member is one server of a test cluster and what it was built from.
@@ -137,7 +139,7 @@ func (c *cluster) start(m *member) {
 	}
 	cfg := raftstate.Config{
 		ID: m.id, Store: store, Transport: trans, BootstrapExpect: 3,
-		DataDir: m.dir, InMemory: m.dir == "", Raft: rc,
+		DataDir: m.dir, InMemory: m.dir == "", Raft: rc, Keyring: c.opts.keyring,
 	}
 	if c.opts.forward {
 		cfg.Forward = c.forward

@@ -94,6 +94,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	fsm.keyring = c.Keyring
 	self := Peer{ID: c.ID, Addr: string(c.Transport.LocalAddr())}
 	if err := validateAddr(self.Addr); err != nil {
 		return nil, fmt.Errorf("raftstate: the transport's local address: %w", err)
@@ -167,6 +168,10 @@ func (s *Server) start() (started bool, err error) {
 		closeDB()
 		return false, fmt.Errorf("raftstate: read the raft state in %s: %w", s.where(), err)
 	}
+	if err := checkKeyring(s.cfg.Keyring, logs); err != nil {
+		closeDB()
+		return false, err
+	}
 	rc := *s.rcfg
 	rc.NotifyCh = s.notifyCh
 	r, err := raft.NewRaft(&rc, s.fsm, logs, stable, snaps, s.cfg.Transport)
@@ -175,6 +180,9 @@ func (s *Server) start() (started bool, err error) {
 		// longer empty, so this Server cannot start again.
 		closeDB()
 		s.phase = phaseStopped
+		if rerr := s.fsm.restoreError(); rerr != nil {
+			err = fmt.Errorf("%w: %w", err, rerr)
+		}
 		return false, fmt.Errorf("raftstate: start raft on %s: %w; build a new Server with a new, empty store", s.where(), err)
 	}
 	r.RegisterObserver(s.observer)

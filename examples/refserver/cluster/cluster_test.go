@@ -136,6 +136,9 @@ func TestServer_Run_FailoverAndRestart(t *testing.T) {
 	if strings.Contains(describe(c), "cluster-secret") {
 		t.Errorf("the volume's secret was printed:\n%s", describe(c))
 	}
+	for _, id := range c.ids {
+		expectNoFileHolds(t, filepath.Join(c.dir, id), "cluster-secret")
+	}
 }
 
 // TestNew_ID: a server started without an ID keeps

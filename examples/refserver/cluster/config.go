@@ -31,6 +31,8 @@ const (
 	// RaftDir holds the raft log, stable store (raft.db) and snapshots
 	// (raftstate.Config.DataDir).
 	RaftDir = "raft"
+	// KeyringDir holds a single server's keyring (Config.KeyringDir).
+	KeyringDir = "keyring"
 )
 
 // Config configures a Server. BootstrapExpect is required, and DataDir
@@ -110,6 +112,16 @@ type Config struct {
 	// other servers' API and raft, and the agents (mutual TLS, the
 	// server's certificate as client certificate).
 	TLS, PeerTLS, ClientTLS *tls.Config
+
+	// KeyringDir holds the keys that seal the raft log and snapshots,
+	// so volume secrets are never on disk in clear (see package
+	// state/sealed). Empty means DataDir/KeyringDir for a single
+	// server, created with its first key at the first start; a cluster
+	// of more servers seals only when it is set, since every server
+	// needs the same keys: create them on one server and copy the
+	// directory (0600 files) to the others before their first start.
+	// Unused in Dev mode, which writes nothing.
+	KeyringDir string
 
 	// Events receives the lifecycle lines ("[server] …"); nil prints
 	// nothing.

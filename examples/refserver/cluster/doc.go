@@ -83,7 +83,14 @@
 //     raft address and the API address must stay the same, since the
 //     raft configuration and the other servers keep them.
 //
+// A durable single server seals its raft log and snapshots with a
+// keyring it creates in DataDir/KeyringDir at its first start (key
+// files 0600; a wider mode stops the server); a cluster of more
+// servers seals when Config.KeyringDir names the keyring they share
+// (see package state/sealed for copying and rotating keys).
+//
 // Like the rest of refserver this is not for production: the API and
-// the raft transport are plain HTTP and TCP without authentication, and
-// forwarded commands and raft entries carry volume secrets in clear.
+// the raft transport are plain HTTP and TCP without authentication
+// unless configured, and forwarded commands carry volume secrets in
+// clear.
 package cluster

@@ -207,6 +207,7 @@ func (c *testCluster) run(id string, lis net.Listener) {
 		HeartbeatTTL: time.Hour, // liveness is not under test; agents heartbeat on their own schedule
 		Events:       events.New(m.events),
 		ClusterToken: testClusterToken,
+		KeyringDir:   filepath.Join(c.dir, "keyring"), // one keyring the servers share
 	})
 	if err != nil {
 		_ = lis.Close()

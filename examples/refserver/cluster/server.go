@@ -313,9 +313,14 @@ func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, err
 		// A lone voter's election at every start is expected.
 		logger = quietlog.New(logger, quietlog.Config{Demote: []string{"heartbeat timeout reached, starting election"}})
 	}
+	keyring, err := s.loadKeyring()
+	if err != nil {
+		_ = tr.Close()
+		return nil, nil, err
+	}
 	rs, err := raftstate.New(raftstate.Config{
 		ID: s.id, Store: store, Transport: tr, DataDir: raftDir, InMemory: s.cfg.Dev,
-		BootstrapExpect: s.cfg.BootstrapExpect, Forward: s.forward, Raft: s.cfg.Raft, Logger: logger,
+		BootstrapExpect: s.cfg.BootstrapExpect, Forward: s.forward, Raft: s.cfg.Raft, Logger: logger, Keyring: keyring,
 	})
 	if err != nil {
 		_ = tr.Close()
