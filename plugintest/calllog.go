@@ -42,6 +42,15 @@ func (l *callLog) add(method string, req, result any, err error) {
 	l.calls = append(l.calls, call{Method: method, Req: req, Result: result, Err: err})
 }
 
+// truncate drops the calls logged at or after index from.
+func (l *callLog) truncate(from int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if from < len(l.calls) {
+		l.calls = l.calls[:from]
+	}
+}
+
 // all returns a copy of the log.
 func (l *callLog) all() []call {
 	l.mu.Lock()

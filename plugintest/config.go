@@ -105,6 +105,10 @@ type Config struct {
 	Secrets csi.Secrets
 	// CapacityBytes is CreateVolume's required capacity; 0 asks for none.
 	CapacityBytes int64
+	// MutableParameters, when set, are what step "modify volume" asks
+	// ControllerModifyVolume to set through the csikit server; nil skips
+	// the step (the harness cannot guess a plugin's mutable parameters).
+	MutableParameters map[string]string
 
 	// MountRoot is the node's mount root (staging and target paths live
 	// under it) and StateDir the mounter's state directory. Run defaults

@@ -50,6 +50,17 @@
 //     "mount (allocation 2)" publishes from the same stage, read-only.
 //  6. "data": a file written through allocation 1's target is read back
 //     through every target (Config.DataCheck).
+//     Then, for each operation the plugin advertises, through the csikit
+//     server and with the volume mounted: "expand online (data kept)"
+//     (ExpandVolume: ControllerExpandVolume, then NodeExpandVolume on the
+//     node; a file written before is read back; skipped for an
+//     offline-only plugin), "snapshot" (CreateSnapshot, ready to use),
+//     "restore snapshot (read back)" and "clone volume (read back)" (a
+//     new volume from the snapshot or the run's volume, claimed and
+//     mounted for an allocation of its own, the file read back with
+//     DataShared, then unmounted, released and deleted), and "modify
+//     volume" (ModifyVolume with Config.MutableParameters; skipped
+//     without them). Their calls are not part of "order of calls".
 //  7. "unmount (allocation 2)", then "unmount (allocation 1)", which also
 //     unstages. The spec makes the plugin delete what it created at each
 //     target_path; a target left in place fails the step.

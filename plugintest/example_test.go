@@ -57,7 +57,7 @@ func Example() {
 	// skip ControllerGetVolume
 	// pass ValidateVolumeCapabilities
 	// pass CreateVolume (128-byte name)
-	// … 55 steps, failed: false
+	// … 57 steps, failed: false
 	// volumes left in the plugin: 0
 }
 

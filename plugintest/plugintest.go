@@ -280,6 +280,7 @@ func (l *run) steps(ctx context.Context) {
 	l.claimAll(ctx)
 	l.mountAll(ctx)
 	l.checkData(ctx)
+	l.volumeOps(ctx)
 	l.coverage(ctx, phaseMounted)
 	l.probeUnstage(ctx)
 	l.unmountAll(ctx)

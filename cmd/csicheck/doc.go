@@ -37,6 +37,7 @@
 //	--attachment-mode         file-system (default) or block-device
 //	--fs-type, --mount-flag   mount options (--mount-flag repeatable)
 //	--parameter k=v           CreateVolume parameters (repeatable)
+//	--mutable-parameter k=v   what step "modify volume" sets (repeatable; none skips it)
 //	--capacity                CreateVolume's required bytes
 //	--secrets-file            YAML or JSON secrets passed to every call that takes them: one
 //	                          object of strings, or csi-sanity's per-call form

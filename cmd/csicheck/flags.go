@@ -31,7 +31,7 @@ type flags struct {
 	size, paramsFile, restartCmd                    string
 	createCmd, removeCmd, checkCmd                  string
 	mountFlags                                      []string
-	params, volCtx                                  pairs
+	params, volCtx, mutable                         pairs
 }
 
 // parse turns the command line into a plugintest.Config: it defines the
@@ -44,6 +44,7 @@ func parse(args []string, stderr io.Writer) (plugintest.Config, options, error) 
 		data:     plugintest.DataShared.String(),
 		logLevel: "off",
 		params:   pairs{},
+		mutable:  pairs{},
 		volCtx:   pairs{},
 	}
 	fs := f.define(stderr)
@@ -91,6 +92,7 @@ func (f *flags) define(stderr io.Writer) *flag.FlagSet {
 		return nil
 	})
 	fs.Var(f.params, "parameter", "key=value passed to CreateVolume (repeatable)")
+	fs.Var(f.mutable, "mutable-parameter", "key=value the \"modify volume\" step sets with ControllerModifyVolume (repeatable; none skips the step)")
 	fs.Int64Var(&cfg.CapacityBytes, "capacity", 0, "CreateVolume's required capacity in bytes (0: none)")
 	fs.StringVar(&f.secrets, "secrets-file", "", "YAML or JSON file of secrets passed to every call that takes them; csi-sanity's per-call form (CreateVolumeSecret: {...}) too, but csikit keeps one set per volume, so a key may not take different values in different calls")
 	fs.StringVar(&f.size, "test-volume-size", "", "CreateVolume's required capacity, such as 1Gi (as --capacity)")
@@ -130,6 +132,7 @@ var settingNames = map[string]string{
 	"Capability":         "--access-mode/--attachment-mode",
 	"MountOptions":       "--fs-type/--mount-flag",
 	"Parameters":         "--parameter",
+	"MutableParameters":  "--mutable-parameter",
 	"Secrets":            "--secrets-file",
 	"CapacityBytes":      "--capacity/--test-volume-size",
 	"RunChecks":          "--run",
@@ -185,6 +188,9 @@ func (f *flags) setOptional() {
 	}
 	if len(f.volCtx) > 0 {
 		f.cfg.VolumeContext = f.volCtx
+	}
+	if len(f.mutable) > 0 {
+		f.cfg.MutableParameters = f.mutable
 	}
 }
 

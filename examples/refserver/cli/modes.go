@@ -65,10 +65,11 @@ func (e *env) modeFail(name string, err error) int {
 
 func (e *env) demo(ctx context.Context, args []string) int {
 	fs := e.modeFlags("demo", "Runs a server and two node agents in this process, each with the hostpath plugin, and a volume's whole life: create, claim, mount, write, release, free. Then serves until interrupted. Its server runs in dev mode: the state is in memory and is lost at exit.",
-		"refserver demo -exit-after-demo\n  refserver demo -placement")
+		"refserver demo -exit-after-demo\n  refserver demo -placement\n  refserver demo -volume-ops")
 	dataDir := fs.String("data-dir", "", "directory for sockets and state (default: a temporary directory, removed at exit)")
 	exitAfter := fs.Bool("exit-after-demo", false, "exit once the demo is done instead of serving")
 	placement := fs.Bool("placement", false, "run the placement demo instead: three nodes in two zones (hostpath -topology), a zonal volume refused on the other zone's node and claimed in its own; exits when done")
+	volumeOps := fs.Bool("volume-ops", false, "run the volume operations demo instead: create, write through a mount, snapshot, expand online, restore into a new volume and read the file back; exits when done")
 	mount := fs.String("mount", string(hostpath.MountAuto), "hostpath mount method: auto, bind (needs root) or symlink")
 	addr := fs.String("addr", DefaultServerAddress, "the server API's listen address")
 	level := fs.String("log-level", "warn", "log level of diagnostics on stderr: trace, debug, info, warn, error")
@@ -84,9 +85,14 @@ func (e *env) demo(ctx context.Context, args []string) int {
 	cfg := demo.Config{
 		DataDir: *dataDir, Out: e.stdout, ExitAfterDemo: *exitAfter, Mount: hostpath.MountMethod(*mount), Addr: *addr, Logger: logger,
 	}
-	if *placement {
+	switch {
+	case *placement && *volumeOps:
+		return e.modeFail("demo", fmt.Errorf("%w: -placement and -volume-ops are two demos; choose one", csi.ErrInvalidRequest))
+	case *placement:
 		_, err = demo.RunPlacement(ctx, cfg)
-	} else {
+	case *volumeOps:
+		_, err = demo.RunVolumeOps(ctx, cfg)
+	default:
 		_, err = demo.Run(ctx, cfg)
 	}
 	if err != nil {

@@ -27,6 +27,12 @@
 // claim on the zone b node refused with csi.ErrTopologyMismatch and its
 // message, and the claim on a zone a node accepted.
 //
+// RunVolumeOps is the volume operations demo: a volume created,
+// mounted on node-2 and written through the mount, snapshotted,
+// expanded online while mounted (the node step runs on node-2), then
+// the snapshot restored into a new volume mounted on node-1, where the
+// file is read back.
+//
 // The hostpath plugin bind-mounts as root and falls back to symbolic
 // links otherwise, so the demo runs for any user.
 package demo

@@ -37,3 +37,18 @@ func ExampleRun() {
 	// <nil>
 	// mounts left: 0
 }
+
+// Run the volume operations demo: the file written before the snapshot
+// and the online expansion is read back from the restored volume.
+func ExampleRunVolumeOps() {
+	res, err := demo.RunVolumeOps(context.Background(), demo.Config{Mount: hostpath.MountSymlink})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Print(res.ReadRestored)
+	fmt.Println("expanded to", res.Capacity, "bytes; mounts left:", len(res.MountsAfter))
+	// Output:
+	// hello from web-1 through a csikit mount
+	// expanded to 134217728 bytes; mounts left: 0
+}
