@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -103,6 +104,14 @@ type Config struct {
 	// Secrets are passed to every call that takes secrets. They never
 	// reach a report, a log line or an error.
 	Secrets csi.Secrets
+	// CallSecrets replace Secrets for the calls that csikit sends with a
+	// set of their own, keyed by the bare RPC name: CreateSnapshot,
+	// DeleteSnapshot and ListSnapshots (a snapshot carries its own
+	// csi.Snapshot.Secrets). Every volume call (CreateVolume,
+	// ControllerPublishVolume, NodeStageVolume, …) gets Secrets: csikit
+	// keeps one set per volume (csi.Volume.Secrets), so another key is
+	// refused. They never reach a report, a log line or an error.
+	CallSecrets map[string]csi.Secrets
 	// CapacityBytes is CreateVolume's required capacity; 0 asks for none.
 	CapacityBytes int64
 
@@ -251,6 +260,12 @@ func (c Config) validate() (Config, error) {
 	} {
 		if d.v != "" && !filepath.IsAbs(d.v) {
 			return c, bad("Config.%s %q is not an absolute path", d.field, d.v)
+		}
+	}
+	for m := range c.CallSecrets {
+		if !slices.Contains(perCallSecrets, m) {
+			return c, bad("Config.CallSecrets has %q; csikit passes a set of its own only to %s, and Config.Secrets (one set per volume) to every other call",
+				m, strings.Join(perCallSecrets, ", "))
 		}
 	}
 	if err := c.checkDirs(); err != nil {
