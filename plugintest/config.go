@@ -1,11 +1,11 @@
 package plugintest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"time"
 
@@ -262,13 +262,7 @@ func (c Config) validate() (Config, error) {
 			return c, bad("Config.%s %q is not an absolute path", d.field, d.v)
 		}
 	}
-	for m := range c.CallSecrets {
-		if !slices.Contains(perCallSecrets, m) {
-			return c, bad("Config.CallSecrets has %q; csikit passes a set of its own only to %s, and Config.Secrets (one set per volume) to every other call",
-				m, strings.Join(perCallSecrets, ", "))
-		}
-	}
-	if err := c.checkDirs(); err != nil {
+	if err := cmp.Or(c.checkCallSecrets(), c.checkDirs()); err != nil {
 		return c, bad("%v", err)
 	}
 	if c.Timeout < 0 {
