@@ -17,6 +17,10 @@
 //	<root>/staging/<namespace>/<volume>/<stage usage>  staging directory (made by the mounter), e.g. .../snw-fs
 //	<root>/per-alloc/<allocation>/<volume>/<usage>     target (made by the plugin; its parent by the mounter), e.g. .../w-snw-fs
 //
+// With Config.StagingRoot and TargetRoot, the staging directories live
+// under the first and the targets under the second, each root made,
+// checked and cleaned as Root is.
+//
 // No element beneath the root is reached through a symbolic link: a
 // link planted there (<root>/per-alloc/<allocation> pointing at /etc,
 // say) would take the mounter's mkdir and rmdir, and the plugin's mount

@@ -100,7 +100,7 @@ func (l *run) snapshot(ctx context.Context, step, suffix string) (*csipb.Snapsho
 	name := l.name + "-" + suffix
 	resp, ok := callOK(ctx, l, step, methodCreateSnapshot, fmt.Sprintf("the spec requires OK from CreateSnapshot of volume %q, which %s", l.externalID, l.volumeOrigin()),
 		func(ctx context.Context) (*csipb.CreateSnapshotResponse, error) {
-			return cc.CreateSnapshot(ctx, &csipb.CreateSnapshotRequest{SourceVolumeId: l.externalID, Name: name, Secrets: l.cfg.Secrets})
+			return cc.CreateSnapshot(ctx, &csipb.CreateSnapshotRequest{SourceVolumeId: l.externalID, Name: name, Secrets: l.secretsFor(methodCreateSnapshot)})
 		})
 	if !ok {
 		return nil, false
@@ -125,7 +125,7 @@ func (l *run) dropSnapshot(ctx context.Context, step, id string) {
 	}
 	if _, ok := callOK(ctx, l, step, methodDeleteSnapshot, fmt.Sprintf("the spec requires OK from DeleteSnapshot of snapshot %q, which CreateSnapshot returned", id),
 		func(ctx context.Context) (*csipb.DeleteSnapshotResponse, error) {
-			return cc.DeleteSnapshot(ctx, &csipb.DeleteSnapshotRequest{SnapshotId: id, Secrets: l.cfg.Secrets})
+			return cc.DeleteSnapshot(ctx, &csipb.DeleteSnapshotRequest{SnapshotId: id, Secrets: l.secretsFor(methodDeleteSnapshot)})
 		}); ok {
 		l.deletedSnapshots = append(l.deletedSnapshots, id)
 	}
@@ -168,7 +168,7 @@ func (l *run) checkCreateSnapshot(ctx context.Context, step string) {
 	}
 	callOK(ctx, l, step, methodDeleteSnapshot, fmt.Sprintf("a repeated teardown must succeed: the spec requires OK from DeleteSnapshot of snapshot %q, already deleted", sn.GetSnapshotId()),
 		func(ctx context.Context) (*csipb.DeleteSnapshotResponse, error) {
-			return cc.DeleteSnapshot(ctx, &csipb.DeleteSnapshotRequest{SnapshotId: sn.GetSnapshotId(), Secrets: l.cfg.Secrets})
+			return cc.DeleteSnapshot(ctx, &csipb.DeleteSnapshotRequest{SnapshotId: sn.GetSnapshotId(), Secrets: l.secretsFor(methodDeleteSnapshot)})
 		})
 }
 
@@ -180,7 +180,7 @@ func (l *run) checkSnapshotErrors(ctx context.Context, step string) {
 		return
 	}
 	create := func(r *csipb.CreateSnapshotRequest) func(context.Context) (*csipb.CreateSnapshotResponse, error) {
-		r.Secrets = l.cfg.Secrets
+		r.Secrets = l.secretsFor(methodCreateSnapshot)
 		return func(ctx context.Context) (*csipb.CreateSnapshotResponse, error) { return cc.CreateSnapshot(ctx, r) }
 	}
 	keep := func(resp *csipb.CreateSnapshotResponse, ok bool) {
@@ -194,7 +194,7 @@ func (l *run) checkSnapshotErrors(ctx context.Context, step string) {
 	keep(expectRPC(ctx, l, step, methodCreateSnapshot, csi.CodeNotFound, fmt.Sprintf("the spec requires NotFound when source_volume_id does not exist (%q)", bad), create(&csipb.CreateSnapshotRequest{Name: l.name + "-badsrc", SourceVolumeId: bad})))
 	expectRPC(ctx, l, step, methodDeleteSnapshot, csi.CodeInvalidArgument, expectMissingField+" (DeleteSnapshotRequest.snapshot_id)",
 		func(ctx context.Context) (*csipb.DeleteSnapshotResponse, error) {
-			return cc.DeleteSnapshot(ctx, &csipb.DeleteSnapshotRequest{Secrets: l.cfg.Secrets})
+			return cc.DeleteSnapshot(ctx, &csipb.DeleteSnapshotRequest{Secrets: l.secretsFor(methodDeleteSnapshot)})
 		})
 }
 
@@ -223,7 +223,7 @@ func (l *run) checkListSnapshots(ctx context.Context, step string) {
 	for page := 0; ; page++ {
 		resp, ok := callOK(ctx, l, step, methodListSnapshots, fmt.Sprintf("the spec requires OK from ListSnapshots (max_entries 1, starting_token %q from the previous page)", tok),
 			func(ctx context.Context) (*csipb.ListSnapshotsResponse, error) {
-				return cc.ListSnapshots(ctx, &csipb.ListSnapshotsRequest{MaxEntries: 1, StartingToken: tok, SourceVolumeId: l.externalID, Secrets: l.cfg.Secrets})
+				return cc.ListSnapshots(ctx, &csipb.ListSnapshotsRequest{MaxEntries: 1, StartingToken: tok, SourceVolumeId: l.externalID, Secrets: l.secretsFor(methodListSnapshots)})
 			})
 		if !ok {
 			return
@@ -248,7 +248,7 @@ func (l *run) checkListSnapshots(ctx context.Context, step string) {
 	bad := unknownID(made[0])
 	resp, ok := callOK(ctx, l, step, methodListSnapshots, fmt.Sprintf("the spec requires OK and an empty list from ListSnapshots of a snapshot_id that does not exist (%q)", bad),
 		func(ctx context.Context) (*csipb.ListSnapshotsResponse, error) {
-			return cc.ListSnapshots(ctx, &csipb.ListSnapshotsRequest{SnapshotId: bad, Secrets: l.cfg.Secrets})
+			return cc.ListSnapshots(ctx, &csipb.ListSnapshotsRequest{SnapshotId: bad, Secrets: l.secretsFor(methodListSnapshots)})
 		})
 	if ok && len(resp.GetEntries()) > 0 {
 		l.wrong(ctx, step, methodListSnapshots, fmt.Sprintf("with %d entries for snapshot_id %q", len(resp.GetEntries()), bad), "the spec requires an empty list when no snapshot has snapshot_id")

@@ -1,6 +1,7 @@
 package plugintest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -103,6 +104,14 @@ type Config struct {
 	// Secrets are passed to every call that takes secrets. They never
 	// reach a report, a log line or an error.
 	Secrets csi.Secrets
+	// CallSecrets replace Secrets for the calls that csikit sends with a
+	// set of their own, keyed by the bare RPC name: CreateSnapshot,
+	// DeleteSnapshot and ListSnapshots (a snapshot carries its own
+	// csi.Snapshot.Secrets). Every volume call (CreateVolume,
+	// ControllerPublishVolume, NodeStageVolume, …) gets Secrets: csikit
+	// keeps one set per volume (csi.Volume.Secrets), so another key is
+	// refused. They never reach a report, a log line or an error.
+	CallSecrets map[string]csi.Secrets
 	// CapacityBytes is CreateVolume's required capacity; 0 asks for none.
 	CapacityBytes int64
 	// MutableParameters, when set, are what step "modify volume" asks
@@ -257,7 +266,7 @@ func (c Config) validate() (Config, error) {
 			return c, bad("Config.%s %q is not an absolute path", d.field, d.v)
 		}
 	}
-	if err := c.checkDirs(); err != nil {
+	if err := cmp.Or(c.checkCallSecrets(), c.checkDirs()); err != nil {
 		return c, bad("%v", err)
 	}
 	if c.Timeout < 0 {

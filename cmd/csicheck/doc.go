@@ -44,7 +44,8 @@
 //	                          (CreateVolumeSecret: {…}), whose sets are merged: csikit
 //	                          keeps one set of secrets per volume (csi.Volume.Secrets,
 //	                          sent with each of its calls), so a key that takes two
-//	                          values in two calls is refused (exit 2)
+//	                          values in two calls is refused (exit 2); the sets of
+//	                          CreateSnapshot, DeleteSnapshot and ListSnapshots may differ
 //	--test-volume-size        CreateVolume's required capacity (1Gi, 500M, bytes)
 //	--test-volume-parameters  YAML or JSON file of CreateVolume parameters (--parameter wins)
 //	--run, --skip             regular expressions over the coverage checks' names

@@ -21,39 +21,54 @@ var secretKeys = []string{
 	"ListSnapshotsSecret", "ControllerModifyVolumeSecret",
 }
 
+// snapshotSecretKeys are the per-call keys whose calls csikit sends
+// with a set of their own (plugintest.Config.CallSecrets), by RPC.
+var snapshotSecretKeys = map[string]string{
+	"CreateSnapshotSecret": "CreateSnapshot", "DeleteSnapshotSecret": "DeleteSnapshot", "ListSnapshotsSecret": "ListSnapshots",
+}
+
 // readSecretsFile reads a YAML or JSON file of secrets: one object of
 // strings, passed to every call that takes secrets, or csi-sanity's
 // per-call form (an object of such objects under keys like
-// CreateVolumeSecret). csikit keeps one set of secrets per volume, so
-// the per-call sets must agree: each key may take one value. Its errors
-// name the file, never its content.
-func readSecretsFile(path string) (csi.Secrets, error) {
+// CreateVolumeSecret). The snapshot calls' sets become per-call secrets;
+// csikit keeps one set of secrets per volume for the other calls, so
+// their sets are merged and must agree: each key may take one value.
+// Its errors name the file, never its content.
+func readSecretsFile(path string) (csi.Secrets, map[string]csi.Secrets, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, fmt.Errorf("--secrets-file: %w", err)
+		return nil, nil, fmt.Errorf("--secrets-file: %w", err)
 	}
 	var flat map[string]string
 	if yaml.Unmarshal(b, &flat) == nil {
-		return csi.Secrets(flat), nil
+		return csi.Secrets(flat), nil, nil
 	}
 	var perCall map[string]map[string]string
 	// The decoder's message may quote the content: leave it out.
 	if yaml.Unmarshal(b, &perCall) != nil {
-		return nil, fmt.Errorf("%w: --secrets-file %s is not a YAML or JSON object of strings, nor csi-sanity's per-call form; fix the file (its content is not shown)", csi.ErrInvalidRequest, path)
+		return nil, nil, fmt.Errorf("%w: --secrets-file %s is not a YAML or JSON object of strings, nor csi-sanity's per-call form; fix the file (its content is not shown)", csi.ErrInvalidRequest, path)
 	}
 	out := csi.Secrets{}
+	var calls map[string]csi.Secrets
 	for call, set := range perCall {
+		if rpc, ok := snapshotSecretKeys[call]; ok {
+			if calls == nil {
+				calls = map[string]csi.Secrets{}
+			}
+			calls[rpc] = csi.Secrets(set)
+			continue
+		}
 		if !isSecretKey(call) {
-			return nil, fmt.Errorf("%w: --secrets-file %s: unknown key %q; use one object of strings, or the keys %s", csi.ErrInvalidRequest, path, call, strings.Join(secretKeys, ", "))
+			return nil, nil, fmt.Errorf("%w: --secrets-file %s: unknown key %q; use one object of strings, or the keys %s", csi.ErrInvalidRequest, path, call, strings.Join(secretKeys, ", "))
 		}
 		for k, v := range set {
 			if old, ok := out[k]; ok && old != v {
-				return nil, fmt.Errorf("%w: --secrets-file %s: secret %q differs between calls; csikit passes one set of secrets to every call of a volume", csi.ErrInvalidRequest, path, k)
+				return nil, nil, fmt.Errorf("%w: --secrets-file %s: secret %q differs between calls; csikit passes one set of secrets to every call of a volume (only CreateSnapshotSecret, DeleteSnapshotSecret and ListSnapshotsSecret may differ)", csi.ErrInvalidRequest, path, k)
 			}
 			out[k] = v
 		}
 	}
-	return out, nil
+	return out, calls, nil
 }
 
 func isSecretKey(k string) bool {

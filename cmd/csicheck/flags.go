@@ -94,7 +94,7 @@ func (f *flags) define(stderr io.Writer) *flag.FlagSet {
 	fs.Var(f.params, "parameter", "key=value passed to CreateVolume (repeatable)")
 	fs.Var(f.mutable, "mutable-parameter", "key=value the \"modify volume\" step sets with ControllerModifyVolume (repeatable; none skips the step)")
 	fs.Int64Var(&cfg.CapacityBytes, "capacity", 0, "CreateVolume's required capacity in bytes (0: none)")
-	fs.StringVar(&f.secrets, "secrets-file", "", "YAML or JSON file of secrets passed to every call that takes them; csi-sanity's per-call form (CreateVolumeSecret: {...}) too, but csikit keeps one set per volume, so a key may not take different values in different calls")
+	fs.StringVar(&f.secrets, "secrets-file", "", "YAML or JSON file of secrets passed to every call that takes them; csi-sanity's per-call form (CreateVolumeSecret: {...}) too, but csikit keeps one set per volume, so a key may not take different values in different calls (the snapshot calls' sets excepted)")
 	fs.StringVar(&f.size, "test-volume-size", "", "CreateVolume's required capacity, such as 1Gi (as --capacity)")
 	fs.StringVar(&f.paramsFile, "test-volume-parameters", "", "YAML or JSON file of CreateVolume parameters (merged under --parameter)")
 	fs.StringVar(&cfg.RunChecks, "run", "", "regular expression: run only the coverage checks whose names match")
@@ -134,6 +134,7 @@ var settingNames = map[string]string{
 	"Parameters":         "--parameter",
 	"MutableParameters":  "--mutable-parameter",
 	"Secrets":            "--secrets-file",
+	"CallSecrets":        "--secrets-file",
 	"CapacityBytes":      "--capacity/--test-volume-size",
 	"RunChecks":          "--run",
 	"SkipChecks":         "--skip",
@@ -227,7 +228,7 @@ func (f *flags) readSecrets() error {
 		return nil
 	}
 	var err error
-	f.cfg.Secrets, err = readSecretsFile(f.secrets)
+	f.cfg.Secrets, f.cfg.CallSecrets, err = readSecretsFile(f.secrets)
 	return err
 }
 

@@ -41,3 +41,22 @@ func TestRun_SecretsFilePerCallLimit(t *testing.T) {
 		t.Errorf("merged secrets have %d keys, want token and key", len(f.Secrets))
 	}
 }
+
+// The snapshot calls' sets, which csikit carries apart from the
+// volume's, may differ: they become the Config's CallSecrets.
+func TestParse_SnapshotCallSecrets(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "secrets.yaml")
+	if err := os.WriteFile(file, []byte("CreateVolumeSecret:\n  token: vol\nCreateSnapshotSecret:\n  token: snap\nListSnapshotsSecret:\n  token: list\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg, _, err := parse([]string{"--endpoint", "/x.sock", "--secrets-file", file}, &strings.Builder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Secrets["token"] != "vol" || len(cfg.Secrets) != 1 {
+		t.Errorf("volume secrets have %d keys, want the volume's token", len(cfg.Secrets))
+	}
+	if len(cfg.CallSecrets) != 2 || cfg.CallSecrets["CreateSnapshot"]["token"] != "snap" || cfg.CallSecrets["ListSnapshots"]["token"] != "list" {
+		t.Errorf("call secrets for %d calls, want CreateSnapshot and ListSnapshots with their own token", len(cfg.CallSecrets))
+	}
+}
