@@ -64,6 +64,12 @@ func TestNodeExpandedAtMount_StaleReport(t *testing.T) {
 		Namespace: "default", VolumeID: "data", NodeID: "n2", RequiredBytes: 2 << 20, Capacity: 2 << 20,
 	}))
 	expectEqual(t, c.stored(t).Expansion.DoneNodes, []string{"n1"})
+	// A node that has done the step reports it again: no write.
+	before := c.stored(t).ModifyIndex
+	must(t, c.server.NodeExpandedAtMount(t.Context(), &rpcshim.NodeExpandedRequest{
+		Namespace: "default", VolumeID: "data", NodeID: "n1", RequiredBytes: 4 << 20, Capacity: 4 << 20,
+	}))
+	expectEqual(t, c.stored(t).ModifyIndex, before)
 	if err := c.server.NodeExpandedAtMount(t.Context(), &rpcshim.NodeExpandedRequest{Namespace: "default", VolumeID: "data", NodeID: ""}); err == nil {
 		t.Error("an empty node ID was accepted")
 	}
