@@ -92,7 +92,11 @@ func (m *Mounter) mount(ctx context.Context, v *volume, op *mountOp) (*MountInfo
 			return nil, err
 		}
 	}
-	return m.publish(ctx, v, op)
+	mi, err := m.publish(ctx, v, op)
+	if err == nil && op.needStage {
+		mi.NodeExpandedBytes = m.expandAtStage(ctx, op)
+	}
+	return mi, err
 }
 
 // prepare checks the mount against the volume's record (same external

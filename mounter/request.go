@@ -33,6 +33,10 @@ type MountRequest struct {
 	// PublishContext is what ControllerPublishVolume returned for this
 	// node, if it was called.
 	PublishContext map[string]string
+	// NodeExpansion, if set, is an expansion this node has not run for
+	// the volume yet: a mount that stages the volume runs
+	// NodeExpandVolume after it (see NodeExpansion).
+	NodeExpansion *NodeExpansion
 }
 
 // NewMountRequest builds the request that mounts volume v for the claim
@@ -61,6 +65,7 @@ func NewMountRequest(v *csi.Volume, c *csi.Claim) (*MountRequest, error) {
 	if c.AttachmentMode != csi.AttachmentModeBlockDevice {
 		r.MountOptions = v.MountOptions.Merge(c.MountOptions)
 	}
+	r.NodeExpansion = nodeExpansionFor(v, c.NodeID)
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
@@ -133,6 +138,10 @@ type MountInfo struct {
 	// Block is true when Path is a device file.
 	Block bool
 	Usage Usage
+	// NodeExpandedBytes is the capacity NodeExpandVolume reported when
+	// this mount staged the volume and ran the request's NodeExpansion;
+	// 0 when it did not (the host's CompleteNodeExpansions runs it).
+	NodeExpandedBytes int64 `json:",omitempty"`
 }
 
 func validateTriple(namespace, volumeID, allocID string) error {

@@ -117,6 +117,9 @@ func authEndpoints(volID string) map[string]authEndpoint {
 		"CompleteNodeExpansions": {func(ctx context.Context, s *rpcshim.Server) error {
 			return s.CompleteNodeExpansions(ctx, "n2")
 		}, "", csi.PermNodeRegister},
+		"NodeExpandedAtMount": {func(ctx context.Context, s *rpcshim.Server) error {
+			return s.NodeExpandedAtMount(ctx, &rpcshim.NodeExpandedRequest{Namespace: "default", VolumeID: volID, NodeID: "n2", RequiredBytes: 1})
+		}, "", csi.PermNodeRegister},
 		"ResumeVolumeChanges": {func(ctx context.Context, s *rpcshim.Server) error {
 			return s.ResumeVolumeChanges(ctx)
 		}, "", csi.PermOperator},

@@ -162,7 +162,10 @@
 //     through the applier) as the nodes report them; the router reads
 //     them on every call. After a node's report, and after a node mounts
 //     a volume, call CompleteNodeExpansions for it: it runs the
-//     NodeExpandVolume steps the node still owes.
+//     NodeExpandVolume steps the node still owes. A mount that staged
+//     the volume has already run a pending step itself (its
+//     mounter.MountInfo says NodeExpandedBytes): report that with
+//     NodeExpandedAtMount first, and the step is not repeated.
 //  6. When this server becomes the leader, call ResumeVolumeChanges: it
 //     finishes the expansions and modifies the previous leader wrote
 //     but did not complete.

@@ -144,8 +144,16 @@ func (c *xpCluster) claimAndMount(t *testing.T, alloc, node string) {
 	must(t, err)
 	req, err := mounter.NewMountRequest(r.Volume, r.Claim)
 	must(t, err)
-	_, err = c.nodes[node].mounter.MountVolume(ctx, req)
+	mi, err := c.nodes[node].mounter.MountVolume(ctx, req)
 	must(t, err)
+	// A mount that ran the pending node expansion reports it, as the
+	// node agent does.
+	if x := req.NodeExpansion; x != nil && mi.NodeExpandedBytes > 0 {
+		must(t, c.server.NodeExpandedAtMount(ctx, &rpcshim.NodeExpandedRequest{
+			Namespace: "default", VolumeID: "data", NodeID: node,
+			RequiredBytes: x.RequiredBytes, LimitBytes: x.LimitBytes, Capacity: mi.NodeExpandedBytes,
+		}))
+	}
 }
 
 func (c *xpCluster) expand(t *testing.T, size int64) (*rpcshim.VolumeChangeResponse, error) {
