@@ -48,6 +48,12 @@ func TestCheck_CallSecrets(t *testing.T) {
 			t.Errorf("no %s call with token %q: got %q", m, want, got[m])
 		}
 		for _, s := range got[m] {
+			// The csikit Server deletes a snapshot with the secrets
+			// it was created with (the snapshot keeps them), so the
+			// volume-operations step's DeleteSnapshot carries those.
+			if m == csitest.MethodDeleteSnapshot && s == "create-snap" {
+				continue
+			}
 			if s != want && s != "" {
 				t.Errorf("%s got token %q, want %q", m, s, want)
 			}

@@ -134,7 +134,7 @@ func (l *run) snapshotOp(ctx context.Context) string {
 	ctx, cancel := l.stepCtx(ctx)
 	defer cancel()
 	id := "snap-" + randomHex(4)
-	resp, err := l.st.server.CreateSnapshot(ctx, &rpcshim.SnapshotCreateRequest{Namespace: namespace, VolumeID: l.volID, SnapshotID: id, Secrets: l.cfg.Secrets.Copy()})
+	resp, err := l.st.server.CreateSnapshot(ctx, &rpcshim.SnapshotCreateRequest{Namespace: namespace, VolumeID: l.volID, SnapshotID: id, Secrets: l.secretsFor(methodCreateSnapshot).Copy()})
 	if err != nil {
 		l.fail(ctx, l.failure(ctx, stepSnapshot, err, l.expectOK(callOf(err), csi.CodeOf(err))))
 		return ""
