@@ -14,11 +14,16 @@
 // fault schedule (plugin errors of every class, partitions, agent crash
 // and restart from its state dir, agent crash while a NodePublish is in
 // flight, leadership transfer, a claim racing a detach, a node's
-// unmount report racing a slow ControllerPublish). The decisions are drawn from the seed
+// unmount report racing a slow ControllerPublish); a second stream of
+// the seed adds node drains, plugin restarts and four allocations
+// claiming one volume at once (extra_test.go), leaving the first
+// stream's decisions as they were. The decisions are drawn from the seed
 // alone, never from what an operation returned, so the same seed gives
 // the same trace (TestSim_TraceIsStable checks its hash). After every
 // step and at quiescence the invariants (invariants_test.go) are
-// checked; each failure message names the seed.
+// checked (ControllerPublish never following a release among them);
+// each failure message names the seed. TestMain fails the package when
+// a world leaves goroutines behind (goleak).
 //
 // # Why not testing/synctest
 //
