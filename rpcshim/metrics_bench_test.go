@@ -109,7 +109,7 @@ func BenchmarkServer_MetricsOverhead(b *testing.B) {
 			run(off, &tOff)
 		}
 	}
-	b.ReportMetric(float64(median(tOn))/float64(median(tOff)), "on/off")
+	b.ReportMetric(float64(median(tOn))/float64(median(tOff)), "metrics-overhead")
 	b.ReportMetric(float64(median(tOn).Nanoseconds()), "ns/lifecycle-on")
 	b.ReportMetric(float64(median(tOff).Nanoseconds()), "ns/lifecycle-off")
 }
