@@ -20,12 +20,15 @@ func (s *Server) newMonitor() (*health.Monitor, error) {
 	})
 }
 
-// healthRunner runs a fresh health monitor for each term in which this
-// server leads while Run runs: the monitor writes and detaches leaks,
-// which only the leader may do. Its methods are safe from any
-// goroutine; stopping waits for the monitor's calls to return.
+// healthRunner runs the leader's work for each term in which this
+// server leads while Run runs: first resume, which finishes the volume
+// changes an earlier leader left pending, then a fresh health monitor,
+// which writes and detaches leaks. Only the leader may do either. Its
+// methods are safe from any goroutine; stopping waits for the term's
+// calls to return.
 type healthRunner struct {
 	newMonitor func() (*health.Monitor, error)
+	resume     func(context.Context) // nil: nothing to resume
 	logger     hclog.Logger
 
 	mu      sync.Mutex
@@ -56,13 +59,17 @@ func (h *healthRunner) update(change func()) {
 		m, err := h.newMonitor()
 		if err != nil {
 			h.logger.Error("health monitor not started", "error", err)
-			return
 		}
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			_ = m.Run(ctx) // returns nil once ctx ends
+			if h.resume != nil {
+				h.resume(ctx)
+			}
+			if m != nil {
+				_ = m.Run(ctx) // returns nil once ctx ends
+			}
 		}()
 		h.stop, h.done = cancel, done
 	case !want && h.stop != nil:

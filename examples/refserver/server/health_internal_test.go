@@ -1,6 +1,10 @@
 package server
 
-import "testing"
+import (
+	"context"
+	"testing"
+	"time"
+)
 
 // The health monitor runs only while the server leads and Run runs, and
 // a new term starts a new monitor.
@@ -33,5 +37,35 @@ func TestHealthRunner_LeaderOnly(t *testing.T) {
 	s.SetLeader(true)
 	if h.active() {
 		t.Fatal("SetLeader after Run started a monitor")
+	}
+}
+
+// Each term this server leads starts by resuming the volume changes an
+// earlier leader left pending; a follower resumes nothing.
+func TestHealthRunner_ResumesEachTerm(t *testing.T) {
+	s, err := New(Config{Follower: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := s.health
+	resumed := make(chan struct{}, 4)
+	h.resume = func(context.Context) { resumed <- struct{}{} }
+	waitResume := func(term string) {
+		t.Helper()
+		select {
+		case <-resumed:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: no resume within 10 s", term)
+		}
+	}
+	h.open()
+	s.SetLeader(true)
+	waitResume("first term")
+	s.SetLeader(false)
+	s.SetLeader(true)
+	waitResume("second term")
+	h.close()
+	if n := len(resumed); n != 0 {
+		t.Fatalf("%d resumes more than the two terms", n)
 	}
 }

@@ -56,11 +56,10 @@ func (s *Server) completeNodeExpansions(ctx context.Context, node string) {
 	}
 }
 
-// resumeVolumeChanges finishes the expansions and modifies a previous
-// run left pending, then closes done. Run starts it when this server
-// leads from the start, and waits for it before it returns.
-func (s *Server) resumeVolumeChanges(ctx context.Context, done chan<- struct{}) {
-	defer close(done)
+// resumeVolumeChanges finishes the expansions and modifies an earlier
+// leader (or an earlier run) left pending. The health runner calls it at
+// the start of every term in which this server leads.
+func (s *Server) resumeVolumeChanges(ctx context.Context) {
 	if err := s.api.ResumeVolumeChanges(ctx); err != nil && ctx.Err() == nil {
 		s.cfg.Events.Printf("server", "volume changes left pending by an earlier run are still pending: %v", err)
 	}

@@ -85,7 +85,7 @@ func New(cfg Config) (*Server, error) {
 	if _, err := s.newMonitor(); err != nil { // check the config once
 		return nil, err
 	}
-	s.health = &healthRunner{newMonitor: s.newMonitor, logger: cfg.Logger, leading: !cfg.Follower}
+	s.health = &healthRunner{newMonitor: s.newMonitor, resume: s.resumeVolumeChanges, logger: cfg.Logger, leading: !cfg.Follower}
 	s.handler = s.routes()
 	if cfg.ACL != nil {
 		s.handler = cfg.ACL.withPrincipal(s.handler)
@@ -109,8 +109,9 @@ func (s *Server) NodeStatus(_ context.Context, nodeID string) (csi.NodeStatus, e
 	return s.live.Status(nodeID, s.cfg.Now()), nil
 }
 
-// SetLeader turns the claim release worker and the health monitor on
-// (this server leads) or off (it follows). It is the one switch a replicated host flips on
+// SetLeader turns the claim release worker and the leader's term work
+// (resuming pending volume changes, then the health monitor) on (this
+// server leads) or off (it follows). It is the one switch a replicated host flips on
 // leadership changes; a single server is its own leader unless
 // Config.Follower is set.
 func (s *Server) SetLeader(leader bool) {
@@ -145,12 +146,8 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 	wctx, stopWorker := context.WithCancel(context.Background())
 	workerDone := make(chan error, 1)
 	go func() { workerDone <- s.worker.Run(wctx) }()
-	resumed := make(chan struct{})
 	if !s.cfg.Follower {
 		s.worker.SetEnabled(true)
-		go s.resumeVolumeChanges(wctx, resumed)
-	} else {
-		close(resumed)
 	}
 	s.health.open()
 
@@ -187,7 +184,6 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) error {
 		}
 	}
 	stopWorker()
-	<-resumed
 	if werr := <-workerDone; werr != nil && err == nil {
 		err = werr
 	}
