@@ -84,3 +84,22 @@ func TestMountVolume_NoNodeExpandCapability(t *testing.T) {
 	c.claimAndMount(t, "web-1", "n1")
 	expectEqual(t, c.nodeExpands(), map[string]int{})
 }
+
+// A node's report while the controller step is still pending records
+// nothing: the node step may only follow ControllerExpandVolume.
+func TestNodeExpandedAtMount_ControllerStepPending(t *testing.T) {
+	c := newXPCluster(t, bothExpand)
+	c.volume(t)
+	c.claimAndMount(t, "web-1", "n1")
+	_, err := c.applier.Apply(t.Context(), state.RequestExpansion{
+		Namespace: "default", VolumeID: "data", RequiredBytes: 4 << 20, Controller: true, RequestedAt: c.clock.Now(),
+	})
+	must(t, err)
+	before := c.stored(t)
+	must(t, c.server.NodeExpandedAtMount(t.Context(), &rpcshim.NodeExpandedRequest{
+		Namespace: "default", VolumeID: "data", NodeID: "n1", RequiredBytes: 4 << 20, Capacity: 4 << 20,
+	}))
+	after := c.stored(t)
+	expectEqual(t, after.ModifyIndex, before.ModifyIndex)
+	expectEqual(t, len(after.Expansion.DoneNodes), 0)
+}
