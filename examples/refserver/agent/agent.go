@@ -418,7 +418,7 @@ func (a *Agent) mount(ctx context.Context, req *api.NodeMountRequest) (*api.Node
 	if a.cfg.MetricSink != nil {
 		a.cfg.MetricSink.IncrCounterWithLabels(metrics.MountsPublished, 1, []metrics.Label{{Name: "plugin", Value: req.Volume.PluginID}})
 	}
-	return &api.NodeMountResponse{Path: info.Path, Usage: info.Usage.String()}, nil
+	return &api.NodeMountResponse{Path: info.Path, Usage: info.Usage.String(), NodeExpandedBytes: info.NodeExpandedBytes}, nil
 }
 
 // advertised is the gRPC target of a listener's address.

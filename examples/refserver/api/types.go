@@ -170,4 +170,8 @@ type NodeMountRequest struct {
 type NodeMountResponse struct {
 	Path  string
 	Usage string
+	// NodeExpandedBytes is the capacity NodeExpandVolume reported when
+	// the mount staged a volume whose expansion this node still owed
+	// (mounter.MountInfo.NodeExpandedBytes); 0 when it ran none.
+	NodeExpandedBytes int64 `json:",omitempty"`
 }

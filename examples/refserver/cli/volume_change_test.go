@@ -23,7 +23,13 @@ func TestCLI_VolumeExpandModify(t *testing.T) {
 	}
 	// A node that mounts the volume after the expansion gets its node
 	// step when it mounts.
+	before := strings.Count(c.events.String(), "NodeExpandVolume")
 	c.ok(t, "claim", "-volume", "data", "-alloc", "web-2", "-node", "node-1", "-mode", "write", "-mount")
+	// The mount staged the volume and expanded it there; the server
+	// records that step instead of sending NodeExpandVolume again.
+	if n := strings.Count(c.events.String(), "NodeExpandVolume") - before; n != 1 {
+		t.Errorf("%d NodeExpandVolume calls for the mount on node-1, want 1:\n%s", n, c.events.String())
+	}
 	vol := decodeJSON[csi.Volume](t, c.ok(t, "volume", "status", "-json", "data"))
 	if e := vol.Expansion; len(e.DoneNodes) != 2 || e.DoneNodes[0] != "node-1" {
 		t.Errorf("after a mount on node-1: expansion %+v", e)

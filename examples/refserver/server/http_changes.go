@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 
+	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/rpcshim"
 )
 
@@ -62,5 +63,23 @@ func (s *Server) completeNodeExpansions(ctx context.Context, node string) {
 func (s *Server) resumeVolumeChanges(ctx context.Context) {
 	if err := s.api.ResumeVolumeChanges(ctx); err != nil && ctx.Err() == nil {
 		s.cfg.Events.Printf("server", "volume changes left pending by an earlier run are still pending: %v", err)
+	}
+}
+
+// nodeExpandedAtMount records the node step a mount ran when it staged
+// v on node (capacity > 0), so that completeNodeExpansions does not send
+// NodeExpandVolume again. A failure is an event: the step stays pending
+// and completeNodeExpansions runs it, which the plugin answers
+// idempotently.
+func (s *Server) nodeExpandedAtMount(ctx context.Context, v *csi.Volume, node string, capacity int64) {
+	if capacity <= 0 || v == nil || v.Expansion == nil {
+		return
+	}
+	err := s.api.NodeExpandedAtMount(ctx, &rpcshim.NodeExpandedRequest{
+		Namespace: v.Namespace, VolumeID: v.ID, NodeID: node,
+		RequiredBytes: v.Expansion.RequiredBytes, LimitBytes: v.Expansion.LimitBytes, Capacity: capacity,
+	})
+	if err != nil {
+		s.cfg.Events.Printf("server", "node %s expanded volume %s/%s at mount, but recording it failed: %v", node, v.Namespace, v.ID, err)
 	}
 }

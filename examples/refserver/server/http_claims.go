@@ -70,6 +70,7 @@ func (s *Server) claimVolume(w http.ResponseWriter, r *http.Request) (*api.Claim
 				id, req.AllocationID, req.NodeID, err)
 		}
 		out.Mount = &api.MountInfo{NodeID: req.NodeID, Path: mr.Path, Usage: mr.Usage}
+		s.nodeExpandedAtMount(ctx, resp.Volume, req.NodeID, mr.NodeExpandedBytes)
 		s.completeNodeExpansions(ctx, req.NodeID)
 	}
 	return out, out.Index, nil
