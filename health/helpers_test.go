@@ -140,12 +140,12 @@ func newHarness(t testing.TB, o options) *harness {
 			return c.ControllerUnpublishVolume(ctx, r)
 		},
 	}
-	nodes := health.NodeFunc(func(ctx context.Context, r *health.StatsRequest) (*plugin.VolumeStats, error) {
-		path := h.paths[r.ExternalID]
-		if r.NodeID != "n1" || path == "" {
+	nodes := health.NodeFunc(func(ctx context.Context, nodeID string, v *csi.Volume) (*plugin.VolumeStats, error) {
+		path := h.paths[v.ExternalID]
+		if nodeID != "n1" || path == "" {
 			return nil, &csi.RPCError{Method: "NodeGetVolumeStats", Code: csi.CodeNotFound, Message: "not here"}
 		}
-		return c.NodeGetVolumeStats(ctx, &plugin.NodeVolumeStatsRequest{ExternalID: r.ExternalID, VolumePath: path, StagingPath: path})
+		return c.NodeGetVolumeStats(ctx, &plugin.NodeVolumeStatsRequest{ExternalID: v.ExternalID, VolumePath: path, StagingPath: path})
 	})
 	var store health.Store = st
 	if o.wrap != nil {

@@ -77,33 +77,23 @@ func (f ControllerFuncs) ControllerUnpublish(ctx context.Context, pluginID strin
 
 var _ Controllers = ControllerFuncs{}
 
-// StatsRequest names a volume on a node for NodeGetVolumeStats. The
-// node side (which knows where the volume is staged or published) picks
-// the path.
-type StatsRequest struct {
-	NodeID     string
-	PluginID   string
-	Namespace  string
-	VolumeID   string
-	ExternalID string
-}
-
 // Nodes calls NodeGetVolumeStats on a node's plugin: the host
-// implements it over its transport to the node (rpcshim's node
-// endpoint). The request must not be kept. csi.ErrVolumeNotFound or a
+// implements it over its transport to the node (rpcshim's Router with
+// HealthNodes); the node side, which knows where v is staged or
+// published, picks the path. v is the Monitor's and must not be kept. csi.ErrVolumeNotFound or a
 // NotFound code means the volume is no longer staged or published
 // there, and clears the node's report; any other error keeps the last
 // one, and the call is asked again on the next pass.
 type Nodes interface {
-	VolumeStats(ctx context.Context, req *StatsRequest) (*plugin.VolumeStats, error)
+	VolumeStats(ctx context.Context, nodeID string, v *csi.Volume) (*plugin.VolumeStats, error)
 }
 
 // NodeFunc adapts a function to Nodes.
-type NodeFunc func(ctx context.Context, req *StatsRequest) (*plugin.VolumeStats, error)
+type NodeFunc func(ctx context.Context, nodeID string, v *csi.Volume) (*plugin.VolumeStats, error)
 
 // VolumeStats implements Nodes.
-func (f NodeFunc) VolumeStats(ctx context.Context, req *StatsRequest) (*plugin.VolumeStats, error) {
-	return f(ctx, req)
+func (f NodeFunc) VolumeStats(ctx context.Context, nodeID string, v *csi.Volume) (*plugin.VolumeStats, error) {
+	return f(ctx, nodeID, v)
 }
 
 var _ Nodes = NodeFunc(nil)

@@ -13,7 +13,7 @@ import (
 // nodeCall is one NodeGetVolumeStats of a pass.
 type nodeCall struct {
 	vol       *csi.Volume
-	req       StatsRequest
+	node      string
 	condition bool // the node advertises conditions
 	stats     *plugin.VolumeStats
 	err       error
@@ -36,14 +36,14 @@ func (m *Monitor) nodeStats(ctx context.Context, p *csi.Plugin, vols []*csi.Volu
 			}
 			asked[k][node] = true
 			calls = append(calls, &nodeCall{vol: v, condition: in.NodeInfo.Capabilities.GetVolumeHealth,
-				req: StatsRequest{NodeID: node, PluginID: p.ID, Namespace: v.Namespace, VolumeID: v.ID, ExternalID: v.ExternalID}})
+				node: node})
 		}
 	}
 	m.each(len(calls), func(i int) {
 		c := calls[i]
 		cctx, cancel := m.callCtx(ctx)
 		defer cancel()
-		c.stats, c.err = m.cfg.Nodes.VolumeStats(cctx, &c.req)
+		c.stats, c.err = m.cfg.Nodes.VolumeStats(cctx, c.node, c.vol)
 	})
 	if ctx.Err() != nil {
 		return
@@ -51,10 +51,10 @@ func (m *Monitor) nodeStats(ctx context.Context, p *csi.Plugin, vols []*csi.Volu
 	for _, c := range calls {
 		switch {
 		case notFound(c.err):
-			asked[state.VolumeKey{Namespace: c.vol.Namespace, ID: c.vol.ID}][c.req.NodeID] = false
+			asked[state.VolumeKey{Namespace: c.vol.Namespace, ID: c.vol.ID}][c.node] = false
 		case c.err != nil:
 			m.cfg.Logger.Warn("health: NodeGetVolumeStats failed; keeping the last report", "plugin", p.ID,
-				"namespace", c.vol.Namespace, "volume", c.vol.ID, "node", c.req.NodeID, "error", c.err)
+				"namespace", c.vol.Namespace, "volume", c.vol.ID, "node", c.node, "error", c.err)
 		case c.stats != nil:
 			m.nodeReport(p, c, ps)
 		}
@@ -89,7 +89,7 @@ func (m *Monitor) nodeReport(p *csi.Plugin, c *nodeCall, ps *pass) {
 	if cond == nil && u == (state.Usage{}) {
 		cond = &state.Condition{} // keep the entry: the node answered
 	}
-	v, node := c.vol, c.req.NodeID
+	v, node := c.vol, c.node
 	var oldCond *state.Condition
 	if old := ps.healths[state.VolumeKey{Namespace: v.Namespace, ID: v.ID}]; old != nil && old.Nodes[node] != nil {
 		n := old.Nodes[node]

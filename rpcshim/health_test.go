@@ -8,6 +8,7 @@ import (
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/health"
+	"github.com/csikit/csikit/rpcshim"
 )
 
 var driftCaps = csi.ControllerCapabilities{PublishUnpublishVolume: true, ListVolumes: true, ListVolumesPublishedNodes: true, GetVolume: true}
@@ -67,3 +68,9 @@ func TestRouter_HealthControllers_DetachesLeak(t *testing.T) {
 	expectEqual(t, len(e.ctl.Attachments()["ext-a"]), 0)
 	expectEqual(t, len(e.volume("vol-a").Attachments), 0)
 }
+
+// The Router's adapters meet the interfaces package health declares.
+var (
+	_ health.Controllers = rpcshim.ControllerCalls{}
+	_ health.Nodes       = rpcshim.NodeStatsCalls{}
+)

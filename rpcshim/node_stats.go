@@ -1,7 +1,7 @@
 // node_stats.go holds the route of NodeGetVolumeStats: the router asks
 // the node where a volume is staged or published, the node endpoint
 // calls its node plugin at the paths its mounter tracks, and the Router
-// serves the health monitor as health.Nodes over it.
+// serves the health monitor's Nodes (package health) over it.
 
 package rpcshim
 
@@ -11,7 +11,6 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/plugin"
-	"github.com/csikit/csikit/health"
 	"github.com/csikit/csikit/mounter"
 )
 
@@ -132,12 +131,21 @@ func (r *Router) NodeVolumeStats(ctx context.Context, req *NodeVolumeStatsReques
 // HealthNodes returns the Router as the health monitor's Nodes:
 // NodeGetVolumeStats on the node the request names, at the paths its
 // mounter tracks.
-func (r *Router) HealthNodes() health.Nodes {
-	return health.NodeFunc(func(ctx context.Context, req *health.StatsRequest) (*plugin.VolumeStats, error) {
-		resp, err := r.NodeVolumeStats(ctx, &NodeVolumeStatsRequest{NodeID: req.NodeID, Namespace: req.Namespace, VolumeID: req.VolumeID, PluginID: req.PluginID})
-		if err != nil {
-			return nil, err
-		}
-		return &resp.Stats, nil
-	})
+//
+// Package health sits above rpcshim and declares the Nodes interface
+// that NodeStatsCalls meets.
+func (r *Router) HealthNodes() NodeStatsCalls { return NodeStatsCalls{r} }
+
+// NodeStatsCalls asks nodes for volume stats through a Router; see
+// Router.HealthNodes.
+type NodeStatsCalls struct{ r *Router }
+
+// VolumeStats asks nodeID for the usage and condition of v
+// (Router.NodeVolumeStats).
+func (n NodeStatsCalls) VolumeStats(ctx context.Context, nodeID string, v *csi.Volume) (*plugin.VolumeStats, error) {
+	resp, err := n.r.NodeVolumeStats(ctx, &NodeVolumeStatsRequest{NodeID: nodeID, Namespace: v.Namespace, VolumeID: v.ID, PluginID: v.PluginID})
+	if err != nil {
+		return nil, err
+	}
+	return &resp.Stats, nil
 }

@@ -8,7 +8,6 @@ import (
 	"context"
 
 	"github.com/csikit/csikit/csi/plugin"
-	"github.com/csikit/csikit/health"
 )
 
 // MethodControllerGetVolume: ControllerGetVolumeRequest →
@@ -50,14 +49,19 @@ func (e *NodeEndpoint) handleHealthCalls() {
 }
 
 // HealthControllers returns the Router as the health monitor's
-// Controllers: ListVolumes, ControllerGetVolume and ControllerUnpublish
-// routed to a healthy controller of each plugin, the unpublish
-// serialized with the claims' attaches to the same node.
-func (r *Router) HealthControllers() health.Controllers { return healthControllers{r} }
+// Controllers (package health, which sits above rpcshim and declares
+// the interface ControllerCalls meets): ListVolumes,
+// ControllerGetVolume and ControllerUnpublish routed to a healthy
+// controller of each plugin, the unpublish serialized with the claims'
+// attaches to the same node.
+func (r *Router) HealthControllers() ControllerCalls { return ControllerCalls{r} }
 
-type healthControllers struct{ r *Router }
+// ControllerCalls calls a plugin's controller through a Router by
+// plugin ID, with the csi/plugin requests; see Router.HealthControllers.
+type ControllerCalls struct{ r *Router }
 
-func (h healthControllers) ListVolumes(ctx context.Context, pluginID string, req *plugin.ListVolumesRequest) (*plugin.ListVolumesResponse, error) {
+// ListVolumes routes req to a healthy controller of pluginID.
+func (h ControllerCalls) ListVolumes(ctx context.Context, pluginID string, req *plugin.ListVolumesRequest) (*plugin.ListVolumesResponse, error) {
 	resp, err := h.r.ListVolumes(ctx, &ListVolumesRequest{CSIControllerQuery: CSIControllerQuery{PluginID: pluginID}, ListVolumesRequest: *req})
 	if err != nil {
 		return nil, err
@@ -65,7 +69,8 @@ func (h healthControllers) ListVolumes(ctx context.Context, pluginID string, req
 	return &resp.ListVolumesResponse, nil
 }
 
-func (h healthControllers) ControllerGetVolume(ctx context.Context, pluginID string, req *plugin.ControllerGetVolumeRequest) (*plugin.ControllerGetVolumeResponse, error) {
+// ControllerGetVolume routes req to a healthy controller of pluginID.
+func (h ControllerCalls) ControllerGetVolume(ctx context.Context, pluginID string, req *plugin.ControllerGetVolumeRequest) (*plugin.ControllerGetVolumeResponse, error) {
 	resp, err := h.r.ControllerGetVolume(ctx, &ControllerGetVolumeRequest{CSIControllerQuery: CSIControllerQuery{PluginID: pluginID}, ControllerGetVolumeRequest: *req})
 	if err != nil {
 		return nil, err
@@ -73,9 +78,9 @@ func (h healthControllers) ControllerGetVolume(ctx context.Context, pluginID str
 	return &resp.ControllerGetVolumeResponse, nil
 }
 
-func (h healthControllers) ControllerUnpublish(ctx context.Context, pluginID string, req *plugin.ControllerUnpublishRequest) error {
+// ControllerUnpublish routes req to a healthy controller of pluginID,
+// serialized with the claims' attaches to the same node.
+func (h ControllerCalls) ControllerUnpublish(ctx context.Context, pluginID string, req *plugin.ControllerUnpublishRequest) error {
 	_, err := h.r.ControllerUnpublish(ctx, &ControllerUnpublishRequest{CSIControllerQuery: CSIControllerQuery{PluginID: pluginID}, ControllerUnpublishRequest: *req})
 	return err
 }
-
-var _ health.Controllers = healthControllers{}
