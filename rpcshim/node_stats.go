@@ -109,21 +109,10 @@ func (r *Router) NodeVolumeStats(ctx context.Context, req *NodeVolumeStatsReques
 	if err := csi.ValidateNodeID(req.NodeID); err != nil {
 		return nil, fmt.Errorf("rpcshim: node volume stats of volume %s: %w", req.VolumeID, err)
 	}
-	what := func() string {
-		return fmt.Sprintf("node volume stats of %s/%s on node %s", req.Namespace, req.VolumeID, req.NodeID)
-	}
-	st, err := r.statuses.NodeStatus(ctx, req.NodeID)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("%w: %s: the host cannot tell whether the node is ready (%w); retry later", csi.ErrNodeNotReady, what(), err)
-	case st == csi.NodeStatusGone:
-		return nil, fmt.Errorf("%w: %s: the node has left the cluster", csi.ErrNodeNotFound, what())
-	case st != csi.NodeStatusReady:
-		return nil, fmt.Errorf("%w: %s: the node is %s", csi.ErrNodeNotReady, what(), st)
-	}
+	what := fmt.Sprintf("node volume stats of %s/%s on node %s", req.Namespace, req.VolumeID, req.NodeID)
 	resp := new(NodeVolumeStatsResponse)
-	if err := r.transport.Call(ctx, req.NodeID, MethodNodeVolumeStats, req, resp); err != nil {
-		return nil, fmt.Errorf("%s: %w", what(), err)
+	if err := r.callReadyNode(ctx, req.NodeID, MethodNodeVolumeStats, what, "", req, resp); err != nil {
+		return nil, err
 	}
 	return resp, nil
 }

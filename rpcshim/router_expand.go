@@ -26,21 +26,30 @@ func (r *Router) NodeExpand(ctx context.Context, req *NodeExpandRequest) (*NodeE
 	if err := csi.ValidateNodeID(req.NodeID); err != nil {
 		return nil, fmt.Errorf("rpcshim: node expand of volume %s: %w", req.VolumeID, err)
 	}
-	what := func() string {
-		return fmt.Sprintf("node expand of volume %s/%s on node %s", req.Namespace, req.VolumeID, req.NodeID)
-	}
-	st, err := r.statuses.NodeStatus(ctx, req.NodeID)
-	switch {
-	case err != nil:
-		return nil, fmt.Errorf("%w: %s: the host cannot tell whether the node is ready (%w); retry later", csi.ErrNodeNotReady, what(), err)
-	case st == csi.NodeStatusGone:
-		return nil, fmt.Errorf("%w: %s: the node has left the cluster", csi.ErrNodeNotFound, what())
-	case st != csi.NodeStatusReady:
-		return nil, fmt.Errorf("%w: %s: the node is %s; it completes the expansion once it is ready", csi.ErrNodeNotReady, what(), st)
-	}
+	what := fmt.Sprintf("node expand of volume %s/%s on node %s", req.Namespace, req.VolumeID, req.NodeID)
 	resp := new(NodeExpandResponse)
-	if err := r.transport.Call(ctx, req.NodeID, MethodNodeExpand, req, resp); err != nil {
-		return nil, fmt.Errorf("%s: %w", what(), err)
+	if err := r.callReadyNode(ctx, req.NodeID, MethodNodeExpand, what, "; it completes the expansion once it is ready", req, resp); err != nil {
+		return nil, err
 	}
 	return resp, nil
+}
+
+// callReadyNode calls method on node, which must be ready: one that is
+// down, or that the host has no record of, gives csi.ErrNodeNotReady
+// (Retryable, with notReadyHint after the node's status); one the host
+// reports gone gives csi.ErrNodeNotFound. what names the call in errors.
+func (r *Router) callReadyNode(ctx context.Context, node, method, what, notReadyHint string, req, resp any) error {
+	st, err := r.statuses.NodeStatus(ctx, node)
+	switch {
+	case err != nil:
+		return fmt.Errorf("%w: %s: the host cannot tell whether the node is ready (%w); retry later", csi.ErrNodeNotReady, what, err)
+	case st == csi.NodeStatusGone:
+		return fmt.Errorf("%w: %s: the node has left the cluster", csi.ErrNodeNotFound, what)
+	case st != csi.NodeStatusReady:
+		return fmt.Errorf("%w: %s: the node is %s%s", csi.ErrNodeNotReady, what, st, notReadyHint)
+	}
+	if err := r.transport.Call(ctx, node, method, req, resp); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
 }
