@@ -70,14 +70,15 @@ func (o observers) QueueChanged(ready, running, waiting int) {
 	}
 }
 
-// pluginRPC sums the plugin's call counters by method.
+// pluginRPC sums the plugin's call counts (the counts of the latency
+// summaries) by method.
 func (m *Metrics) pluginRPC(pluginID string) ([]api.RPCStat, error) {
 	fams, err := m.reg.Gather()
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	byMethod := map[string]*api.RPCStat{}
-	name := strings.Join(metrics.PluginRPC, "_")
+	name := strings.Join(metrics.PluginRPCLatency, "_")
 	for _, f := range fams {
 		if f.GetName() != name {
 			continue
@@ -102,7 +103,7 @@ func (m *Metrics) pluginRPC(pluginID string) ([]api.RPCStat, error) {
 				st = &api.RPCStat{Method: method}
 				byMethod[method] = st
 			}
-			n := int64(s.GetCounter().GetValue())
+			n := int64(s.GetSummary().GetSampleCount())
 			st.Calls += n
 			if code != "OK" {
 				st.Errors += n
