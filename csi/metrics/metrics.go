@@ -49,11 +49,17 @@ var (
 	WorkerQueueDepth = []string{"csikit", "worker", "queue_depth"}
 	WorkerRetries    = []string{"csikit", "worker", "retries"}
 
-	// MountsPublished counts the mounts a node agent made for an
-	// allocation (mounter.MountVolume succeeded), label plugin. The
-	// stagings are PluginRPC's NodeStageVolume calls answered OK: the
-	// mounter stages a volume once for all its publications.
-	MountsPublished = []string{"csikit", "mounts", "published"}
+	// MountsStaged and MountsPublished count the mounter's stages and
+	// publications that the node plugin answered OK (NodeStageVolume,
+	// NodePublishVolume), label plugin: a volume is staged once for all
+	// its publications on a node, and a MountVolume that finds its
+	// mount made counts nothing. MountsUnpublished and MountsUnstaged
+	// count the teardowns done (NodeUnpublishVolume, NodeUnstageVolume
+	// answered OK or NotFound).
+	MountsStaged      = []string{"csikit", "mounts", "staged"}
+	MountsPublished   = []string{"csikit", "mounts", "published"}
+	MountsUnpublished = []string{"csikit", "mounts", "unpublished"}
+	MountsUnstaged    = []string{"csikit", "mounts", "unstaged"}
 
 	// HealthResults counts the health monitor's findings, label result
 	// (the event kind); HealthPasses counts passes, HealthPassLatency
