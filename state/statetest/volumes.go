@@ -137,6 +137,7 @@ func (s suite) volumes(t *testing.T) {
 			{"BadID", mk(func(v *csi.Volume) { v.ID = "a/b" }), csi.ErrInvalidID},
 			{"BadPluginID", mk(func(v *csi.Volume) { v.PluginID = ".." }), csi.ErrInvalidID},
 			{"EmptyExternalID", mk(func(v *csi.Volume) { v.ExternalID = "" }), csi.ErrInvalidID},
+			{"ControlCharExternalID", mk(func(v *csi.Volume) { v.ExternalID = "vol\x1b[2J" }), csi.ErrInvalidID},
 			{"NoCapability", mk(func(v *csi.Volume) { v.Capabilities = nil }), csi.ErrInvalidRequest},
 			{"BadCapability", mk(func(v *csi.Volume) { v.Capabilities = []csi.Capability{{AccessMode: 99}} }), csi.ErrInvalidRequest},
 			{"UnknownPlugin", mk(func(v *csi.Volume) { v.PluginID = "nfs" }), csi.ErrPluginNotFound},
