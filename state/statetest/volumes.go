@@ -138,6 +138,8 @@ func (s suite) volumes(t *testing.T) {
 			{"BadPluginID", mk(func(v *csi.Volume) { v.PluginID = ".." }), csi.ErrInvalidID},
 			{"EmptyExternalID", mk(func(v *csi.Volume) { v.ExternalID = "" }), csi.ErrInvalidID},
 			{"ControlCharExternalID", mk(func(v *csi.Volume) { v.ExternalID = "vol\x1b[2J" }), csi.ErrInvalidID},
+			{"SourceBoth", mk(func(v *csi.Volume) { v.Source = &csi.ContentSource{SnapshotID: "snap-1", VolumeID: "vol-1"} }), csi.ErrInvalidRequest},
+			{"SourceBadID", mk(func(v *csi.Volume) { v.Source = &csi.ContentSource{SnapshotID: "snap\x00"} }), csi.ErrInvalidID},
 			{"NoCapability", mk(func(v *csi.Volume) { v.Capabilities = nil }), csi.ErrInvalidRequest},
 			{"BadCapability", mk(func(v *csi.Volume) { v.Capabilities = []csi.Capability{{AccessMode: 99}} }), csi.ErrInvalidRequest},
 			{"UnknownPlugin", mk(func(v *csi.Volume) { v.PluginID = "nfs" }), csi.ErrPluginNotFound},
