@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 )
 
 // DefaultTimeout bounds each step of the lifecycle when Config.Timeout is
@@ -208,6 +209,10 @@ type Config struct {
 	SettingNames map[string]string
 
 	runRE, skipRE *regexp.Regexp // RunChecks and SkipChecks, compiled
+	// clock times the fingerprint's wait for Probe to say ready; nil is
+	// the wall clock. Tests set it (export_test.go) so that the verdict
+	// on a plugin that never gets ready does not depend on the load.
+	clock clock.Clock
 }
 
 // withDefaults validates c and fills its defaults, except the

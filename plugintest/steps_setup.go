@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/fingerprint"
 	"github.com/csikit/csikit/rpcshim"
@@ -167,22 +168,34 @@ func (l *run) fingerprintOne(ctx context.Context, step string, c fingerprint.Cli
 		l.fail(ctx, Failure{Step: step, Expect: "a fingerprinter for the plugin", Detail: err.Error(), Fatal: true})
 		return nil, false
 	}
+	clk := clock.Or(l.cfg.clock)
+	start := clk.Now()
 	delay := 20 * time.Millisecond
+	sawNotReady := false
 	for tries := 1; ; tries++ {
 		info, err := fp.Fingerprint(ctx)
 		if err == nil {
 			return info, true
 		}
-		// Probe's ready=false may last the whole step; any other
-		// retryable answer (Unavailable) only maxUnavailable times.
+		// Probe's ready=false may last the step's Timeout, on the clock;
+		// any other retryable answer (Unavailable) only maxUnavailable
+		// times.
 		notReady := errors.Is(err, csi.ErrPluginUnhealthy)
-		retry := notReady || csi.Classify(err) == csi.ClassRetryable && tries < maxUnavailable
-		if retry && sleep(ctx, delay) {
+		sawNotReady = sawNotReady || notReady
+		retry := csi.Classify(err) == csi.ClassRetryable && tries < maxUnavailable
+		if notReady {
+			retry = clk.Now().Sub(start)+delay <= l.cfg.Timeout
+		}
+		if retry && clock.Sleep(ctx, clk, delay) == nil {
 			delay = min(2*delay, time.Second)
 			continue
 		}
 		var f Failure
-		if notReady {
+		// A plugin that said not ready and then let the step's deadline
+		// pass in a call was still not ready: the verdict is the same
+		// whichever call the deadline met.
+		stepEnded := ctx.Err() != nil || csi.CodeOf(err) == csi.CodeDeadlineExceeded
+		if notReady || sawNotReady && stepEnded && interruption(ctx) == nil {
 			f = Failure{Step: step, Call: methodProbe, Code: csi.CodeOK, Got: "with ready=false",
 				Expect: fmt.Sprintf("the plugin at %s must report ready within the step's %s (Config.Timeout)", in.socket, l.cfg.Timeout)}
 		} else {
