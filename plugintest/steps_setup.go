@@ -74,7 +74,7 @@ func (l *run) fingerprintSocket(ctx context.Context, step string) {
 			return
 		}
 	}
-	info, ok := l.fingerprintOne(ctx, step, c, in)
+	info, ok := l.fingerprintOne(ctx, step, c, in, true)
 	if !ok {
 		return
 	}
@@ -97,7 +97,7 @@ func (l *run) fingerprintSplit(ctx context.Context, step string) {
 	if !ok {
 		return
 	}
-	ci, ok := l.fingerprintOne(ctx, step, cc, ctrl)
+	ci, ok := l.fingerprintOne(ctx, step, cc, ctrl, true)
 	if !ok {
 		return
 	}
@@ -106,7 +106,7 @@ func (l *run) fingerprintSplit(ctx context.Context, step string) {
 			Expect: "the plugin at Config.ControllerEndpoint must advertise CONTROLLER_SERVICE; for a node-only plugin set Config.Endpoint", Fatal: true})
 		return
 	}
-	ni, ok := l.fingerprintOne(ctx, step, nc, node)
+	ni, ok := l.fingerprintOne(ctx, step, nc, node, true)
 	if !ok {
 		return
 	}
@@ -159,8 +159,9 @@ func (l *run) registerInstance(ctx context.Context, step string, in instance) (f
 }
 
 // fingerprintOne fingerprints one instance as a registry would,
-// retrying while Probe says not ready or the plugin is unavailable.
-func (l *run) fingerprintOne(ctx context.Context, step string, c fingerprint.Client, in instance) (*csi.PluginInfo, bool) {
+// retrying while Probe says not ready or the plugin is unavailable. A
+// failure stops the lifecycle when fatal.
+func (l *run) fingerprintOne(ctx context.Context, step string, c fingerprint.Client, in instance, fatal bool) (*csi.PluginInfo, bool) {
 	fp, err := fingerprint.NewFingerprinter(fingerprint.FingerprinterConfig{
 		PluginID: pluginID, AllocationID: in.allocID, Type: in.typ, Client: c,
 	})
@@ -201,7 +202,7 @@ func (l *run) fingerprintOne(ctx context.Context, step string, c fingerprint.Cli
 		} else {
 			f = l.failure(ctx, step, err, fmt.Sprintf("the spec requires OK from the identity, capability and node-info calls of a running %s plugin (at %s)", in.typ, in.socket))
 		}
-		f.Fatal = true
+		f.Fatal = fatal
 		l.fail(ctx, f)
 		return nil, false
 	}
@@ -251,7 +252,7 @@ func (l *run) registerPlugin(ctx context.Context) {
 		wantController = wantController || in.typ.HasController()
 	}
 	l.st.startRegistry(ctx)
-	if err := l.st.waitHealthy(ctx, wantController, true); err != nil {
+	if err := l.st.waitHealthy(ctx, hostNode, wantController, true, l.st.lastReport); err != nil {
 		l.fail(ctx, Failure{Step: step, Expect: "the node's registry must find the plugin healthy, as the harness did in step \"fingerprint\"",
 			Detail: err.Error(), Fatal: true})
 		return
