@@ -134,19 +134,37 @@ func (l *run) createRoots(ctx context.Context) error {
 
 // removeMade runs Config.RemovePath for every path madePaths made, the
 // last made first, so that a path goes before the directory it is in;
-// a failure is logged, as the run's results stand.
+// a failure is logged, as the run's results stand. A path with
+// something the run left behind at or beneath it (a mount a failed
+// cleanup left, see leftovers) is kept and logged: a remove command
+// that deletes recursively would delete the volume's data through it.
 func (l *run) removeMade(ctx context.Context) {
 	if l.cfg.RemovePath == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), l.cfg.Timeout)
 	defer cancel()
+	var left []string
+	for _, root := range l.roots() {
+		for _, rel := range l.leftoversUnder(root, l.givenPaths(), false) {
+			left = append(left, filepath.Join(root, rel))
+		}
+	}
 	paths := l.made.made()
 	for i := len(paths) - 1; i >= 0; i-- {
+		if k := slices.IndexFunc(left, func(p string) bool { return within(p, paths[i]) }); k >= 0 {
+			l.rep.Logf("%s", l.cfg.rename(fmt.Sprintf("kept %s, not given to Config.RemovePath: the run left %s there", paths[i], left[k])))
+			continue
+		}
 		if err := l.cfg.RemovePath(ctx, paths[i]); err != nil {
 			l.rep.Logf("%s", l.cfg.rename(fmt.Sprintf("Config.RemovePath %s: %v", paths[i], err)))
 		}
 	}
+}
+
+// within reports whether p is dir or lies beneath it.
+func within(p, dir string) bool {
+	return p == dir || strings.HasPrefix(p, dir+string(filepath.Separator))
 }
 
 // pathsLeft asks Config.CheckPath about every target_path and

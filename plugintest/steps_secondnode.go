@@ -76,7 +76,10 @@ func (l *run) secondDirs() agentDirs {
 func (l *run) startSecond(ctx context.Context, step string) (*agent, bool) {
 	dirs := l.secondDirs()
 	for _, d := range []string{dirs.root, dirs.staging, dirs.target} {
-		if err := l.made.make(ctx, d); d != "" && err != nil {
+		if d == "" {
+			continue
+		}
+		if err := l.made.make(ctx, d); err != nil {
 			l.fail(ctx, Failure{Step: step, Expect: "directories for the second node where the plugin sees them", Detail: err.Error()})
 			return nil, false
 		}

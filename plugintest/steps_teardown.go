@@ -317,6 +317,17 @@ func (l *run) checkLeftovers(ctx context.Context) {
 // parents and harmless. With skipProbe, the probes' directory is left
 // out: its undo runs with the cleanups.
 func (l *run) leftovers(skipProbe bool) []string {
+	given := l.givenPaths()
+	var out []string
+	for _, root := range l.roots() {
+		out = append(out, l.leftoversUnder(root, given, skipProbe)...)
+	}
+	return out
+}
+
+// givenPaths are the target_path and staging_target_path of every call
+// the stack sent.
+func (l *run) givenPaths() map[string]bool {
 	given := map[string]bool{}
 	for _, c := range l.calls.all() {
 		switch r := c.Req.(type) {
@@ -326,11 +337,7 @@ func (l *run) leftovers(skipProbe bool) []string {
 			given[r.StagingPath] = true
 		}
 	}
-	var out []string
-	for _, root := range l.roots() {
-		out = append(out, l.leftoversUnder(root, given, skipProbe)...)
-	}
-	return out
+	return given
 }
 
 // leftoversUnder is leftovers beneath one root.
