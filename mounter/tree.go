@@ -168,7 +168,7 @@ func (t *tree) removeEmpty(p, stop string) (string, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	chain, err := t.walk(e[:len(e)-1])
+	chain, err := t.walk(e[:len(e)-1], false)
 	defer closeAll(chain)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return t.path(e), err
@@ -229,7 +229,7 @@ func (t *tree) open(elems []string, create bool) (*os.Root, error) {
 			return nil, err
 		}
 	}
-	chain, err := t.walkFrom(elems, create)
+	chain, err := t.walk(elems, create)
 	if err != nil {
 		closeAll(chain)
 		return nil, err
@@ -240,12 +240,11 @@ func (t *tree) open(elems []string, create bool) (*os.Root, error) {
 }
 
 // walk opens the root and then each directory of elems beneath it,
-// following no link, and returns them, root first: the directory of
-// elems[:i] at i. It stops at the first element it cannot open, and
-// returns what it opened with the error. The caller closes them all.
-func (t *tree) walk(elems []string) ([]*os.Root, error) { return t.walkFrom(elems, false) }
-
-func (t *tree) walkFrom(elems []string, create bool) ([]*os.Root, error) {
+// following no link (making them first with create), and returns them,
+// root first: the directory of elems[:i] at i. It stops at the first
+// element it cannot open, and returns what it opened with the error.
+// The caller closes them all.
+func (t *tree) walk(elems []string, create bool) ([]*os.Root, error) {
 	dir, err := os.OpenRoot(filepath.Dir(t.root))
 	if err != nil {
 		return nil, err
