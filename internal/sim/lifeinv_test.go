@@ -110,7 +110,7 @@ func invSnapshots(r *run) []string {
 			bad = append(bad, fmt.Sprintf("snapshot %s records %d bytes, the plugin %d", s.ID, s.Size, ps.Size))
 		}
 	}
-	ids, err := pluginSnapshots(r.w.ctl)
+	ids, err := r.pluginSnapshots()
 	if err != nil {
 		return append(bad, fmt.Sprintf("list the plugin's snapshots: %v", err))
 	}
@@ -127,8 +127,25 @@ func invSnapshots(r *run) []string {
 	return bad
 }
 
-// pluginSnapshots lists the controller plugin's snapshots over gRPC.
-func pluginSnapshots(p *csitest.Plugin) ([]string, error) {
+// pluginSnapshots lists the controller plugin's snapshots, again only
+// once a CreateSnapshot or DeleteSnapshot reached it since the last
+// list.
+func (r *run) pluginSnapshots() ([]string, error) {
+	calls := r.w.ctl.CallCount(csitest.MethodCreateSnapshot) + r.w.ctl.CallCount(csitest.MethodDeleteSnapshot)
+	r.life.mu.Lock()
+	defer r.life.mu.Unlock()
+	if r.life.listed == calls {
+		return r.life.snaps, nil
+	}
+	ids, err := listSnapshots(r.w.ctl)
+	if err == nil {
+		r.life.listed, r.life.snaps = calls, ids
+	}
+	return ids, err
+}
+
+// listSnapshots lists a controller plugin's snapshots over gRPC.
+func listSnapshots(p *csitest.Plugin) ([]string, error) {
 	conn, err := grpc.NewClient(p.Addr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return nil, err

@@ -127,7 +127,7 @@ func newPlan(seed uint64, n int) *plan {
 	// ControllerPublish. It draws nothing from rng.
 	p.volumes = append(p.volumes, simVolume{id: "race", mode: csi.AccessModeMultiNodeMultiWriter}, rushVolumeOf(rng3),
 		lifeVolumeOf(rng4))
-	var lp lifePlan
+	lp := lifePlan{killer: rng4.IntN(4) == 0}
 	var running []string
 	started := map[string]decision{}
 	next := 0
