@@ -3,6 +3,7 @@ package sim
 import (
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -117,12 +118,22 @@ func (w *world) kill(r *replica) {
 	r.dead = true
 	w.repMu.Unlock()
 	r.stop()
-	<-r.done
+	w.waitDone(r.done, "the claim worker of server "+r.id)
 	if err := r.srv.Shutdown(); err != nil {
 		w.t.Errorf("shut down server %s: %v", r.id, err)
 	}
 	for _, o := range w.reps() {
 		o.inmem.Disconnect(raft.ServerAddress(r.id))
+	}
+}
+
+// waitDone waits for a goroutine told to stop to end, at most
+// waitLimit: a hang guard.
+func (w *world) waitDone(done <-chan struct{}, what string) {
+	select {
+	case <-done:
+	case <-time.After(waitLimit):
+		w.t.Errorf("%s did not stop within %s", what, waitLimit)
 	}
 }
 
@@ -158,7 +169,7 @@ func (r *run) nodeGone(d decision) {
 	w.tr.SetDown(d.node, true)
 	w.statuses.Set(d.node, csi.NodeStatusGone)
 	n.stop()
-	<-n.done
+	w.waitDone(n.done, "the fingerprint manager of node "+d.node)
 	ctx, cancel := r.ctx()
 	defer cancel()
 	var err error
