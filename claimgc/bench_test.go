@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"testing"
@@ -49,7 +50,8 @@ import (
 // reports the process CPU of the release over the mean CPU of the floor
 // (release-cpu-vs-rpcfloor), which the load of other processes moves
 // far less than wall times.
-// CLAIMGC_BENCH_CLAIMS changes the number of claims.
+// CLAIMGC_BENCH_CLAIMS changes the number of claims; CLAIMGC_BENCH_PROFILE
+// writes a CPU profile of each side (see startProfile).
 //
 //	go test ./claimgc -run '^$' -bench Release -benchtime 1x
 func BenchmarkWorker_Release(b *testing.B) {
@@ -93,7 +95,9 @@ func benchRelease(b *testing.B, direct bool) {
 		if direct {
 			cfg.Nodes = directNodes{h: h, paths: paths}
 		}
+		stopFloor := startProfile(b, "floor")
 		floor0, cpuFloor0 := timedFloor(b, h, paths, parallelism)
+		stopFloor()
 		remount(b, h, paths)
 		w := h.startWorker(cfg, true)
 		h.settle(w)
@@ -102,6 +106,7 @@ func benchRelease(b *testing.B, direct bool) {
 			allocs[i] = fmt.Sprintf("a%d", i)
 		}
 
+		stopRelease := startProfile(b, "release")
 		cpu0 := cpuTime()
 		b.StartTimer()
 		start := time.Now()
@@ -109,6 +114,7 @@ func benchRelease(b *testing.B, direct bool) {
 		h.settle(w)
 		wall := time.Since(start)
 		b.StopTimer()
+		stopRelease()
 		cpu := cpuTime() - cpu0
 
 		h.requireNoPastClaims("after the release")
@@ -135,6 +141,33 @@ func benchRelease(b *testing.B, direct bool) {
 	b.ReportMetric(mean(floors), "rpcfloor-vs-bound")
 	b.ReportMetric(mean(ratios)/mean(floors), "release-vs-rpcfloor")
 	b.ReportMetric(mean(cpuRatios), "release-cpu-vs-rpcfloor")
+}
+
+// startProfile starts a CPU profile of one side of the run, release or
+// floor, when CLAIMGC_BENCH_PROFILE names a file prefix: the profile
+// goes to <prefix>-<sub-benchmark>-<side>.pprof, so that the two sides
+// can be compared with go tool pprof -diff_base. It returns the stop.
+func startProfile(b *testing.B, side string) (stop func()) {
+	b.Helper()
+	prefix := os.Getenv("CLAIMGC_BENCH_PROFILE")
+	if prefix == "" {
+		return func() {}
+	}
+	name := fmt.Sprintf("%s-%s-%s.pprof", prefix, filepath.Base(b.Name()), side)
+	f, err := os.Create(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // timedFloor makes the teardown RPCs of the claims of paths (rpcFloor)
