@@ -33,16 +33,23 @@ import (
 //   - node=direct: the node step makes the two node RPCs itself, to
 //     show the Worker's own cost apart from the node agent's.
 //
-// Before and after each release the same 30,000 RPCs, with the same
-// requests, are made by 64 goroutines with nothing else to do, the
-// plugins having been given, untimed, the state the calls tear down
-// (each volume ControllerPublished, staged and published at the same
-// paths) (rpcfloor-vs-bound, the mean of the two): the cost of the
-// transport and of the fake plugins doing the same work (removing the
-// same target directories and staging markers) on this machine, which
-// no release can beat. The floor runs on both sides of the release so
-// that a change of the machine's load during the run (it is shared)
-// weighs on the floor as on the release.
+// The floor (rpcfloor-vs-bound, the mean of a run before and one after
+// each release) is the plugin calls alone: for each claim, by 64
+// goroutines with nothing else to do, the release's three calls in its
+// order (NodeUnpublishVolume, NodeUnstageVolume, ControllerUnpublishVolume,
+// NotFound counted as done), with the same requests (external IDs,
+// paths, CSI node ID, secrets), through the same *plugin.Client values
+// the Worker's calls use (the same connection, interceptors, metrics
+// and per-call timeouts) to the same plugins with the same latency and
+// hooks, the plugins having been given, untimed, the state the calls
+// tear down (each volume ControllerPublished, staged and published at
+// the same paths). It is the cost of the client, the transport and the
+// fake plugins doing the same work on this machine, which no release
+// can beat; release-vs-rpcfloor is what csikit's orchestration (store
+// writes, the queue, the node agent for node=mounter) adds over it.
+// The floor runs on both sides of the release so that a change of the
+// machine's load during the run (it is shared) weighs on the floor as
+// on the release.
 //
 // On a machine too small for the bound (the floor is CPU-bound there:
 // 64 callers and 100 plugins on two cores), the release and the floor
