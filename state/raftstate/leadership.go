@@ -105,10 +105,19 @@ func (s *Server) setEstablished(leader bool) {
 func (s *Server) run(r *raft.Raft) {
 	defer close(s.runDone)
 	var barrier chan error
+	failed := s.fsm.Failed()
 	for {
 		select {
 		case <-s.stopRun:
 			return
+		case <-failed:
+			failed = nil
+			s.cfg.Logger.Error("the replica diverged; shutting raft down", "error", s.fsm.Err())
+			// Shutdown waits for this goroutine to return.
+			go func() {
+				s.Shutdown()
+				close(s.failed)
+			}()
 		case leader := <-s.notifyCh:
 			if !leader {
 				barrier = nil
