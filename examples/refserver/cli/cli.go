@@ -56,6 +56,7 @@ Other commands:
   version     print refserver's version
   completion  print a shell completion script: completion bash|zsh
   tls         tls init: write a CA and certificates for -tls-* flags
+  keyring     keyring init|rotate|list: the keys that seal the raft log and snapshots
   help        print this help
 
 Example:
@@ -147,6 +148,11 @@ func (e *env) groups() map[string][]subcommand {
 		"node":    {{"status", "show the nodes with their liveness and plugins", e.nodeStatus}},
 		"cluster": {{"status", "show the servers of the cluster and which one leads", e.clusterStatus}},
 		"tls":     {{"init", "write a CA and server, agent and client certificates for a cluster on this host", e.tlsInit}},
+		"keyring": {
+			{"init", "create a keyring for the servers of a cluster to share", e.keyringInit},
+			{"rotate", "add a new primary key to the keyring that seals the raft log and snapshots", e.keyringRotate},
+			{"list", "list the keys of a keyring and which one is the primary", e.keyringList},
+		},
 	}
 }
 

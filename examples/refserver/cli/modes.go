@@ -119,6 +119,7 @@ func (e *env) server(ctx context.Context, args []string) int {
 	nodeID := fs.String("node-id", "", "this server's ID (default: kept in -data-dir, generated at the first start)")
 	var join listFlag
 	fs.Var(&join, "join", "cluster mode: the API address of another server, host:port; repeatable or comma-separated")
+	keyringDir := keyringDirFlag(fs)
 	token, aclFile, tf := clusterTokenFlag(fs), fs.String("acl-file", "", "turn ACLs on with this file of token policies; a missing one is bootstrapped with a management token, printed once"),
 		addTLSFlags(fs, "server", "the API, raft (mutual TLS between servers) and its calls to the agents (mutual TLS)")
 	code := ExitOK
@@ -137,13 +138,15 @@ func (e *env) server(ctx context.Context, args []string) int {
 	cfg := cluster.Config{
 		ID: *nodeID, DataDir: *dataDir, Dev: *dev, BootstrapExpect: *expect, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise,
 		Join: join, Advertise: *advertise, HeartbeatTTL: *ttl, Events: events.New(e.stdout), Logger: logger, ClusterToken: clusterToken(*token),
-		ACLFile: *aclFile,
+		ACLFile: *aclFile, KeyringDir: *keyringDir,
 	}
 	switch {
 	case *expect < 1:
 		return e.modeFail("server", fmt.Errorf("%w: -bootstrap-expect %d: give the number of servers (1, or 3 or 5 for a cluster)", csi.ErrInvalidRequest, *expect))
 	case *dev && set["data-dir"]:
 		return e.modeFail("server", fmt.Errorf("%w: -dev keeps the state in memory; it takes no -data-dir", csi.ErrInvalidRequest))
+	case *dev && set["keyring-dir"]:
+		return e.modeFail("server", fmt.Errorf("%w: -dev writes nothing, so it seals nothing; it takes no -keyring-dir", csi.ErrInvalidRequest))
 	case *dev && *expect > 1:
 		return e.modeFail("server", fmt.Errorf("%w: -dev runs a single server; it takes no -bootstrap-expect", csi.ErrInvalidRequest))
 	case *expect == 1:

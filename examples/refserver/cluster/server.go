@@ -145,6 +145,7 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) (err error) {
 	sctx, stopServer := context.WithCancel(ctx)
 	defer stopServer()
 	waitJoins := s.joinAll(sctx, rs, stopServer)
+	diverged := s.watchDiverged(sctx, rs, stopServer)
 	if s.cfg.BootstrapExpect == 1 {
 		// A single server elects itself at once; serving only then
 		// means the API takes writes from its first request.
@@ -158,7 +159,27 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) (err error) {
 	joinErr := waitJoins()
 	stopLeading()
 	s.leading.Store(false)
-	return s.stopRaft(rs, errors.Join(err, joinErr))
+	return s.stopRaft(rs, errors.Join(err, joinErr, diverged()))
+}
+
+// watchDiverged stops the server when its replica diverges
+// (raftstate.ErrStateDiverged: a committed entry it cannot apply,
+// such as one sealed with a key its keyring lacks), so that it does
+// not serve a state that stopped short. wait returns that error, or
+// nil when ctx ended first.
+func (s *Server) watchDiverged(ctx context.Context, rs *raftstate.Server, stopServer func()) (wait func() error) {
+	done := make(chan error, 1)
+	go func() {
+		select {
+		case <-rs.Failed():
+			s.cfg.Events.Printf("server", "server %s stops: %v", s.id, rs.Err())
+			stopServer()
+			done <- fmt.Errorf("cluster server %s: %w", s.id, rs.Err())
+		case <-ctx.Done():
+			done <- nil
+		}
+	}()
+	return func() error { return <-done }
 }
 
 // startRaft builds the raft server and the HTTP server on lis and
@@ -331,7 +352,7 @@ func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, err
 		return nil, nil, errors.Join(err, rs.Shutdown())
 	}
 	srv, err := server.New(server.Config{
-		Store: store, Applier: timedApplier{rs, m.Sink()}, Follower: true, Internal: s.internal(), Metrics: m,
+		Store: rs.Reader(), Applier: timedApplier{rs, m.Sink()}, Follower: true, Internal: s.internal(), Metrics: m,
 		HeartbeatTTL: s.cfg.HeartbeatTTL, Now: s.cfg.Now, ShutdownTimeout: s.cfg.ShutdownTimeout,
 		Events: s.cfg.Events, Logger: s.cfg.Logger, ClusterToken: s.cfg.ClusterToken, ACL: acl, TLS: s.cfg.TLS, NodeTLS: s.cfg.ClientTLS,
 	})
