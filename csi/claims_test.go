@@ -265,7 +265,9 @@ func TestVolume_CopyIsDeep(t *testing.T) {
 	v.Context = map[string]string{"c": "1"}
 	v.MountOptions = &csi.MountOptions{MountFlags: []string{"ro"}}
 	v.Topologies = []*csi.Topology{{Segments: map[string]string{"zone": "a"}}}
+	v.Source = &csi.ContentSource{SnapshotID: "snap-1"}
 	c := v.Copy()
+	c.Source.SnapshotID = "changed"
 	c.WriteClaims["a1"].NodeID = "changed"
 	c.Secrets["k"] = "changed"
 	c.Context["c"] = "changed"
@@ -273,7 +275,8 @@ func TestVolume_CopyIsDeep(t *testing.T) {
 	c.Topologies[0].Segments["zone"] = "changed"
 	c.Capabilities[0].AccessMode = csi.AccessModeSingleNodeWriter
 	if v.WriteClaims["a1"].NodeID != "n1" || v.Secrets["k"] != "v" || v.Context["c"] != "1" ||
-		v.MountOptions.MountFlags[0] != "ro" || v.Topologies[0].Segments["zone"] != "a" || v.Capabilities[0].AccessMode != m {
+		v.MountOptions.MountFlags[0] != "ro" || v.Topologies[0].Segments["zone"] != "a" || v.Capabilities[0].AccessMode != m ||
+		v.Source.SnapshotID != "snap-1" {
 		t.Fatal("Copy shares storage with the original")
 	}
 }

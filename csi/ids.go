@@ -3,6 +3,8 @@ package csi
 import (
 	"fmt"
 	"strconv"
+	"unicode"
+	"unicode/utf8"
 )
 
 // MaxIDLength is the longest identifier csikit accepts, in bytes. It keeps
@@ -88,15 +90,41 @@ func ValidateNodeID(s string) error { return ValidateID(KindNode, s) }
 // ValidateAllocationID validates an allocation ID.
 func ValidateAllocationID(s string) error { return ValidateID(KindAllocation, s) }
 
+// MaxExternalNodeIDLength is the longest CSI node ID csikit accepts, in
+// bytes. The spec lets NodeGetInfo's node_id override the general 128-byte
+// limit up to 256 bytes.
+const MaxExternalNodeIDLength = 256
+
 // ValidateExternalID checks an identifier chosen by a plugin (a CSI volume
-// ID, a CSI node ID, a snapshot ID). The CSI spec allows any non-empty
-// string of at most 128 bytes, so csikit never uses one in a path.
+// ID, a snapshot ID). The CSI spec allows any non-empty string of at most
+// 128 bytes, so csikit never uses one in a path. It must be valid UTF-8, as
+// every protobuf string is, and hold no control character: such an ID is
+// logged and shown to operators, and a NUL or an escape sequence in it is
+// never a real backend's identifier.
 func ValidateExternalID(field, s string) error {
+	return validateExternal(field, s, MaxIDLength)
+}
+
+// ValidateExternalNodeID checks a CSI node ID reported by a node plugin:
+// the rules of ValidateExternalID with the spec's 256-byte limit.
+func ValidateExternalNodeID(field, s string) error {
+	return validateExternal(field, s, MaxExternalNodeIDLength)
+}
+
+func validateExternal(field, s string, limit int) error {
+	kind := IDKind(field)
 	switch {
 	case s == "":
-		return &IDError{Kind: IDKind(field), Value: s, Reason: "must not be empty"}
-	case len(s) > MaxIDLength:
-		return &IDError{Kind: IDKind(field), Value: s, Reason: fmt.Sprintf("is %d bytes long, the limit is %d", len(s), MaxIDLength)}
+		return &IDError{Kind: kind, Value: s, Reason: "must not be empty"}
+	case len(s) > limit:
+		return &IDError{Kind: kind, Value: s, Reason: fmt.Sprintf("is %d bytes long, the limit is %d", len(s), limit)}
+	case !utf8.ValidString(s):
+		return &IDError{Kind: kind, Value: s, Reason: "is not valid UTF-8"}
+	}
+	for i, r := range s {
+		if unicode.IsControl(r) {
+			return &IDError{Kind: kind, Value: s, Reason: fmt.Sprintf("byte %d (%q) is a control character", i, r)}
+		}
 	}
 	return nil
 }

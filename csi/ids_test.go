@@ -83,15 +83,59 @@ func TestValidateID_EachKindNamesItsField(t *testing.T) {
 	}
 }
 
-func TestValidateExternalID(t *testing.T) {
-	if err := csi.ValidateExternalID("external ID", "vol/with spaces:and-colons"); err != nil {
-		t.Fatalf("external IDs may hold any bytes: %v", err)
+func TestValidateExternalID_Table(t *testing.T) {
+	validators := []struct {
+		name  string
+		fn    func(field, s string) error
+		limit int
+	}{
+		{"ValidateExternalID", csi.ValidateExternalID, csi.MaxIDLength},
+		{"ValidateExternalNodeID", csi.ValidateExternalNodeID, csi.MaxExternalNodeIDLength},
 	}
-	if err := csi.ValidateExternalID("external ID", ""); !errors.Is(err, csi.ErrInvalidID) {
-		t.Fatalf("empty external ID: %v", err)
+	cases := []struct {
+		name   string
+		in     func(limit int) string
+		reason string // "" when the ID is accepted
+	}{
+		{"spaces, slashes and colons", func(int) string { return "vol/with spaces:and-colons" }, ""},
+		{"unicode", func(int) string { return "völume-ü" }, ""},
+		{"at the limit", func(n int) string { return strings.Repeat("x", n) }, ""},
+		{"empty", func(int) string { return "" }, "must not be empty"},
+		{"over the limit", func(n int) string { return strings.Repeat("x", n+1) }, "bytes long"},
+		{"nul", func(int) string { return "vol\x00-1" }, "control character"},
+		{"newline", func(int) string { return "vol\n-1" }, "control character"},
+		{"escape sequence", func(int) string { return "vol\x1b[2J" }, "control character"},
+		{"delete", func(int) string { return "vol\x7f" }, "control character"},
+		{"C1 control", func(int) string { return "vol\u0085" }, "control character"},
+		{"invalid UTF-8", func(int) string { return "vol\xff" }, "not valid UTF-8"},
 	}
-	if err := csi.ValidateExternalID("external ID", strings.Repeat("x", 129)); !errors.Is(err, csi.ErrInvalidID) {
-		t.Fatalf("long external ID: %v", err)
+	for _, v := range validators {
+		for _, tc := range cases {
+			t.Run(v.name+"/"+tc.name, func(t *testing.T) {
+				in := tc.in(v.limit)
+				err := v.fn("external ID", in)
+				if tc.reason == "" {
+					if err != nil {
+						t.Fatalf("%s(%q) = %v, want nil", v.name, in, err)
+					}
+					return
+				}
+				if !errors.Is(err, csi.ErrInvalidID) || csi.Classify(err) != csi.ClassFinal {
+					t.Fatalf("%s(%q) = %v, want a final ErrInvalidID", v.name, in, err)
+				}
+				if msg := err.Error(); !strings.Contains(msg, tc.reason) || !strings.Contains(msg, "external ID") {
+					t.Fatalf("error %q does not name the field and reason %q", msg, tc.reason)
+				}
+				if msg := err.Error(); !utf8.ValidString(msg) || strings.ContainsAny(msg, "\x00\n\x1b\x7f") {
+					t.Fatalf("error %q carries the raw bytes it refused", msg)
+				}
+			})
+		}
+	}
+	// A CSI node ID may be longer than a volume ID (spec: up to 256 bytes).
+	id := strings.Repeat("n", 200)
+	if csi.ValidateExternalID("volume ID", id) == nil || csi.ValidateExternalNodeID("node ID", id) != nil {
+		t.Fatal("a 200-byte ID must be refused as a volume ID and accepted as a node ID")
 	}
 }
 

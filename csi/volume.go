@@ -1,6 +1,7 @@
 package csi
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"time"
@@ -124,6 +125,10 @@ type Volume struct {
 	Context map[string]string `json:",omitempty"`
 
 	RequestedTopologies *TopologyRequest `json:",omitempty"`
+	// Source is what CreateVolume filled the volume from, by the plugin's
+	// IDs (nil: empty). It is written with the creation intent, so a
+	// create resumed by another server fills the volume the same way.
+	Source *ContentSource `json:",omitempty"`
 	// Topologies are where the volume is accessible from.
 	Topologies []*Topology `json:",omitempty"`
 
@@ -181,6 +186,10 @@ func (v *Volume) Copy() *Volume {
 	c.MutableParameters = maps.Clone(v.MutableParameters)
 	c.ModifyingParameters = maps.Clone(v.ModifyingParameters)
 	c.RequestedTopologies = v.RequestedTopologies.Copy()
+	if v.Source != nil {
+		src := *v.Source
+		c.Source = &src
+	}
 	c.Topologies = copyTopologies(v.Topologies)
 	c.ReadClaims = copyClaims(v.ReadClaims)
 	c.WriteClaims = copyClaims(v.WriteClaims)
@@ -307,4 +316,24 @@ func (a *Allocation) Copy() *Allocation {
 type AllocPlugin struct {
 	PluginID string
 	Type     PluginType
+}
+
+// ContentSource names what a new volume is filled from (CSI
+// VolumeContentSource): exactly one of a snapshot and a volume, by the
+// plugin's IDs.
+type ContentSource struct {
+	SnapshotID string `json:",omitempty"`
+	VolumeID   string `json:",omitempty"`
+}
+
+// Validate checks that exactly one ID is set and that it is a valid
+// plugin ID (ValidateExternalID).
+func (s *ContentSource) Validate() error {
+	switch {
+	case (s.SnapshotID == "") == (s.VolumeID == ""):
+		return fmt.Errorf("%w: a content source names exactly one of a snapshot and a volume", ErrInvalidRequest)
+	case s.SnapshotID != "":
+		return ValidateExternalID("source snapshot ID", s.SnapshotID)
+	}
+	return ValidateExternalID("source volume ID", s.VolumeID)
 }

@@ -249,7 +249,7 @@ func (c Config) withDefaults() (cfg Config, ownDir string, err error) {
 	if c.NodeID == "" {
 		c.NodeID = DefaultNodeID
 	}
-	if err := csi.ValidateExternalID("CSI node ID", c.NodeID); err != nil {
+	if err := csi.ValidateExternalNodeID("CSI node ID", c.NodeID); err != nil {
 		return c, "", fmt.Errorf("csitest: Config.NodeID: %w", err)
 	}
 	if c.MaxVolumes < 0 {

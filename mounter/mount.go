@@ -209,6 +209,7 @@ func (m *Mounter) stage(ctx context.Context, v *volume, op *mountOp) error {
 		return fmt.Errorf("NodeStageVolume: %w", err)
 	}
 	v.rec.Stages[op.sk].Stage = stageStaged
+	m.count(eventStaged, req.PluginID)
 	if err := m.tree.mkdirAll(filepath.Dir(op.target), false); err != nil {
 		// The publish cannot run. The stage stays, with no user, for the
 		// host's UnmountVolume to tear down.
@@ -238,6 +239,7 @@ func (m *Mounter) publish(ctx context.Context, v *volume, op *mountOp) (*MountIn
 		return nil, fmt.Errorf("NodePublishVolume: %w", err)
 	}
 	v.rec.Stages[op.sk].pub(op.usage.ClaimMode, req.AllocationID).State = publishPublished
+	m.count(eventPublished, req.PluginID)
 	m.settle(v, false)
 	m.logger.Debug("volume mounted", "namespace", req.Namespace, "volume", req.VolumeID,
 		"allocation", req.AllocationID, "usage", op.usage.String(), "staged", op.stages, "target", op.target)

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/metrics"
 	"github.com/csikit/csikit/csi/plugin"
 )
 
@@ -85,6 +86,10 @@ type Config struct {
 	// MaxParallel bounds volume operations running at once; 0 means
 	// DefaultMaxParallel.
 	MaxParallel int
+	// MetricSink counts the stages, publications and their teardowns
+	// the node plugin answered, by plugin (metrics.MountsStaged and
+	// its kin); nil emits nothing.
+	MetricSink metrics.Sink
 }
 
 // Mounter is the VolumeMounter over CSI node plugins, with a usage
@@ -99,7 +104,8 @@ type Mounter struct {
 	mu   sync.Mutex
 	vols map[volKey]*volume
 
-	calls atomic.Uint64
+	calls   atomic.Uint64
+	metrics metrics.Sink // nil: no metrics
 }
 
 var _ VolumeMounter = (*Mounter)(nil)
@@ -149,6 +155,7 @@ func New(cfg Config) (*Mounter, error) {
 	}
 	m := &Mounter{tree: t, plugins: cfg.Plugins, logger: cfg.Logger, store: st,
 		sem: make(chan struct{}, cfg.MaxParallel), vols: map[volKey]*volume{}}
+	m.metrics = cfg.MetricSink
 	for k, rec := range recs {
 		m.vols[k] = &volume{key: k, lock: make(chan struct{}, 1), rec: rec}
 	}

@@ -2,16 +2,20 @@ package mounter
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
+	"reflect"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/csikit/csikit/csi"
 )
 
 // killChildEnv names the state directory of the child process of
@@ -160,4 +164,42 @@ func killedWriter(dir string) {
 		})
 	}
 	wg.Wait()
+}
+
+// A record's clone reads as the record does after a JSON round trip,
+// and changing the clone, down to a publication, leaves the record as
+// it was: saveTeardown changes a clone and keeps the record when the
+// save fails.
+func TestVolumeRecord_Clone(t *testing.T) {
+	rec := testRecord("vol1", 3)
+	var su StageUsage
+	if err := su.UnmarshalText([]byte("mnro-fs")); err != nil {
+		t.Fatal(err)
+	}
+	rec.Stages[su] = &stageRecord{Readers: map[string]*allocRecord{"r1": {State: publishPublished, TargetPath: "/mnt/per-alloc/r1/vol1/r-mnro-fs"}}, Writers: map[string]*allocRecord{}}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := new(volumeRecord)
+	if err := json.Unmarshal(data, want); err != nil {
+		t.Fatal(err)
+	}
+	c := rec.clone()
+	if !reflect.DeepEqual(c, want) {
+		t.Fatalf("clone = %+v, want %+v", c, want)
+	}
+	for _, s := range c.Stages {
+		s.Stage = stageUnstaging
+		for _, a := range s.publications() {
+			a.rec.State = publishUnpublishing
+		}
+		s.setPub(csi.ClaimWrite, "new", &allocRecord{State: publishPublishing})
+	}
+	if again, _ := json.Marshal(rec); string(again) != string(data) {
+		t.Errorf("changing the clone changed the record:\n%s\nwas\n%s", again, data)
+	}
+	if (*volumeRecord)(nil).clone() != nil {
+		t.Error("the clone of nil is not nil")
+	}
 }

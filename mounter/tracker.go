@@ -2,7 +2,6 @@ package mounter
 
 import (
 	"cmp"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -135,18 +134,32 @@ func (s *stageRecord) liveUsers(sk StageUsage) []string {
 	return out
 }
 
-// clone returns a deep copy of r (nil for nil).
+// clone returns a deep copy of r (nil for nil), as a JSON round trip
+// would read it back: publications of a stage that has none are nil.
 func (r *volumeRecord) clone() *volumeRecord {
 	if r == nil {
 		return nil
 	}
-	data, err := json.Marshal(r)
-	c := new(volumeRecord)
-	if err == nil {
-		err = json.Unmarshal(data, c)
+	c := *r
+	if r.Stages != nil {
+		c.Stages = make(map[StageUsage]*stageRecord, len(r.Stages))
 	}
-	if err != nil {
-		panic(fmt.Sprintf("mounter: copy a volume record: %v", err)) // only valid records are held
+	for k, s := range r.Stages {
+		sc := *s
+		sc.Writers, sc.Readers = cloneAllocs(s.Writers), cloneAllocs(s.Readers)
+		c.Stages[k] = &sc
+	}
+	return &c
+}
+
+func cloneAllocs(m map[string]*allocRecord) map[string]*allocRecord {
+	if len(m) == 0 {
+		return nil
+	}
+	c := make(map[string]*allocRecord, len(m))
+	for id, a := range m {
+		ac := *a
+		c[id] = &ac
 	}
 	return c
 }

@@ -157,28 +157,48 @@ func (t *tree) check(p string) error {
 // and unlinkat(2) is removed itself, never what it points to). It
 // returns the first error and its path; a missing directory is no
 // error, and one not empty (ENOTEMPTY, or EEXIST) ends the work.
+//
+// The parents are walked down once and held open while the elements
+// are removed bottom up, each through the directory it was found in:
+// a walk from the root per element would cost a walk per level.
 func (t *tree) removeEmpty(p, stop string) (string, error) {
 	e, err := t.elems(p)
-	if err != nil {
+	if err != nil || len(e) < 2 || e[0] != stop {
 		return "", nil
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	for ; len(e) > 1 && e[0] == stop; e = e[:len(e)-1] {
-		parent, err := t.leaf(e)
+	chain, err := t.walk(e[:len(e)-1], false)
+	defer closeAll(chain)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return t.path(e), err
+	}
+	// chain[i] is the directory of e[:i]; e[k-1] is removed from
+	// chain[k-1], from the deepest element whose parent is open.
+	for k := min(len(e), len(chain)); k > 1; k-- {
+		parent, name := chain[k-1], e[k-1]
+		fi, err := parent.Lstat(name)
+		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
+			err = t.linkError(e[:k])
+		}
 		if err == nil {
-			err = t.pathError(e, parent.Remove(e[len(e)-1]))
-			parent.Close()
+			err = parent.Remove(name)
 		}
 		switch {
 		case err == nil, errors.Is(err, fs.ErrNotExist):
 		case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
 			return "", nil
 		default:
-			return t.path(e), err
+			return t.path(e[:k]), t.pathError(e[:k], err)
 		}
 	}
 	return "", nil
+}
+
+func closeAll(dirs []*os.Root) {
+	for _, d := range dirs {
+		d.Close()
+	}
 }
 
 // leaf opens the parent of the last of elems and refuses that element
@@ -204,25 +224,42 @@ func (t *tree) leaf(elems []string) (*os.Root, error) {
 // with create, it makes the missing directories (0750), the root
 // included, as New made it. The caller closes the Root.
 func (t *tree) open(elems []string, create bool) (*os.Root, error) {
-	parent := filepath.Dir(t.root)
 	if create {
-		if err := os.MkdirAll(parent, 0o750); err != nil {
+		if err := os.MkdirAll(filepath.Dir(t.root), 0o750); err != nil {
 			return nil, err
 		}
 	}
-	dir, err := os.OpenRoot(parent)
+	chain, err := t.walk(elems, create)
+	if err != nil {
+		closeAll(chain)
+		return nil, err
+	}
+	last := chain[len(chain)-1]
+	closeAll(chain[:len(chain)-1])
+	return last, nil
+}
+
+// walk opens the root and then each directory of elems beneath it,
+// following no link (making them first with create), and returns them,
+// root first: the directory of elems[:i] at i. It stops at the first
+// element it cannot open, and returns what it opened with the error.
+// The caller closes them all.
+func (t *tree) walk(elems []string, create bool) ([]*os.Root, error) {
+	dir, err := os.OpenRoot(filepath.Dir(t.root))
 	if err != nil {
 		return nil, err
 	}
+	defer dir.Close()
+	chain := make([]*os.Root, 0, len(elems)+1)
 	for i, name := range append([]string{filepath.Base(t.root)}, elems...) {
 		next, err := t.step(dir, name, elems[:i], create)
-		dir.Close()
 		if err != nil {
-			return nil, err
+			return chain, err
 		}
+		chain = append(chain, next)
 		dir = next
 	}
-	return dir, nil
+	return chain, nil
 }
 
 // step opens directory name in dir (elems, beneath the root, for

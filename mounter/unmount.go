@@ -196,6 +196,7 @@ func (m *Mounter) unpublish(ctx context.Context, client plugin.NodeClient, rec *
 	if !csi.TeardownDone(err) {
 		return fmt.Errorf("NodeUnpublishVolume for allocation %s: %w", allocID, err)
 	}
+	m.count(eventUnpublished, rec.PluginID)
 	m.removeEmpty(filepath.Dir(target), perAllocDir)
 	return nil
 }
@@ -212,6 +213,7 @@ func (m *Mounter) unstage(ctx context.Context, client plugin.NodeClient, rec *vo
 	if !csi.TeardownDone(err) {
 		return fmt.Errorf("NodeUnstageVolume: %w", err)
 	}
+	m.count(eventUnstaged, rec.PluginID)
 	m.removeEmpty(s.StagingPath, stagingDir)
 	return nil
 }

@@ -2,6 +2,7 @@ package plugintest
 
 import (
 	"context"
+	"path/filepath"
 	"sync"
 
 	"github.com/csikit/csikit/csi"
@@ -94,8 +95,9 @@ func (l *callLog) lastFailed(from int) (call, bool) {
 // recordingPlugins wraps the registry so that every client it hands out
 // logs its mutating calls.
 type recordingPlugins struct {
-	reg pluginLookup
-	log *callLog
+	reg  pluginLookup
+	log  *callLog
+	made *madePaths
 }
 
 func (p recordingPlugins) NodePlugin(id string) (plugin.NodeClient, *csi.PluginInfo, error) {
@@ -103,7 +105,7 @@ func (p recordingPlugins) NodePlugin(id string) (plugin.NodeClient, *csi.PluginI
 	if err != nil || c == nil {
 		return c, info, err
 	}
-	return &recordingNode{NodeClient: c, log: p.log}, info, nil
+	return &recordingNode{NodeClient: c, log: p.log, made: p.made}, info, nil
 }
 
 func (p recordingPlugins) ControllerPlugin(id string) (plugin.ControllerClient, *csi.PluginInfo, error) {
@@ -114,13 +116,18 @@ func (p recordingPlugins) ControllerPlugin(id string) (plugin.ControllerClient, 
 	return &recordingController{ControllerClient: c, log: p.log}, info, nil
 }
 
-// recordingNode logs the node calls that change state.
+// recordingNode logs the node calls that change state, and makes the
+// directories a stage and a publish need where the plugin sees them.
 type recordingNode struct {
 	plugin.NodeClient
-	log *callLog
+	log  *callLog
+	made *madePaths
 }
 
 func (n *recordingNode) NodeStageVolume(ctx context.Context, r *plugin.NodeStageRequest) error {
+	if err := n.made.make(ctx, r.StagingPath); err != nil {
+		return err
+	}
 	err := n.NodeClient.NodeStageVolume(ctx, r)
 	n.log.add(methodNodeStage, copyOf(r), nil, err)
 	return err
@@ -133,6 +140,10 @@ func (n *recordingNode) NodeUnstageVolume(ctx context.Context, r *plugin.NodeUns
 }
 
 func (n *recordingNode) NodePublishVolume(ctx context.Context, r *plugin.NodePublishRequest) error {
+	// The target itself is the plugin's to make.
+	if err := n.made.make(ctx, filepath.Dir(r.TargetPath)); err != nil {
+		return err
+	}
 	err := n.NodeClient.NodePublishVolume(ctx, r)
 	n.log.add(methodNodePublish, copyOf(r), nil, err)
 	return err

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 )
 
 // DefaultTimeout bounds each step of the lifecycle when Config.Timeout is
@@ -133,11 +134,19 @@ type Config struct {
 	// CreatePath, RemovePath and CheckPath reach the paths where the
 	// plugin sees them, inside another mount namespace or container
 	// (csicheck's --create-path-cmd, --remove-path-cmd and
-	// --check-path-cmd, as csi-sanity's). CreatePath makes each of
-	// MountRoot, StagingDir and TargetDir there before the first step,
-	// RemovePath removes them after the last; the mounter still makes
-	// the directories beneath them on the host, so they must be shared
-	// with the plugin (a bind mount). CheckPath says what is at a path;
+	// --check-path-cmd, as csi-sanity's). CreatePath makes there every
+	// directory the plugin is given or looks beneath: MountRoot,
+	// StagingDir and TargetDir before the first step, the probes'
+	// directory and the second node's roots when the run needs them,
+	// and each staging_target_path and the parent of each target_path
+	// before the stack sends them (the target itself is the plugin's to
+	// make); each path once. RemovePath removes every one of them after
+	// the last step, the last made first, but for a path with something
+	// the run left behind at or beneath it, which is kept and logged (a
+	// recursive remove would delete a leftover mount's data). The mounter still makes the
+	// same directories on the host, and the harness writes through the
+	// targets, so the roots must be shared with the plugin (a bind
+	// mount). CheckPath says what is at a path;
 	// the "nothing left behind" step asks it about every target_path and
 	// staging_target_path the plugin was given, which must then be
 	// PathNotFound. Each is nil when unused.
@@ -188,9 +197,14 @@ type Config struct {
 	// SecondNodeEndpoint is the socket of the same plugin's node service
 	// on a second node (another process with its own node ID, sharing
 	// the back end). When set, after the release the harness hands the
-	// volume over to that node: it attaches the volume there, requires a
-	// single-node volume refused on the first node meanwhile, stages and
-	// publishes it there, and undoes it all.
+	// volume over to that node through its stack, which then has a second
+	// node agent (registry, mounter, node endpoint) for it: an
+	// allocation there claims the volume through the server (which
+	// attaches it to the second node), the second mounter stages and
+	// publishes it under MountRoot/plugintest-node-2 (and likewise under
+	// StagingDir and TargetDir) and unmounts it, and the claim release
+	// worker detaches it once the allocation stops. A single-node volume
+	// must be refused on the first node meanwhile.
 	SecondNodeEndpoint string
 
 	// RunChecks and SkipChecks are regular expressions over the names of
@@ -208,6 +222,10 @@ type Config struct {
 	SettingNames map[string]string
 
 	runRE, skipRE *regexp.Regexp // RunChecks and SkipChecks, compiled
+	// clock times the fingerprint's wait for Probe to say ready; nil is
+	// the wall clock. Tests set it (export_test.go) so that the verdict
+	// on a plugin that never gets ready does not depend on the load.
+	clock clock.Clock
 }
 
 // withDefaults validates c and fills its defaults, except the

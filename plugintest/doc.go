@@ -152,10 +152,14 @@
 // succeed.
 //
 // Config.SecondNodeEndpoint names the plugin's node service on a second
-// node. After the release, step "second node (hand-over)" attaches the
-// volume there, requires ControllerPublishVolume to the first node
-// refused with FailedPrecondition meanwhile (for a single-node mode),
-// stages and publishes it on the second node and undoes it all.
+// node, for which the stack runs a second node agent (registry, mounter,
+// node endpoint) as a host runs one on each node. After the release,
+// step "second node (hand-over)" goes through it: an allocation on the
+// second node claims the volume through the server (ControllerPublish
+// to that node), the second mounter stages and publishes it and
+// unmounts it, and the claim release worker detaches it once the
+// allocation stops; meanwhile ControllerPublishVolume to the first node
+// must be refused with FailedPrecondition (for a single-node mode).
 //
 // # Setup
 //
@@ -186,9 +190,8 @@
 //
 // # What it does not do
 //
-// The csikit stack runs one node (the second node is driven by direct
-// calls); no topology or health calls; no data check on block
-// devices. The harness runs in
+// The csikit stack runs at most two nodes; no topology or health
+// calls; no data check on block devices. The harness runs in
 // the plugin's mount namespace (in-process or on the same host), since it
 // reads and writes the published paths itself.
 package plugintest

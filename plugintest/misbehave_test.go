@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/plugintest"
 )
@@ -271,20 +272,61 @@ func TestCheck_CleanupFailuresReported(t *testing.T) {
 	}
 }
 
-// A plugin that never answers Probe ready fails the fingerprint within
-// the step's timeout, and nothing else runs.
+// A plugin that never answers Probe ready fails the fingerprint once
+// the step's timeout has passed on the harness's clock, and nothing
+// else runs. The wait runs on a fake clock that the test moves to each
+// retry, so the verdict does not depend on the machine's load; the
+// wall-clock deadline of the step is a backstop it never reaches.
 func TestCheck_NeverReady(t *testing.T) {
 	p := full(t)
 	p.SetProbeReady(false)
 	cfg := fakeConfig(p)
-	cfg.Timeout = 200 * time.Millisecond // a bound on the wait, not a measurement
-
+	cfg.Timeout = 30 * time.Second
+	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	clk := clock.NewFake(start)
+	plugintest.SetClock(&cfg, clk)
+	stop := driveClock(t, clk)
 	r := check(t, cfg)
+	stop()
 
 	requireOneFailure(t, r, `step "fingerprint": Probe returned OK with ready=false; the plugin at `)
+	if waited := clk.Now().Sub(start); waited > cfg.Timeout || waited < cfg.Timeout-time.Second {
+		t.Errorf("the harness waited %s on its clock for Probe, want the step's %s less at most one retry's delay", waited, cfg.Timeout)
+	}
 	if n := p.CallCount(csitest.MethodCreateVolume); n != 0 {
 		t.Errorf("CreateVolume called %d times on a plugin that is not ready", n)
 	}
+}
+
+// A plugin that said not ready and then lets the step's deadline pass
+// inside a Probe is reported as not ready, as it is when the deadline
+// meets the wait between two Probes: which one it meets depends on the
+// load.
+func TestCheck_NotReadyThenStuck(t *testing.T) {
+	p := full(t)
+	p.SetProbeReady(false)
+	var mu sync.Mutex
+	probes := 0
+	p.SetHook(csitest.MethodProbe, func(ctx context.Context, _ string, _ any) error {
+		mu.Lock()
+		probes++
+		n := probes
+		mu.Unlock()
+		if n > 1 {
+			<-ctx.Done() // the step's deadline, sent by gRPC
+			return ctx.Err()
+		}
+		return nil
+	})
+	cfg := fakeConfig(p)
+	cfg.Timeout = time.Second // the wall-clock deadline the second Probe meets
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	plugintest.SetClock(&cfg, clk)
+	stop := driveClock(t, clk)
+	r := check(t, cfg)
+	stop()
+
+	requireOneFailure(t, r, `step "fingerprint": Probe returned OK with ready=false; the plugin at `)
 }
 
 // A plugin that refuses a second target of a single-node-writer volume
@@ -441,5 +483,26 @@ func TestCheck_StepTimeout(t *testing.T) {
 	}
 	if skipped == 0 {
 		t.Errorf("no step skipped after the timeout: %+v", r.Steps())
+	}
+}
+
+// driveClock fires each timer of clk as soon as one is pending, until
+// the returned stop, which waits for the driver to end.
+func driveClock(t *testing.T, clk *clock.Fake) (stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for clk.BlockUntil(ctx, 1) == nil {
+			clk.AdvanceToNext()
+		}
+	}()
+	return func() {
+		cancel()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the clock's driver did not stop")
+		}
 	}
 }

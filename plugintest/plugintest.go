@@ -1,6 +1,7 @@
 package plugintest
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -173,12 +174,20 @@ type run struct {
 	registered bool   // registered and not deregistered yet
 	allocs     []*alloc
 	probeDir   string
+	// made are the directories made through Config.CreatePath.
+	made *madePaths
 	// scratchIDs are the volumes coverage checks created and did not
 	// delete yet.
 	scratchIDs []string
-	// secondAttached is the second node the volume is attached to, ""
-	// when none.
-	secondAttached string
+	// The hand-over to the second node: its allocation, the node_id
+	// the plugin reported there, whether its node service stages, the
+	// call log's indexes at the step's start and end, and whether every
+	// stack call of the step succeeded (see checkOrder).
+	handover                 *alloc
+	secondCSINode            string
+	secondStages             bool
+	handoverFrom, handoverTo int
+	handoverDone             bool
 	// deletedSnapshots are the snapshots coverage checks deleted.
 	deletedSnapshots []string
 }
@@ -194,6 +203,7 @@ type instance struct {
 type alloc struct {
 	n     int
 	id    string
+	node  string // the stack's node; "" is hostNode
 	mode  csi.ClaimMode
 	claim *csi.Claim
 	vol   *csi.Volume // as the claim returned it, secrets included
@@ -207,7 +217,7 @@ type alloc struct {
 // allocation is a's record in the store: running, or stopped when
 // terminal.
 func (a *alloc) allocation(terminal bool) csi.Allocation {
-	return csi.Allocation{ID: a.id, Namespace: namespace, NodeID: hostNode, JobID: "plugintest", Terminal: terminal}
+	return csi.Allocation{ID: a.id, Namespace: namespace, NodeID: cmp.Or(a.node, hostNode), JobID: "plugintest", Terminal: terminal}
 }
 
 // lifecycle builds the stack and runs every step, then the cleanups.
@@ -226,7 +236,7 @@ func lifecycle(ctx context.Context, cfg Config, r Reporter, register func(func()
 	if err := l.createRoots(ctx); err != nil {
 		return result{}, err
 	}
-	defer l.removeRoots(ctx)
+	defer l.removeMade(ctx)
 	l.st.startWorker(ctx)
 	l.steps(ctx)
 	l.cleanups.run(ctx)
@@ -254,13 +264,14 @@ func newRun(cfg Config, r Reporter) (*run, error) {
 		calls: &callLog{},
 		volID: "vol-" + suffix,
 		name:  "plugintest-" + suffix,
+		made:  &madePaths{create: c.CreatePath, timeout: c.Timeout, rename: c.renameErr},
 	}
 	for _, d := range []string{c.MountRoot, c.StateDir} {
 		if err := os.MkdirAll(d, 0o750); err != nil {
 			return nil, fmt.Errorf("plugintest: create %s: %w", d, err)
 		}
 	}
-	if l.st, err = newStack(c, c.MountRoot, c.StateDir, l.calls); err != nil {
+	if l.st, err = newStack(c, c.MountRoot, c.StateDir, l.calls, l.made); err != nil {
 		return nil, fmt.Errorf("plugintest: build the csikit stack: %w", err)
 	}
 	return l, nil

@@ -40,7 +40,13 @@ type stack struct {
 	mgr     *fingerprint.Manager
 	mnt     *mounter.Mounter
 	plugins recordingPlugins
-	crash   crashPoint // where Config.Faults stops the node agent
+	// statuses says which nodes are ready: hostNode, and secondNode
+	// once its agent starts.
+	statuses *rpcshim.InmemNodeStatuses
+	// second is the second node's agent (Config.SecondNodeEndpoint);
+	// nil until the hand-over starts it.
+	second *agent
+	crash  crashPoint // where Config.Faults stops the node agent
 	// startNode makes the node agent's mounter and endpoint; restartNode
 	// calls it again.
 	startNode func() error
@@ -56,7 +62,7 @@ type stack struct {
 	done     bool              // the run is over: nobody reads the store
 }
 
-func newStack(cfg Config, mountRoot, stateDir string, calls *callLog) (*stack, error) {
+func newStack(cfg Config, mountRoot, stateDir string, calls *callLog, made *madePaths) (*stack, error) {
 	log := cfg.Logger
 	s := &stack{}
 	store, err := state.NewMemStore(state.Config{Logger: log.Named("state")})
@@ -67,6 +73,7 @@ func newStack(cfg Config, mountRoot, stateDir string, calls *callLog) (*stack, e
 	s.applier = state.NewLocalApplier(store)
 	statuses := &rpcshim.InmemNodeStatuses{}
 	statuses.Set(hostNode, csi.NodeStatusReady)
+	s.statuses = statuses
 	s.tr = rpcshim.NewInmemTransport()
 	if s.router, err = rpcshim.NewRouter(rpcshim.RouterConfig{
 		Store: store, Transport: s.tr, NodeStatuses: statuses, Logger: log.Named("router"),
@@ -98,7 +105,7 @@ func newStack(cfg Config, mountRoot, stateDir string, calls *callLog) (*stack, e
 	}); err != nil {
 		return nil, err
 	}
-	s.plugins = recordingPlugins{reg: s.mgr, log: calls}
+	s.plugins = recordingPlugins{reg: s.mgr, log: calls, made: made}
 	nodePlugins := faultPlugins{recordingPlugins: s.plugins, crash: &s.crash}
 	s.startNode = func() error {
 		mnt, err := mounter.New(mounter.Config{
@@ -203,34 +210,43 @@ func (s *stack) stop() {
 	s.wg.Wait()
 	_ = s.tr.Close() // no caller is left; it always returns nil
 	if !s.registry {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		_ = s.mgr.Run(ctx)
+		runStopped(s.mgr)
 	}
 	if s.mnt != nil {
 		// The run's calls have all returned; its state database goes.
 		_ = s.mnt.Close()
 	}
+	if s.second != nil {
+		s.second.close()
+	}
+}
+
+// runStopped runs a Manager that never ran, already stopped, which
+// closes the plugin clients that Register made.
+func runStopped(mgr *fingerprint.Manager) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_ = mgr.Run(ctx)
 }
 
 // waitHealthy blocks until the store holds the plugin with a healthy
-// instance on the node for each role wanted, or ctx ends. On timeout it
-// says what the node last reported.
-func (s *stack) waitHealthy(ctx context.Context, controller, node bool) error {
+// instance on node for each role wanted, or ctx ends. On timeout it
+// says what the node last reported (last).
+func (s *stack) waitHealthy(ctx context.Context, node string, controller, nodeRole bool, last func() string) error {
 	for {
 		idx, err := s.store.Index(state.TablePlugins)
 		if err != nil {
 			return err
 		}
 		p, err := s.store.Plugin(pluginID)
-		if err == nil && (!controller || healthy(p.Controllers[hostNode])) && (!node || healthy(p.Nodes[hostNode])) {
+		if err == nil && (!controller || healthy(p.Controllers[node])) && (!nodeRole || healthy(p.Nodes[node])) {
 			return nil
 		}
 		if err != nil && !errors.Is(err, csi.ErrPluginNotFound) {
 			return err
 		}
 		if _, err := s.store.Wait(ctx, state.TablePlugins, idx); err != nil {
-			return fmt.Errorf("%w; %s", err, s.lastReport())
+			return fmt.Errorf("%w; %s", err, last())
 		}
 	}
 }
@@ -241,14 +257,20 @@ func healthy(p *csi.PluginInfo) bool { return p != nil && p.Healthy }
 func (s *stack) lastReport() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.applyErr != nil {
-		return "the store refused the node's last report: " + s.applyErr.Error()
+	return describeReport("the node", s.applyErr, s.reported)
+}
+
+// describeReport describes a node's last report: what it reported, or
+// the store's refusal.
+func describeReport(node string, applyErr error, reported []*csi.PluginInfo) string {
+	if applyErr != nil {
+		return "the store refused " + node + "'s last report: " + applyErr.Error()
 	}
-	if len(s.reported) == 0 {
-		return "the node's registry has reported nothing yet"
+	if len(reported) == 0 {
+		return node + "'s registry has reported nothing yet"
 	}
-	msg := "the node's registry last reported"
-	for _, in := range s.reported {
+	msg := node + "'s registry last reported"
+	for _, in := range reported {
 		h := "healthy"
 		if !in.Healthy {
 			h = "unhealthy: " + in.HealthDescription

@@ -152,7 +152,7 @@ func (l *run) nodeChecks(ctx context.Context, from int) {
 // target of its own under the mount root, with the first publish's
 // other arguments.
 func (l *run) publishUnknown(ctx context.Context, step string, req *plugin.NodePublishRequest) {
-	dir, err := l.probeParent()
+	dir, err := l.probeParent(ctx)
 	if err != nil {
 		l.fail(ctx, Failure{Step: step, Expect: "a directory for the probe's target under the mount root", Detail: err.Error()})
 		return
@@ -168,11 +168,14 @@ func (l *run) publishUnknown(ctx context.Context, step string, req *plugin.NodeP
 }
 
 // probeParent makes the parent directory of the probes' targets.
-func (l *run) probeParent() (string, error) {
+func (l *run) probeParent(ctx context.Context) (string, error) {
 	if l.probeDir == "" {
 		l.probeDir = filepath.Join(l.cfg.MountRoot, "plugintest-probe-"+randomHex(4))
 	}
-	return l.probeDir, os.MkdirAll(l.probeDir, 0o750)
+	if err := os.MkdirAll(l.probeDir, 0o750); err != nil {
+		return "", err
+	}
+	return l.probeDir, l.made.make(ctx, l.probeDir)
 }
 
 func (l *run) rawNode(ctx context.Context, step string) (csipb.NodeClient, bool) {

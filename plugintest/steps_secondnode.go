@@ -1,108 +1,172 @@
 package plugintest
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/plugin"
+	"github.com/csikit/csikit/fingerprint"
+	"github.com/csikit/csikit/mounter"
+	"github.com/csikit/csikit/rpcshim"
+	"github.com/csikit/csikit/state"
 )
 
+const stepSecondNode = "second node (hand-over)"
+
 // secondNode hands the volume over to a second node once the lifecycle
-// released it from the first (Config.SecondNodeEndpoint): it attaches
-// the volume to the second node, requires a single-node volume refused
-// on the first meanwhile, stages and publishes it there, and undoes it
-// all. Every call must succeed but the refusal.
+// released it from the first (Config.SecondNodeEndpoint), through the
+// csikit stack as a host does: the second node's agent registers the
+// plugin's node service there; an allocation on that node claims the
+// volume through the server (ControllerPublishVolume to the node), and
+// its mounter stages, publishes and unmounts the volume; the allocation
+// stops and the claim release worker detaches it. Meanwhile a
+// single-node volume must be refused on the first node. Every call
+// must succeed but the refusal.
 func (l *run) secondNode(ctx context.Context) {
-	const step = "second node (hand-over)"
+	const step = stepSecondNode
 	if l.cfg.SecondNodeEndpoint == "" || !l.begin(ctx, step) {
 		return
 	}
 	ctx, cancel := l.stepCtx(ctx)
 	defer cancel()
-	conn, err := l.raw.conn(l.cfg.SecondNodeEndpoint)
-	if err != nil {
-		l.fail(ctx, Failure{Step: step, Expect: "a gRPC client of Config.SecondNodeEndpoint", Detail: err.Error()})
-		return
-	}
-	nc := csipb.NewNodeClient(conn)
-	info, ok := callOK(ctx, l, step, methodNodeGetInfo, "the spec requires every node plugin to answer NodeGetInfo",
-		func(ctx context.Context) (*csipb.NodeGetInfoResponse, error) {
-			return nc.NodeGetInfo(ctx, &csipb.NodeGetInfoRequest{})
-		})
+	l.handoverFrom = l.calls.len()
+	defer func() { l.handoverTo = l.calls.len() }()
+	ag, ok := l.startSecond(ctx, step)
 	if !ok {
 		return
 	}
-	node2 := info.GetNodeId()
+	a := &alloc{n: len(l.allocs) + 1, id: "alloc-node-2", node: secondNode, mode: csi.ClaimWrite}
+	if l.cfg.Capability.AccessMode.ReadOnly() {
+		a.mode = csi.ClaimRead
+	}
+	l.handover = a
+	l.cleanups.push(l.undoSecond(ag, a))
+	if !l.claimSecond(ctx, step, a) {
+		return
+	}
+	if l.publishes() && !multiNode(l.cfg.Capability.AccessMode) {
+		l.refuseFirst(ctx, step)
+	}
+	mounted := l.mountSecond(ctx, step, ag, a)
+	released := l.releaseSecond(ctx, step, ag, a)
+	l.handoverDone = mounted && released
+}
+
+// secondDirs are the second node's directories, beneath the first's, so
+// that the checks of what is left behind cover them too.
+func (l *run) secondDirs() agentDirs {
+	sub := func(d string) string {
+		if d == "" {
+			return ""
+		}
+		return filepath.Join(d, secondNode)
+	}
+	return agentDirs{root: sub(l.cfg.MountRoot), staging: sub(l.cfg.StagingDir), target: sub(l.cfg.TargetDir), state: sub(l.cfg.StateDir)}
+}
+
+// startSecond starts the second node's agent, fingerprints the plugin's
+// node service there as the agent's registry does, requires a node_id
+// of its own, and waits until the store has the plugin healthy on the
+// node.
+func (l *run) startSecond(ctx context.Context, step string) (*agent, bool) {
+	dirs := l.secondDirs()
+	for _, d := range []string{dirs.root, dirs.staging, dirs.target} {
+		if d == "" {
+			continue
+		}
+		if err := l.made.make(ctx, d); err != nil {
+			l.fail(ctx, Failure{Step: step, Expect: "directories for the second node where the plugin sees them", Detail: err.Error()})
+			return nil, false
+		}
+	}
+	ag, err := l.st.startSecond(l.cfg, dirs, l.cfg.SecondNodeEndpoint, l.calls, l.made)
+	if err != nil {
+		l.fail(ctx, Failure{Step: step, Expect: "the second node's agent (registry, mounter, node endpoint) to start", Detail: err.Error()})
+		return nil, false
+	}
+	in := instance{allocID: "plugin-node-2", typ: csi.PluginTypeNode, socket: l.cfg.SecondNodeEndpoint}
+	nc, _, err := ag.mgr.NodePlugin(pluginID)
+	fc, ok := nc.(fingerprint.Client)
+	if err != nil || !ok {
+		l.fail(ctx, Failure{Step: step, Expect: "the second node's registry to hand out a client of Config.SecondNodeEndpoint", Detail: fmt.Sprint(err)})
+		return nil, false
+	}
+	info, ok := l.fingerprintOne(ctx, step, fc, in, false)
+	if !ok {
+		return nil, false
+	}
+	var node2 string
+	if info.NodeInfo != nil {
+		node2 = info.NodeInfo.ID
+		l.secondStages = info.NodeInfo.Capabilities.StageUnstageVolume
+	}
 	if node2 == "" || node2 == l.csiNode {
 		l.wrong(ctx, step, methodNodeGetInfo, fmt.Sprintf("with node_id %q at Config.SecondNodeEndpoint", node2),
 			fmt.Sprintf("the second node must report a node_id of its own, not empty and not the first node's %q", l.csiNode))
-		return
+		return nil, false
 	}
-	pc, ok := l.attachSecond(ctx, step, node2)
-	if !ok {
-		return
+	l.secondCSINode = node2
+	l.st.runSecond(ctx)
+	if err := l.st.waitHealthy(ctx, secondNode, false, true, ag.lastReport); err != nil {
+		l.fail(ctx, Failure{Step: step, Expect: "the second node's registry must find the plugin healthy, as the harness did",
+			Detail: err.Error()})
+		return nil, false
 	}
-	caps, ok := callOK(ctx, l, step, methodNodeGetCaps, "the spec requires every node plugin to answer NodeGetCapabilities",
-		func(ctx context.Context) (*csipb.NodeGetCapabilitiesResponse, error) {
-			return nc.NodeGetCapabilities(ctx, &csipb.NodeGetCapabilitiesRequest{})
-		})
-	if !ok {
-		return
-	}
-	l.mountSecond(ctx, step, nc, pc, stagesPB(caps))
+	return ag, true
 }
 
-func stagesPB(caps *csipb.NodeGetCapabilitiesResponse) bool {
-	for _, c := range caps.GetCapabilities() {
-		if c.GetRpc().GetType() == csipb.NodeServiceCapability_RPC_STAGE_UNSTAGE_VOLUME {
-			return true
+// claimSecond claims the volume for a on the second node through the
+// server, which attaches it there (ControllerPublishVolume).
+func (l *run) claimSecond(ctx context.Context, step string, a *alloc) bool {
+	if _, err := l.st.applier.Apply(ctx, state.UpsertAllocations{Allocations: []csi.Allocation{a.allocation(false)}}); err != nil {
+		l.fail(ctx, Failure{Step: step, Expect: "the store to take the second node's allocation", Detail: err.Error()})
+		return false
+	}
+	resp, err := l.st.server.Claim(ctx, &rpcshim.VolumeClaimRequest{Namespace: namespace, VolumeID: l.volID, Claim: csi.Claim{
+		AllocationID:   a.id,
+		NodeID:         secondNode,
+		Mode:           a.mode,
+		AccessMode:     l.cfg.Capability.AccessMode,
+		AttachmentMode: l.cfg.Capability.AttachmentMode,
+	}})
+	if err != nil {
+		expect := l.expectOK(callOf(err), csi.CodeOf(err))
+		if callOf(err) == methodControllerPublish {
+			expect = fmt.Sprintf("the spec requires OK from ControllerPublishVolume to node %q: the volume was unpublished from node %q", l.secondCSINode, l.csiNode)
 		}
+		l.fail(ctx, l.failure(ctx, step, err, expect))
+		return false
 	}
-	return false
+	a.claim, a.vol, a.claimed = resp.Claim, resp.Volume, true
+	return true
 }
 
-// attachSecond publishes the volume to node2 (when the plugin publishes)
-// and, for a single-node mode, requires a publish to the first node
-// refused meanwhile. The detach is pushed as a cleanup and also done at
-// the end of mountSecond.
-func (l *run) attachSecond(ctx context.Context, step, node2 string) (map[string]string, bool) {
-	if !l.publishes() {
-		return nil, true
-	}
+// refuseFirst requires the plugin to refuse publishing a single-node
+// volume to the first node while the second holds it. The call is the
+// harness's own: the csikit server would refuse the claim before the
+// plugin saw it.
+func (l *run) refuseFirst(ctx context.Context, step string) {
 	cc, ok := l.ctrlRaw(ctx, step)
 	if !ok {
-		return nil, false
+		return
 	}
-	publish := func(node string) func(context.Context) (*csipb.ControllerPublishVolumeResponse, error) {
-		return func(ctx context.Context) (*csipb.ControllerPublishVolumeResponse, error) {
-			return cc.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{VolumeId: l.externalID, NodeId: node, VolumeCapability: l.capPB(), Secrets: l.cfg.Secrets, VolumeContext: l.volumeContext()})
-		}
+	_, err := retry(ctx, func(ctx context.Context) (*csipb.ControllerPublishVolumeResponse, error) {
+		return cc.ControllerPublishVolume(ctx, &csipb.ControllerPublishVolumeRequest{VolumeId: l.externalID, NodeId: l.csiNode, VolumeCapability: l.capPB(), Secrets: l.cfg.Secrets, VolumeContext: l.volumeContext()})
+	})
+	if err == nil {
+		l.cleanups.push(func(ctx context.Context) {
+			ctx, cancel := l.cleanupCtx(ctx)
+			defer cancel()
+			_, _ = cc.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: l.externalID, NodeId: l.csiNode, Secrets: l.cfg.Secrets})
+		})
 	}
-	resp, ok := callOK(ctx, l, step, methodControllerPublish, fmt.Sprintf("the spec requires OK from ControllerPublishVolume to node %q: the volume was unpublished from node %q", node2, l.csiNode), publish(node2))
-	if !ok {
-		return nil, false
-	}
-	l.secondAttached = node2
-	l.cleanups.push(l.undoSecondAttach)
-	if !multiNode(l.cfg.Capability.AccessMode) {
-		_, err := retry(ctx, publish(l.csiNode))
-		if err == nil {
-			l.cleanups.push(func(ctx context.Context) {
-				ctx, cancel := l.cleanupCtx(ctx)
-				defer cancel()
-				_, _ = cc.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: l.externalID, NodeId: l.csiNode, Secrets: l.cfg.Secrets})
-			})
-		}
-		l.expectCode(ctx, step, methodControllerPublish, err, csi.CodeFailedPrecondition,
-			fmt.Sprintf("the spec requires FailedPrecondition when a %s volume published to node %q is published to another node (%q)", l.cfg.Capability.AccessMode, node2, l.csiNode))
-	}
-	return resp.GetPublishContext(), true
+	l.expectCode(ctx, step, methodControllerPublish, err, csi.CodeFailedPrecondition,
+		fmt.Sprintf("the spec requires FailedPrecondition when a %s volume published to node %q is published to another node (%q)", l.cfg.Capability.AccessMode, l.secondCSINode, l.csiNode))
 }
 
 // multiNode reports whether mode lets several nodes publish a volume.
@@ -114,66 +178,95 @@ func multiNode(m csi.AccessMode) bool {
 	return false
 }
 
-// mountSecond stages and publishes on the second node, then undoes it,
-// and detaches the volume from it.
-func (l *run) mountSecond(ctx context.Context, step string, nc csipb.NodeClient, pc map[string]string, stages bool) {
-	root := filepath.Join(l.cfg.MountRoot, "second-node-"+randomHex(4))
-	staging, target := filepath.Join(root, "staging"), filepath.Join(root, "target", "mount")
-	for _, d := range []string{staging, filepath.Dir(target)} {
-		if err := os.MkdirAll(d, 0o750); err != nil {
-			l.fail(ctx, Failure{Step: step, Expect: "directories for the second node under the mount root", Detail: err.Error()})
-			return
-		}
+// mountSecond mounts the volume for a through the second node's
+// mounter (stage when its node service stages, publish), then unmounts
+// it.
+func (l *run) mountSecond(ctx context.Context, step string, ag *agent, a *alloc) bool {
+	onSecond := func(err error) string {
+		return fmt.Sprintf("the spec requires OK from %s on the second node (node_id %q) once the volume is attached to it and released from the first",
+			cmp.Or(callOf(err), "the node calls"), l.secondCSINode)
 	}
-	defer func() { _ = os.RemoveAll(root) }()
-	vc := l.volumeContext()
-	if stages {
-		if _, ok := callOK(ctx, l, step, methodNodeStage, "the spec requires OK from NodeStageVolume on the second node once the volume is attached to it",
-			func(ctx context.Context) (*csipb.NodeStageVolumeResponse, error) {
-				return nc.NodeStageVolume(ctx, &csipb.NodeStageVolumeRequest{VolumeId: l.externalID, PublishContext: pc, StagingTargetPath: staging, VolumeCapability: l.capPB(), Secrets: l.cfg.Secrets, VolumeContext: vc})
-			}); !ok {
-			return
-		}
-	} else {
-		staging = ""
+	req, err := mounter.NewMountRequest(a.vol, a.claim)
+	if err != nil {
+		l.fail(ctx, Failure{Step: step, Expect: "a valid mount request from the second node's claim", Detail: err.Error()})
+		return false
 	}
-	if _, ok := callOK(ctx, l, step, methodNodePublish, "the spec requires OK from NodePublishVolume on the second node",
-		func(ctx context.Context) (*csipb.NodePublishVolumeResponse, error) {
-			return nc.NodePublishVolume(ctx, &csipb.NodePublishVolumeRequest{VolumeId: l.externalID, PublishContext: pc, StagingTargetPath: staging, TargetPath: target, VolumeCapability: l.capPB(), Secrets: l.cfg.Secrets, VolumeContext: vc})
-		}); !ok {
-		return
+	info, err := ag.mnt.MountVolume(ctx, req)
+	if err != nil {
+		l.fail(ctx, l.failure(ctx, step, err, onSecond(err)))
+		return false
 	}
-	callOK(ctx, l, step, methodNodeUnpublish, "the spec requires OK from NodeUnpublishVolume on the second node",
-		func(ctx context.Context) (*csipb.NodeUnpublishVolumeResponse, error) {
-			return nc.NodeUnpublishVolume(ctx, &csipb.NodeUnpublishVolumeRequest{VolumeId: l.externalID, TargetPath: target})
-		})
-	if stages {
-		callOK(ctx, l, step, methodNodeUnstage, "the spec requires OK from NodeUnstageVolume on the second node",
-			func(ctx context.Context) (*csipb.NodeUnstageVolumeResponse, error) {
-				return nc.NodeUnstageVolume(ctx, &csipb.NodeUnstageVolumeRequest{VolumeId: l.externalID, StagingTargetPath: staging})
-			})
+	a.path, a.mounted = info.Path, true
+	if err := ag.mnt.UnmountVolume(ctx, mounter.NewUnmountRequest(namespace, l.volID, a.claim)); err != nil {
+		l.fail(ctx, l.failure(ctx, step, err, onSecond(err)))
+		return false
 	}
-	l.undoSecondAttach(ctx)
+	a.mounted = false
+	return true
 }
 
-// undoSecondAttach detaches the volume from the second node, once.
-func (l *run) undoSecondAttach(ctx context.Context) {
-	node2 := l.secondAttached
-	if node2 == "" {
-		return
+// releaseSecond stops a, and waits for the claim release worker to free
+// its claim: its node step (when the unmount failed) and the detach
+// from the second node.
+func (l *run) releaseSecond(ctx context.Context, step string, ag *agent, a *alloc) bool {
+	from := l.calls.len()
+	if err := l.stopAllocsOn(ctx, []*alloc{a}, ag.mnt); err != nil {
+		l.fail(ctx, Failure{Step: step, Expect: "the store to take the second node's stopped allocation", Detail: err.Error()})
+		return false
 	}
-	l.secondAttached = ""
-	cc, err := l.raw.controller(l.ctrlSocket)
-	if err != nil {
-		return
+	if err := l.waitFreed(ctx); err != nil {
+		f := l.releaseFailure(ctx, step, from, err)
+		if f.Call == methodControllerUnpublish {
+			f.Expect = fmt.Sprintf("the spec requires OK from ControllerUnpublishVolume of volume %q from node %q once it is unpublished there", l.externalID, l.secondCSINode)
+		}
+		l.fail(ctx, f)
+		return false
 	}
-	ctx, cancel := l.cleanupCtx(ctx)
-	defer cancel()
-	_, err = retry(ctx, func(ctx context.Context) (*csipb.ControllerUnpublishVolumeResponse, error) {
-		return cc.ControllerUnpublishVolume(ctx, &csipb.ControllerUnpublishVolumeRequest{VolumeId: l.externalID, NodeId: node2, Secrets: l.cfg.Secrets})
-	})
-	if err != nil && status.Code(err) != codes.NotFound {
-		l.rep.Fail(Failure{Step: "second node (hand-over)", Call: methodControllerUnpublish, Code: csi.Code(status.Code(err)),
-			Expect: fmt.Sprintf("the spec requires OK from ControllerUnpublishVolume of volume %q from node %q", l.externalID, node2)})
+	if _, ok := l.calls.last(from, methodControllerUnpublish, func(req any) bool {
+		return req.(*plugin.ControllerUnpublishRequest).ExternalNodeID == l.secondCSINode
+	}); l.publishes() && !ok {
+		l.fail(ctx, Failure{Step: step, Expect: "the claim release worker to call ControllerUnpublishVolume for the second node; it freed the claim without it"})
+		return false
+	}
+	return true
+}
+
+// undoSecond releases the second node's claim if the hand-over left it
+// held: it unmounts, stops the allocation and waits for the worker,
+// and when that cannot finish detaches the volume from the second node
+// directly (undoClaims, later, drops the claims from the store).
+func (l *run) undoSecond(ag *agent, a *alloc) func(context.Context) {
+	return func(ctx context.Context) {
+		ctx, cancel := l.cleanupCtx(ctx)
+		defer cancel()
+		v, err := l.st.store.Volume(namespace, l.volID)
+		if err != nil || !v.InUse() {
+			return
+		}
+		const step = "cleanup: release the second node's claim"
+		l.rep.Step(step)
+		if has, err := ag.mnt.HasMount(ctx, namespace, l.volID, a.id); (err != nil || has) && a.claim != nil {
+			if err := ag.mnt.UnmountVolume(ctx, mounter.NewUnmountRequest(namespace, l.volID, a.claim)); err != nil {
+				l.rep.Fail(l.failure(ctx, step, err, "the spec requires OK from NodeUnpublishVolume and NodeUnstageVolume on a published volume"))
+			}
+		}
+		a.claimed = true // the claim may be written though Claim failed
+		from := l.calls.len()
+		err = l.stopAllocsOn(ctx, []*alloc{a}, ag.mnt)
+		if err == nil {
+			err = l.waitFreed(ctx)
+		}
+		if err == nil {
+			return
+		}
+		l.rep.Fail(l.releaseFailure(ctx, step, from, err))
+		if l.publishes() && l.secondCSINode != "" {
+			err := l.ctrl.ControllerUnpublishVolume(ctx, &plugin.ControllerUnpublishRequest{
+				ExternalID: l.externalID, ExternalNodeID: l.secondCSINode, Secrets: l.cfg.Secrets,
+			})
+			if !csi.TeardownDone(err) {
+				l.rep.Fail(l.failure(ctx, step, err, "the spec requires OK from ControllerUnpublishVolume"))
+			}
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/fingerprint"
 	"github.com/csikit/csikit/rpcshim"
@@ -73,7 +74,7 @@ func (l *run) fingerprintSocket(ctx context.Context, step string) {
 			return
 		}
 	}
-	info, ok := l.fingerprintOne(ctx, step, c, in)
+	info, ok := l.fingerprintOne(ctx, step, c, in, true)
 	if !ok {
 		return
 	}
@@ -96,7 +97,7 @@ func (l *run) fingerprintSplit(ctx context.Context, step string) {
 	if !ok {
 		return
 	}
-	ci, ok := l.fingerprintOne(ctx, step, cc, ctrl)
+	ci, ok := l.fingerprintOne(ctx, step, cc, ctrl, true)
 	if !ok {
 		return
 	}
@@ -105,7 +106,7 @@ func (l *run) fingerprintSplit(ctx context.Context, step string) {
 			Expect: "the plugin at Config.ControllerEndpoint must advertise CONTROLLER_SERVICE; for a node-only plugin set Config.Endpoint", Fatal: true})
 		return
 	}
-	ni, ok := l.fingerprintOne(ctx, step, nc, node)
+	ni, ok := l.fingerprintOne(ctx, step, nc, node, true)
 	if !ok {
 		return
 	}
@@ -158,8 +159,9 @@ func (l *run) registerInstance(ctx context.Context, step string, in instance) (f
 }
 
 // fingerprintOne fingerprints one instance as a registry would,
-// retrying while Probe says not ready or the plugin is unavailable.
-func (l *run) fingerprintOne(ctx context.Context, step string, c fingerprint.Client, in instance) (*csi.PluginInfo, bool) {
+// retrying while Probe says not ready or the plugin is unavailable. A
+// failure stops the lifecycle when fatal.
+func (l *run) fingerprintOne(ctx context.Context, step string, c fingerprint.Client, in instance, fatal bool) (*csi.PluginInfo, bool) {
 	fp, err := fingerprint.NewFingerprinter(fingerprint.FingerprinterConfig{
 		PluginID: pluginID, AllocationID: in.allocID, Type: in.typ, Client: c,
 	})
@@ -167,28 +169,40 @@ func (l *run) fingerprintOne(ctx context.Context, step string, c fingerprint.Cli
 		l.fail(ctx, Failure{Step: step, Expect: "a fingerprinter for the plugin", Detail: err.Error(), Fatal: true})
 		return nil, false
 	}
+	clk := clock.Or(l.cfg.clock)
+	start := clk.Now()
 	delay := 20 * time.Millisecond
+	sawNotReady := false
 	for tries := 1; ; tries++ {
 		info, err := fp.Fingerprint(ctx)
 		if err == nil {
 			return info, true
 		}
-		// Probe's ready=false may last the whole step; any other
-		// retryable answer (Unavailable) only maxUnavailable times.
+		// Probe's ready=false may last the step's Timeout, on the clock;
+		// any other retryable answer (Unavailable) only maxUnavailable
+		// times.
 		notReady := errors.Is(err, csi.ErrPluginUnhealthy)
-		retry := notReady || csi.Classify(err) == csi.ClassRetryable && tries < maxUnavailable
-		if retry && sleep(ctx, delay) {
+		sawNotReady = sawNotReady || notReady
+		retry := csi.Classify(err) == csi.ClassRetryable && tries < maxUnavailable
+		if notReady {
+			retry = clk.Now().Sub(start)+delay <= l.cfg.Timeout
+		}
+		if retry && clock.Sleep(ctx, clk, delay) == nil {
 			delay = min(2*delay, time.Second)
 			continue
 		}
 		var f Failure
-		if notReady {
+		// A plugin that said not ready and then let the step's deadline
+		// pass in a call was still not ready: the verdict is the same
+		// whichever call the deadline met.
+		stepEnded := ctx.Err() != nil || csi.CodeOf(err) == csi.CodeDeadlineExceeded
+		if notReady || sawNotReady && stepEnded && interruption(ctx) == nil {
 			f = Failure{Step: step, Call: methodProbe, Code: csi.CodeOK, Got: "with ready=false",
 				Expect: fmt.Sprintf("the plugin at %s must report ready within the step's %s (Config.Timeout)", in.socket, l.cfg.Timeout)}
 		} else {
 			f = l.failure(ctx, step, err, fmt.Sprintf("the spec requires OK from the identity, capability and node-info calls of a running %s plugin (at %s)", in.typ, in.socket))
 		}
-		f.Fatal = true
+		f.Fatal = fatal
 		l.fail(ctx, f)
 		return nil, false
 	}
@@ -238,7 +252,7 @@ func (l *run) registerPlugin(ctx context.Context) {
 		wantController = wantController || in.typ.HasController()
 	}
 	l.st.startRegistry(ctx)
-	if err := l.st.waitHealthy(ctx, wantController, true); err != nil {
+	if err := l.st.waitHealthy(ctx, hostNode, wantController, true, l.st.lastReport); err != nil {
 		l.fail(ctx, Failure{Step: step, Expect: "the node's registry must find the plugin healthy, as the harness did in step \"fingerprint\"",
 			Detail: err.Error(), Fatal: true})
 		return

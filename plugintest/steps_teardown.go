@@ -13,6 +13,7 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/plugin"
+	"github.com/csikit/csikit/mounter"
 	"github.com/csikit/csikit/rpcshim"
 	"github.com/csikit/csikit/state"
 )
@@ -74,16 +75,21 @@ func (l *run) hasUnreleased() bool {
 // uncertain publish) keeps its claim at Unpublishing: the worker's node
 // step unmounts it.
 func (l *run) stopAllocs(ctx context.Context) error {
+	return l.stopAllocsOn(ctx, l.allocs, l.st.mnt)
+}
+
+// stopAllocsOn is stopAllocs for allocs, whose node's mounter is mnt.
+func (l *run) stopAllocsOn(ctx context.Context, allocs []*alloc, mnt *mounter.Mounter) error {
 	var stop []*alloc
-	var allocs []csi.Allocation
+	var stopped []csi.Allocation
 	var detached []state.Command
-	for _, a := range l.allocs {
+	for _, a := range allocs {
 		if !a.claimed || a.released {
 			continue
 		}
 		stop = append(stop, a)
-		allocs = append(allocs, a.allocation(true))
-		if has, err := l.st.mnt.HasMount(ctx, namespace, l.volID, a.id); err == nil && !has {
+		stopped = append(stopped, a.allocation(true))
+		if has, err := mnt.HasMount(ctx, namespace, l.volID, a.id); err == nil && !has {
 			detached = append(detached, state.CheckpointClaim{
 				Namespace: namespace, VolumeID: l.volID, AllocationID: a.id, State: csi.ClaimNodeDetached,
 			})
@@ -92,7 +98,7 @@ func (l *run) stopAllocs(ctx context.Context) error {
 	if len(stop) == 0 {
 		return nil
 	}
-	stops := state.UpsertAllocations{Allocations: allocs, ReleasedAt: time.Now()}
+	stops := state.UpsertAllocations{Allocations: stopped, ReleasedAt: time.Now()}
 	var cmd state.Command = stops
 	if len(detached) > 0 {
 		cmd = state.Batch{Commands: append([]state.Command{stops}, detached...)}
@@ -232,12 +238,16 @@ func (l *run) checkOrder(ctx context.Context) {
 	if l.publishes() {
 		want = append(want, methodControllerUnpublish)
 	}
+	want = append(want, l.handoverOrder()...)
 	if l.cfg.VolumeID == "" {
 		want = append(want, methodDeleteVolume)
 	}
 	var got []string
-	for _, c := range l.calls.all() {
-		if c.Err == nil && c.Method != methodValidate {
+	for i, c := range l.calls.all() {
+		// A hand-over that failed has its own failures; its calls are
+		// not held to the order.
+		failedHandover := !l.handoverDone && i >= l.handoverFrom && i < l.handoverTo
+		if c.Err == nil && c.Method != methodValidate && !failedHandover {
 			got = append(got, c.Method)
 		}
 	}
@@ -245,6 +255,30 @@ func (l *run) checkOrder(ctx context.Context) {
 		l.fail(ctx, Failure{Step: step, Got: "the csikit stack called " + strings.Join(got, " → "),
 			Expect: "the spec's order for this plugin is " + strings.Join(want, " → ") + " (a bug in the harness or csikit, not in the plugin)"})
 	}
+}
+
+// handoverOrder is the spec's order of the hand-over's calls, when it
+// succeeded: attach to the second node, stage there if its node service
+// stages, publish, and undo it all.
+func (l *run) handoverOrder() []string {
+	if !l.handoverDone {
+		return nil
+	}
+	var want []string
+	if l.publishes() {
+		want = append(want, methodControllerPublish)
+	}
+	if l.secondStages {
+		want = append(want, methodNodeStage)
+	}
+	want = append(want, methodNodePublish, methodNodeUnpublish)
+	if l.secondStages {
+		want = append(want, methodNodeUnstage)
+	}
+	if l.publishes() {
+		want = append(want, methodControllerUnpublish)
+	}
+	return want
 }
 
 // checkLeftovers checks that the mount root holds nothing but the
@@ -283,6 +317,17 @@ func (l *run) checkLeftovers(ctx context.Context) {
 // parents and harmless. With skipProbe, the probes' directory is left
 // out: its undo runs with the cleanups.
 func (l *run) leftovers(skipProbe bool) []string {
+	given := l.givenPaths()
+	var out []string
+	for _, root := range l.roots() {
+		out = append(out, l.leftoversUnder(root, given, skipProbe)...)
+	}
+	return out
+}
+
+// givenPaths are the target_path and staging_target_path of every call
+// the stack sent.
+func (l *run) givenPaths() map[string]bool {
 	given := map[string]bool{}
 	for _, c := range l.calls.all() {
 		switch r := c.Req.(type) {
@@ -292,11 +337,7 @@ func (l *run) leftovers(skipProbe bool) []string {
 			given[r.StagingPath] = true
 		}
 	}
-	var out []string
-	for _, root := range l.roots() {
-		out = append(out, l.leftoversUnder(root, given, skipProbe)...)
-	}
-	return out
+	return given
 }
 
 // leftoversUnder is leftovers beneath one root.

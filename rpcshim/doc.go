@@ -167,8 +167,8 @@
 //     mounter.MountInfo says NodeExpandedBytes): report that with
 //     NodeExpandedAtMount first, and the step is not repeated.
 //  6. When this server becomes the leader, call ResumeVolumeChanges: it
-//     finishes the expansions and modifies the previous leader wrote
-//     but did not complete.
+//     finishes the creates, expansions and modifies the previous leader
+//     wrote but did not complete.
 //
 // On each node agent:
 //

@@ -17,6 +17,7 @@ import (
 	"github.com/csikit/csikit/mounter"
 	"github.com/csikit/csikit/rpcshim"
 	"github.com/csikit/csikit/state"
+	"google.golang.org/grpc/codes"
 )
 
 // e2eNode is one node agent: its node plugin (a csitest fake), its
@@ -329,4 +330,47 @@ func TestE2E_ReleaseWorker(t *testing.T) {
 	expectEqual(t, c.ctl.CallCount(csitest.MethodControllerPublishVolume), 1)
 	c.ctl.RequireNoViolations(t)
 	n2.plugin.RequireNoViolations(t)
+}
+
+// TestE2E_ClaimPublishTimedOut: the plugin's ControllerPublishVolume
+// times out. The claim is kept with its attachment Attaching, the error
+// is Uncertain with the plugin's code (not csi.ErrNoController: the
+// controller is there), and the same claim repeated completes the
+// attachment with one more ControllerPublish.
+func TestE2E_ClaimPublishTimedOut(t *testing.T) {
+	c := newE2ECluster(t)
+	ctx := context.Background()
+	_, err := c.applier.Apply(ctx, state.UpsertAllocations{Allocations: []csi.Allocation{{ID: "web-1", Namespace: "default", NodeID: "n2"}}})
+	must(t, err)
+	c.ctl.AddVolume("ext-1", 1<<30, map[string]string{"zone": "a"})
+	_, err = c.server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+		ID: "data", Namespace: "default", PluginID: rtPlugin, ExternalID: "ext-1",
+		Capabilities: []csi.Capability{mnmwFS}, Context: map[string]string{"zone": "a"},
+	}})
+	must(t, err)
+	req := &rpcshim.VolumeClaimRequest{Namespace: "default", VolumeID: "data", Claim: csi.Claim{
+		AllocationID: "web-1", NodeID: "n2", Mode: csi.ClaimWrite, AccessMode: mnmwFS.AccessMode, AttachmentMode: mnmwFS.AttachmentMode,
+	}}
+
+	c.ctl.FailNext(csitest.MethodControllerPublishVolume, codes.DeadlineExceeded, 1)
+	_, err = c.server.Claim(ctx, req)
+	mustErr(t, err)
+	expectClass(t, err, csi.ClassUncertain)
+	expectEqual(t, csi.CodeOf(err), csi.CodeDeadlineExceeded)
+	if errors.Is(err, csi.ErrNoController) {
+		t.Fatalf("a timed-out publish reads as no controller: %v", err)
+	}
+	vol, err := c.store.Volume("default", "data")
+	must(t, err)
+	if vol.WriteClaims["web-1"] == nil {
+		t.Fatal("the claim was dropped after a publish whose outcome is unknown")
+	}
+	if a := vol.Attachments["n2"]; a == nil || a.State != csi.AttachmentAttaching {
+		t.Fatalf("attachment on n2 = %+v, want Attaching", a)
+	}
+
+	resp, err := c.server.Claim(ctx, req)
+	must(t, err)
+	expectEqual(t, resp.Attachment.State, csi.AttachmentAttached)
+	expectEqual(t, c.ctl.CallCount(csitest.MethodControllerPublishVolume), 2)
 }

@@ -61,12 +61,15 @@ func TestServer_Lifecycle_Metrics(t *testing.T) {
 	for name, want := range map[string]float64{
 		metricstest.Name(metrics.ClaimsTaken):    2,
 		metricstest.Name(metrics.ClaimsReleased): 2,
-		metricstest.Name(metrics.ClaimsRefused, metrics.Label{Name: "reason", Value: csi.SentinelOf(err).Code()}):                                      1,
-		metricstest.Name(metrics.PluginRPC, metrics.Label{Name: "method", Value: "ControllerPublishVolume"}, metrics.Label{Name: "code", Value: "OK"}): 1,
+		metricstest.Name(metrics.ClaimsRefused, metrics.Label{Name: "reason", Value: csi.SentinelOf(err).Code()}): 1,
 	} {
 		if got := rec.Counter(name); got != want {
 			t.Errorf("%s = %v, want %v; recorded %v", name, got, want, rec.Names())
 		}
+	}
+	publish := metricstest.Name(metrics.PluginRPCLatency, metrics.Label{Name: "method", Value: "ControllerPublishVolume"}, metrics.Label{Name: "code", Value: "OK"})
+	if got := rec.Samples(publish); got != 1 {
+		t.Errorf("%s samples = %d, want 1; recorded %v", publish, got, rec.Names())
 	}
 	if rec.Samples(metricstest.Name(metrics.ReleaseLatency)) != 2 {
 		t.Errorf("release latency samples = %d", rec.Samples(metricstest.Name(metrics.ReleaseLatency)))

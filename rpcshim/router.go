@@ -333,6 +333,7 @@ func (r *Router) callAny(ctx context.Context, op, pluginID string, call func(con
 		return "", fmt.Errorf("rpcshim: %s: read the controllers of plugin %s: %w", op, pluginID, err)
 	}
 	var passed []PassedOver
+	var answered *answer
 	r.mu.Lock()
 	last := r.sticky[pluginID]
 	r.mu.Unlock()
@@ -375,11 +376,52 @@ func (r *Router) callAny(ctx context.Context, op, pluginID string, call func(con
 		if errors.Is(err, csi.ErrPluginNotFound) {
 			why = "plugin not found on node"
 		}
+		if tookCall(err) {
+			answered = &answer{node: node, err: err}
+		}
 		r.logger.Debug("controller node failed, trying the next", "plugin_id", pluginID, "method", op, "node_id", node,
 			"class", csi.Classify(err), "error", err)
 		passed = append(passed, PassedOver{NodeID: node, Reason: why})
 	}
+	if answered != nil {
+		return "", answered.error(op, pluginID, passed)
+	}
 	return "", r.noController(op, pluginID, view.infos, passed)
+}
+
+// tookCall reports whether a Retryable or Uncertain err from a
+// controller node came from a controller that took the call: a call
+// whose outcome is unknown (Uncertain: DeadlineExceeded, Canceled, a
+// connection closed mid-call) or a plugin answering "not now" (Aborted,
+// ResourceExhausted). Such a controller is there and may have acted, so
+// the call's failure is not a case of csi.ErrNoController. A plugin
+// answering Unavailable, a plugin missing on the node and a call that
+// was never sent (node down or unreachable) did not take it.
+func tookCall(err error) bool {
+	if csi.Classify(err) == csi.ClassUncertain {
+		return true
+	}
+	var rpcErr *csi.RPCError
+	return errors.As(err, &rpcErr) && rpcErr.Code != csi.CodeUnavailable
+}
+
+// answer is the last error of a controller that took a call; when no
+// other controller serves the call, it is what the caller gets, with
+// its class (Uncertain for a timeout: the attach may yet happen).
+type answer struct {
+	node string
+	err  error
+}
+
+func (a *answer) error(op, pluginID string, passed []PassedOver) error {
+	var others strings.Builder
+	for _, p := range passed {
+		if p.NodeID != a.node {
+			fmt.Fprintf(&others, "; node %s: %s", p.NodeID, p.Reason)
+		}
+	}
+	return fmt.Errorf("rpcshim: %s by the controller of plugin %s on node %s did not complete (no other controller served it%s); retry the call: %w",
+		op, pluginID, a.node, others.String(), a.err)
 }
 
 // controllers returns the plugin's healthy controllers, read from the

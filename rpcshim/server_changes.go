@@ -164,12 +164,15 @@ func (s *Server) completeOn(ctx context.Context, ns, id, node string) error {
 	return s.nodeExpand(ctx, v, node)
 }
 
-// ResumeVolumeChanges resumes every expansion and modify a previous
-// leader left pending: a new leader calls it once it leads, before it
-// serves volume operations (or beside them: each volume is locked).
-// Controller steps repeat with the same range or parameters, which the
-// plugin answers idempotently, so nothing is done twice. The errors of
-// every volume are joined.
+// ResumeVolumeChanges resumes every create, expansion and modify a
+// previous leader left pending: a new leader calls it once it leads,
+// before it serves volume operations (or beside them: each volume is
+// locked). A create is completed from its intent (csi.Volume.Creating),
+// which records the CSI name, parameters and content source, so the
+// plugin returns the volume it made, or makes it, and no backing volume
+// is left that the store does not know. Controller steps repeat with
+// the same range or parameters, which the plugin answers idempotently,
+// so nothing is done twice. The errors of every volume are joined.
 func (s *Server) ResumeVolumeChanges(ctx context.Context) error {
 	if err := s.authorize(ctx, "resume volume changes", "", csi.PermOperator); err != nil {
 		return err
@@ -180,10 +183,15 @@ func (s *Server) ResumeVolumeChanges(ctx context.Context) error {
 	}
 	var errs []error
 	for _, v := range vols {
-		if !v.Expansion.Pending() && v.ModifyingParameters == nil {
+		switch {
+		case v.Creating:
+			err = s.resumeCreate(ctx, v.Namespace, v.ID)
+		case v.Expansion.Pending() || v.ModifyingParameters != nil:
+			err = s.resume(ctx, v.Namespace, v.ID)
+		default:
 			continue
 		}
-		if err := s.resume(ctx, v.Namespace, v.ID); err != nil {
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/plugin"
@@ -51,14 +52,30 @@ func (s *Server) CreateVolume(ctx context.Context, req *VolumeCreateRequest) (*V
 		return nil, err
 	}
 	v.ExternalID, v.Capacity, v.Context, v.Topologies = "", 0, nil, nil
-	name := v.Name
-	if name == "" {
-		name = v.Namespace + "/" + v.ID
+	v.Source = src
+	if req.MutableParameters != nil {
+		v.MutableParameters = maps.Clone(req.MutableParameters)
 	}
-	if err := s.writeCreateIntent(ctx, op, name, v, req.Nodes); err != nil {
+	if err := s.writeCreateIntent(ctx, op, createName(v), v, req.Nodes); err != nil {
 		return nil, err
 	}
-	cr, err := s.createInPlugin(ctx, op, name, v, req, src)
+	return s.completeCreate(ctx, op, v)
+}
+
+// createName is the CSI name of v's CreateVolume: its Name, or
+// "<namespace>/<ID>", so every attempt asks the plugin for the same
+// volume.
+func createName(v *csi.Volume) string {
+	if v.Name != "" {
+		return v.Name
+	}
+	return v.Namespace + "/" + v.ID
+}
+
+// completeCreate is CreateVolume's steps 2 and 3 for the intent v: the
+// plugin call with what the intent records, then the completed record.
+func (s *Server) completeCreate(ctx context.Context, op string, v *csi.Volume) (*VolumeResponse, error) {
+	cr, err := s.createInPlugin(ctx, op, v)
 	if err != nil {
 		return nil, err
 	}
@@ -77,6 +94,29 @@ func (s *Server) CreateVolume(ctx context.Context, req *VolumeCreateRequest) (*V
 	}
 	s.capacityChanged(v.PluginID)
 	return s.volumeResponse(op, v.Namespace, v.ID, res.Index, cr.ControllerNodeID)
+}
+
+// resumeCreate completes the creation intent of ns/id that an earlier
+// call (perhaps on a previous leader) left, with what the intent
+// records. A volume no longer being created is left alone.
+func (s *Server) resumeCreate(ctx context.Context, ns, id string) error {
+	op := fmt.Sprintf("resume the create of volume %s/%s", ns, id)
+	unlock, err := s.lockVolume(ctx, op, ns, id)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	v, err := s.store.Volume(ns, id)
+	switch {
+	case errors.Is(err, csi.ErrVolumeNotFound):
+		return nil
+	case err != nil:
+		return fmt.Errorf("%s: %w", op, err)
+	case !v.Creating:
+		return nil
+	}
+	_, err = s.completeCreate(ctx, op, v)
+	return err
 }
 
 // writeCreateIntent is CreateVolume's step 1: it writes v as Creating,
@@ -114,9 +154,11 @@ func (s *Server) writeCreateIntent(ctx context.Context, op, name string, v *csi.
 }
 
 // createInPlugin is CreateVolume's step 2: the plugin's CreateVolume
-// under the CSI name. A Final refusal removes the intent; any other
-// error keeps it for a retry.
-func (s *Server) createInPlugin(ctx context.Context, op, name string, v *csi.Volume, req *VolumeCreateRequest, src *plugin.ContentSource) (*CreateVolumeResponse, error) {
+// under the CSI name, with the intent's parameters and content source.
+// A Final refusal removes the intent; any other error keeps it for a
+// retry.
+func (s *Server) createInPlugin(ctx context.Context, op string, v *csi.Volume) (*CreateVolumeResponse, error) {
+	name := createName(v)
 	cr, err := s.router.CreateVolume(ctx, &CreateVolumeRequest{
 		CSIControllerQuery: CSIControllerQuery{PluginID: v.PluginID},
 		CreateVolumeRequest: plugin.CreateVolumeRequest{
@@ -126,9 +168,9 @@ func (s *Server) createInPlugin(ctx context.Context, op, name string, v *csi.Vol
 			Capabilities:      v.Capabilities,
 			MountOptions:      v.MountOptions,
 			Parameters:        v.Parameters,
-			MutableParameters: req.MutableParameters,
+			MutableParameters: v.MutableParameters,
 			Secrets:           v.Secrets,
-			Source:            src,
+			Source:            v.Source,
 			Topology:          v.RequestedTopologies,
 		},
 	})

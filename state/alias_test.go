@@ -131,15 +131,23 @@ func TestRegisterVolume_ExternalIDTaken(t *testing.T) {
 			state.RegisterVolume{Volume: regVolume("default", "backing-db", "hp", "pv-7")},
 			// Another plugin's external volume of the same ID.
 			state.RegisterVolume{Volume: regVolume("other", "alias", "nfs", "pv-7")},
-			// A longer external ID whose key starts with the same
-			// parts: "pv-8\x00other" in namespace x against "pv-8" in
-			// namespace other.
-			state.RegisterVolume{Volume: regVolume("x", "nul", "hp", "pv-8\x00other")},
 			state.RegisterVolume{Volume: regVolume("other", "pv8", "hp", "pv-8")},
 		} {
 			if _, err := r.apply(c); err != nil {
 				t.Errorf("apply %+v: %v", c, err)
 			}
+		}
+	})
+
+	// memdb ends each part of a compound key with a NUL, so an external
+	// ID holding one could alias another's key: "pv-8\x00other" against
+	// "pv-8". Such an ID is refused before it reaches an index.
+	t.Run("NULRefused", func(t *testing.T) {
+		r := newRegistry(t)
+		r.must(state.RegisterVolume{Volume: regVolume("other", "pv8", "hp", "pv-8")})
+		_, err := r.apply(state.RegisterVolume{Volume: regVolume("x", "nul", "hp", "pv-8\x00other")})
+		if !errors.Is(err, csi.ErrInvalidID) {
+			t.Fatalf("external ID with a NUL: %v, want ErrInvalidID", err)
 		}
 	})
 

@@ -169,7 +169,7 @@ func (c ClaimVolume) validClaim() (*csi.Claim, error) {
 		return nil, fmt.Errorf("claim volume %s: %w", volName(c.Namespace, c.VolumeID), err)
 	}
 	if claim.ExternalNodeID != "" {
-		if err := csi.ValidateExternalID("external node ID", claim.ExternalNodeID); err != nil {
+		if err := csi.ValidateExternalNodeID("external node ID", claim.ExternalNodeID); err != nil {
 			return nil, fmt.Errorf("claim volume %s: %w", volName(c.Namespace, c.VolumeID), err)
 		}
 	}

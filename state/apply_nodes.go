@@ -75,7 +75,7 @@ func validatePluginInfo(node string, p *csi.PluginInfo) error {
 	}
 	if ni := p.NodeInfo; ni != nil {
 		if ni.ID != "" {
-			if err := csi.ValidateExternalID("CSI node ID", ni.ID); err != nil {
+			if err := csi.ValidateExternalNodeID("CSI node ID", ni.ID); err != nil {
 				return fmt.Errorf("node %s, plugin %s: %w", node, p.PluginID, err)
 			}
 		}

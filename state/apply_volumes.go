@@ -112,6 +112,11 @@ func validateVolume(v *csi.Volume) error {
 			return fmt.Errorf("volume %s: %w", volName(v.Namespace, v.ID), err)
 		}
 	}
+	if v.Source != nil {
+		if err := v.Source.Validate(); err != nil {
+			return fmt.Errorf("volume %s: Source: %w", volName(v.Namespace, v.ID), err)
+		}
+	}
 	if len(v.Capabilities) == 0 {
 		return fmt.Errorf("%w: volume %s has no capability; give at least one (access mode, attachment mode) pair",
 			csi.ErrInvalidRequest, volName(v.Namespace, v.ID))

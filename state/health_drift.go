@@ -85,7 +85,7 @@ func (c AdoptAttachment) apply(w *writer) error {
 	if err != nil {
 		return err
 	}
-	if err := csi.ValidateExternalID("CSI node ID", c.ExternalNodeID); err != nil {
+	if err := csi.ValidateExternalNodeID("CSI node ID", c.ExternalNodeID); err != nil {
 		return err
 	}
 	if a != nil {

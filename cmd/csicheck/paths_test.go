@@ -109,10 +109,29 @@ func TestRun_PathCommands(t *testing.T) {
 	if last := lines[len(lines)-1]; last != "remove "+mount {
 		t.Errorf("last command %q, want the mount root removed", last)
 	}
-	var checked []string
+	var checked, created []string
 	for _, l := range lines {
 		if rest, ok := strings.CutPrefix(l, "check "); ok {
 			checked = append(checked, rest)
+		}
+		if rest, ok := strings.CutPrefix(l, "create "); ok {
+			created = append(created, rest)
+		}
+	}
+	// Every staging path and every target's parent the plugin is given
+	// is made through the command first (the target is the plugin's).
+	for _, c := range append(p.CallsTo(csitest.MethodNodeStageVolume), p.CallsTo(csitest.MethodNodePublishVolume)...) {
+		var dir string
+		switch r := c.Request.(type) {
+		case *csipb.NodeStageVolumeRequest:
+			dir = r.GetStagingTargetPath()
+		case *csipb.NodePublishVolumeRequest:
+			if r.GetTargetPath() != "" {
+				dir = filepath.Dir(r.GetTargetPath())
+			}
+		}
+		if dir != "" && !slices.Contains(created, dir) {
+			t.Errorf("%s was given %s, which --create-path-cmd did not make; made %v", c.Method, dir, created)
 		}
 	}
 	for _, c := range append(p.CallsTo(csitest.MethodNodeStageVolume), p.CallsTo(csitest.MethodNodePublishVolume)...) {

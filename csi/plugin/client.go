@@ -61,8 +61,8 @@ type Config struct {
 	// Backoff spaces the retries; the zero value is backoff's default
 	// (100ms doubling up to 30s, 20% jitter).
 	Backoff backoff.Policy
-	// MetricSink receives a count and a latency sample per call attempt
-	// by method and gRPC code (metrics.PluginRPC); nil emits nothing.
+	// MetricSink receives a latency sample per call attempt by method
+	// and gRPC code (metrics.PluginRPCLatency); nil emits nothing.
 	MetricSink metrics.Sink
 	// MetricLabels are added to every metric the client emits, such as
 	// the plugin's ID (fingerprint.Manager sets "plugin"). Keep them

@@ -632,7 +632,11 @@ func TestClient_BadRequest_NoRPC(t *testing.T) {
 			return c.ControllerUnpublishVolume(ctx, &plugin.ControllerUnpublishRequest{ExternalNodeID: "n"})
 		}},
 		{"ControllerUnpublish long node ID", "ExternalNodeID", func() error {
-			return c.ControllerUnpublishVolume(ctx, &plugin.ControllerUnpublishRequest{ExternalID: "v", ExternalNodeID: long})
+			return c.ControllerUnpublishVolume(ctx, &plugin.ControllerUnpublishRequest{ExternalID: "v", ExternalNodeID: strings.Repeat("n", csi.MaxExternalNodeIDLength+1)})
+		}},
+		{"ControllerPublish control character in node ID", "ExternalNodeID", func() error {
+			_, err := c.ControllerPublishVolume(ctx, &plugin.ControllerPublishRequest{ExternalID: "v", ExternalNodeID: "n\x00", Capability: fsCap})
+			return err
 		}},
 		{"Validate no capabilities", "Capabilities", func() error {
 			_, err := c.ValidateVolumeCapabilities(ctx, &plugin.ValidateCapabilitiesRequest{ExternalID: "v"})

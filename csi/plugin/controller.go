@@ -78,11 +78,9 @@ type CreateVolumeRequest struct {
 }
 
 // ContentSource names a snapshot or a volume (by plugin ID) to copy
-// from; exactly one field is set.
-type ContentSource struct {
-	SnapshotID string
-	VolumeID   string
-}
+// from; exactly one field is set. It is csi.ContentSource, which a
+// volume's record keeps.
+type ContentSource = csi.ContentSource
 
 // Volume is a volume as the controller reports it (CreateVolume,
 // ListVolumes).

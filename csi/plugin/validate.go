@@ -65,12 +65,18 @@ func validate[R any](method string, r *R, checks func(c *check, r *R)) error {
 	return c.result()
 }
 
-// id checks a plugin-chosen identifier (volume, node or snapshot ID).
-func (c *check) id(field, v string) {
+// id checks a plugin-chosen volume or snapshot ID.
+func (c *check) id(field, v string) { c.external(field, csi.ValidateExternalID(field, v)) }
+
+// nodeID checks a plugin-chosen CSI node ID, which may be up to 256 bytes.
+func (c *check) nodeID(field, v string) { c.external(field, csi.ValidateExternalNodeID(field, v)) }
+
+// external records the result of validating a plugin-chosen identifier.
+func (c *check) external(field string, err error) {
 	if c.err != nil {
 		return
 	}
-	if err := csi.ValidateExternalID(field, v); err != nil {
+	if err != nil {
 		var ie *csi.IDError
 		if errors.As(err, &ie) {
 			c.fail(field, "%s", ie.Reason)
@@ -206,7 +212,7 @@ func maxEntries(method string, n int32) error {
 func (r *ControllerPublishRequest) validate() error {
 	return validate("ControllerPublishVolume", r, func(c *check, r *ControllerPublishRequest) {
 		c.id("ExternalID", r.ExternalID)
-		c.id("ExternalNodeID", r.ExternalNodeID)
+		c.nodeID("ExternalNodeID", r.ExternalNodeID)
 		c.capability("Capability", r.Capability, r.MountOptions)
 	})
 }
@@ -215,7 +221,7 @@ func (r *ControllerUnpublishRequest) validate() error {
 	return validate("ControllerUnpublishVolume", r, func(c *check, r *ControllerUnpublishRequest) {
 		c.id("ExternalID", r.ExternalID)
 		if r.ExternalNodeID != "" {
-			c.id("ExternalNodeID", r.ExternalNodeID)
+			c.nodeID("ExternalNodeID", r.ExternalNodeID)
 		}
 	})
 }

@@ -102,12 +102,16 @@ func runPlan(t *testing.T, p *plan) []string {
 	r := &run{w: w, p: p, allocs: map[string]decision{}, errs: map[string]int{}}
 	r.registerVolumes()
 	for i, s := range p.steps {
-		r.doStep(s)
+		if bad := r.within(fmt.Sprintf("step %d", i), func() { r.doStep(s) }); len(bad) > 0 {
+			return bad
+		}
 		if bad := r.check(fmt.Sprintf("after step %d", i), stepInvariants); len(bad) > 0 {
 			return bad
 		}
 	}
-	r.quiesce()
+	if bad := r.within("quiescence", r.quiesce); len(bad) > 0 {
+		return bad
+	}
 	bad := r.check("at quiescence", quiescentInvariants)
 	if len(bad) > 0 {
 		for _, rep := range w.replicas {
@@ -152,9 +156,13 @@ func (r *run) quiesce() {
 	slices.Sort(ids)
 	for _, id := range ids {
 		// The host reports every stop until the store has it.
-		for try := 0; r.stop(id) != nil; try++ {
+		for try := 0; ; try++ {
+			err := r.stop(id)
+			if err == nil {
+				break
+			}
 			if try == 10 {
-				r.w.t.Errorf("seed %d: the stop of %s was refused %d times", r.p.seed, id, try)
+				r.w.t.Errorf("seed %d: the stop of %s was refused %d times: %v", r.p.seed, id, try, err)
 				break
 			}
 			w.leader()

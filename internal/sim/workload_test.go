@@ -73,6 +73,7 @@ type step struct {
 	faults  []decision
 	ops     []decision
 	extras  []decision // from the seed's second stream (extra_test.go)
+	rush    []decision // from the seed's third stream (rush_test.go)
 	advance time.Duration
 }
 
@@ -113,6 +114,7 @@ const numVolumes = 3
 func newPlan(seed uint64, n int) *plan {
 	rng := rand.New(rand.NewPCG(seed, 0x51a))
 	rng2 := rand.New(rand.NewPCG(seed, 0x52b))
+	rng3 := rand.New(rand.NewPCG(seed, 0x53c))
 	p := &plan{seed: seed}
 	for i := range numVolumes {
 		p.volumes = append(p.volumes, simVolume{id: fmt.Sprintf("v%d", i), mode: simModes[rng.IntN(len(simModes))]})
@@ -120,7 +122,7 @@ func newPlan(seed uint64, n int) *plan {
 	// The unpublish race has a volume of its own, shared by any number
 	// of nodes, so that its claim is the first on its node and calls
 	// ControllerPublish. It draws nothing from rng.
-	p.volumes = append(p.volumes, simVolume{id: "race", mode: csi.AccessModeMultiNodeMultiWriter})
+	p.volumes = append(p.volumes, simVolume{id: "race", mode: csi.AccessModeMultiNodeMultiWriter}, rushVolumeOf(rng3))
 	var running []string
 	started := map[string]decision{}
 	next := 0
@@ -159,6 +161,7 @@ func newPlan(seed uint64, n int) *plan {
 		}
 		s.advance = time.Duration(rng.IntN(20)) * time.Second
 		s.extras = drawExtras(rng2, len(p.steps))
+		s.rush = drawRush(rng3, len(p.steps))
 		p.steps = append(p.steps, s)
 	}
 	return p
@@ -203,6 +206,9 @@ func (p *plan) trace() string {
 		}
 		for _, d := range s.extras {
 			fmt.Fprintf(&b, "%d %s\n", i, extraString(d))
+		}
+		for _, d := range s.rush {
+			fmt.Fprintf(&b, "%d %s\n", i, rushString(d))
 		}
 		fmt.Fprintf(&b, "%d advance %s\n", i, s.advance)
 	}
@@ -277,6 +283,7 @@ func (r *run) doStep(s step) {
 	}
 	wg.Wait()
 	r.doExtras(s.extras)
+	r.doRush(s.rush)
 	r.w.clock.Advance(s.advance)
 	r.w.settle()
 }

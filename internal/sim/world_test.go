@@ -13,7 +13,9 @@ import (
 
 	"github.com/csikit/csikit/claimgc"
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/backoff"
 	"github.com/csikit/csikit/csi/clock"
+	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/csitest"
 	"github.com/csikit/csikit/fingerprint"
 	"github.com/csikit/csikit/mounter"
@@ -77,6 +79,16 @@ type world struct {
 
 	leadMu  sync.Mutex
 	changed chan struct{} // closed and replaced at every leadership change
+
+	wedgeMu sync.Mutex
+	wedged  bool // a step hung: close waits for nothing
+}
+
+// wedge marks the world as holding a stuck goroutine (see run.within).
+func (w *world) wedge() {
+	w.wedgeMu.Lock()
+	w.wedged = true
+	w.wedgeMu.Unlock()
 }
 
 func simRaftConfig() *raft.Config {
@@ -219,7 +231,10 @@ func (w *world) startNode(ctx context.Context, id string) {
 		Node: csi.NodeCapabilities{StageUnstageVolume: true}, AdmitUnknownVolumes: true,
 	})
 	var err error
+	// The plugin clients retry a Retryable failure on the wall clock:
+	// short delays keep a world's real time down.
 	n.manager, err = fingerprint.New(fingerprint.Config{NodeID: id, Interval: time.Hour,
+		Client: plugin.Config{Backoff: backoff.Policy{Base: 5 * time.Millisecond, Max: 50 * time.Millisecond}},
 		Report: func(ctx context.Context, infos []*csi.PluginInfo) error {
 			cmd := state.UpsertNodePlugins{NodeID: id}
 			for _, in := range infos {
@@ -295,6 +310,14 @@ func (w *world) settle() {
 
 func (w *world) close() {
 	w.cancel()
+	w.wedgeMu.Lock()
+	wedged := w.wedged
+	w.wedgeMu.Unlock()
+	if wedged {
+		// Its stuck goroutine may hold what closing would wait for;
+		// the seed has failed and the process ends with it.
+		return
+	}
 	w.wg.Wait()
 	_ = w.tr.Close()
 	for _, r := range w.replicas {

@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/clock"
 	"github.com/csikit/csikit/state"
 	"github.com/csikit/csikit/state/sealed"
 )
@@ -103,6 +104,12 @@ type Config struct {
 	// Logger receives the server's and raft's logs; nil means no
 	// logging.
 	Logger hclog.Logger
+
+	// Clock times the server's own retries (a leadership barrier that
+	// failed while the server still leads is retried with backoff);
+	// nil means the wall clock. Raft's timers are its own and always
+	// run on the wall clock.
+	Clock clock.Clock
 }
 
 // withDefaults validates c, fills its defaults and returns the raft
@@ -137,6 +144,7 @@ func (c Config) withDefaults() (Config, *raft.Config, error) {
 	if c.Logger == nil {
 		c.Logger = hclog.NewNullLogger()
 	}
+	c.Clock = clock.Or(c.Clock)
 
 	var rc raft.Config
 	if c.Raft != nil {

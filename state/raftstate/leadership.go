@@ -3,8 +3,11 @@ package raftstate
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/csikit/csikit/csi/clock"
 )
 
 // IsLeader reports whether this server is the raft leader now. A write
@@ -98,13 +101,40 @@ func (s *Server) setEstablished(leader bool) {
 	}
 }
 
+// Bounds of the backoff between leadership barriers that failed while
+// this server still led.
+const (
+	barrierRetryBase = 50 * time.Millisecond
+	barrierRetryMax  = 2 * time.Second
+)
+
 // run takes in raft's leadership notifications and leader observations
 // until Shutdown. Gaining leadership is reported once a barrier has
 // gone through, and the barrier runs on its own goroutine so that this
 // loop keeps reading raft's notifications, which raft waits for.
+//
+// A barrier can fail while the server still leads (a leadership
+// transfer that was in progress and then failed refuses it, as can a
+// full apply queue). Raft sends no new notification then, so giving up
+// would leave the cluster with a leader whose workers never start for
+// the whole term; the barrier is retried instead, with a backoff on
+// Config.Clock bounded by barrierRetryMax, until it goes through or
+// leadership is lost.
 func (s *Server) run(r *raft.Raft) {
 	defer close(s.runDone)
-	var barrier chan error
+	var (
+		barrier  chan error
+		retry    clock.Timer
+		retryC   <-chan time.Time
+		failures int
+	)
+	stopRetry := func() {
+		if retry != nil {
+			retry.Stop()
+		}
+		retry, retryC = nil, nil
+	}
+	defer stopRetry()
 	failed := s.fsm.Failed()
 	for {
 		select {
@@ -119,28 +149,34 @@ func (s *Server) run(r *raft.Raft) {
 				close(s.failed)
 			}()
 		case leader := <-s.notifyCh:
+			barrier, failures = nil, 0
+			stopRetry()
 			if !leader {
-				barrier = nil
 				s.setEstablished(false)
 				continue
 			}
-			if _, ok := s.begin(); !ok {
-				continue // shutting down
+			barrier = s.startBarrier(r)
+		case <-retryC:
+			retry, retryC = nil, nil
+			if r.State() == raft.Leader {
+				barrier = s.startBarrier(r)
 			}
-			ch := make(chan error, 1)
-			go func() {
-				defer s.end()
-				ch <- r.Barrier(0).Error()
-			}()
-			barrier = ch
 		case err := <-barrier:
 			barrier = nil
-			if err != nil {
-				s.cfg.Logger.Warn("leadership barrier failed; not taking leadership", "error", err)
-				continue
-			}
-			if r.State() == raft.Leader {
-				s.setEstablished(true)
+			switch {
+			case err == nil:
+				failures = 0
+				if r.State() == raft.Leader {
+					s.setEstablished(true)
+				}
+			case r.State() != raft.Leader:
+				s.cfg.Logger.Warn("leadership barrier failed and leadership is lost; not taking leadership", "error", err)
+			default:
+				failures++
+				d := barrierBackoff(failures)
+				s.cfg.Logger.Warn("leadership barrier failed while still leading; retrying", "error", err, "retry_in", d)
+				retry = s.cfg.Clock.NewTimer(d)
+				retryC = retry.C()
 			}
 		case <-s.obsCh:
 			s.leaderMu.Lock()
@@ -149,4 +185,29 @@ func (s *Server) run(r *raft.Raft) {
 			s.leaderMu.Unlock()
 		}
 	}
+}
+
+// startBarrier issues a leadership barrier on its own goroutine and
+// returns the channel its result arrives on, or nil when the server is
+// shutting down.
+func (s *Server) startBarrier(r *raft.Raft) chan error {
+	if _, ok := s.begin(); !ok {
+		return nil
+	}
+	ch := make(chan error, 1)
+	go func() {
+		defer s.end()
+		ch <- s.barrier(r)
+	}()
+	return ch
+}
+
+// barrierBackoff is the wait after the n-th barrier failure in a row
+// (n ≥ 1): doubling from barrierRetryBase, at most barrierRetryMax.
+func barrierBackoff(n int) time.Duration {
+	d := barrierRetryBase
+	for i := 1; i < n && d < barrierRetryMax; i++ {
+		d *= 2
+	}
+	return min(d, barrierRetryMax)
 }

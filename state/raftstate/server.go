@@ -74,6 +74,10 @@ type Server struct {
 	established bool
 	observers   map[uint64]func(bool)
 	nextObs     uint64
+
+	// barrier runs the leadership barrier; tests replace it before
+	// Start to make it fail.
+	barrier func(*raft.Raft) error
 }
 
 type phase int
@@ -120,6 +124,7 @@ func New(cfg Config) (*Server, error) {
 		drained:       make(chan struct{}),
 		leaderChanged: make(chan struct{}),
 		observers:     map[uint64]func(bool){},
+		barrier:       func(r *raft.Raft) error { return r.Barrier(0).Error() },
 	}, nil
 }
 

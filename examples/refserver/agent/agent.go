@@ -13,7 +13,6 @@ import (
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/clock"
-	"github.com/csikit/csikit/csi/metrics"
 	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/examples/hostpathplugin/hostpath"
 	"github.com/csikit/csikit/examples/refserver/api"
@@ -72,11 +71,12 @@ func New(cfg Config) (*Agent, error) {
 	}
 	a.plugins = &observedPlugins{m: a.manager, node: cfg.NodeID, log: cfg.Events, root: filepath.Join(cfg.DataDir, "mnt")}
 	a.mounter, err = mounter.New(mounter.Config{
-		Root:     filepath.Join(cfg.DataDir, "mnt"),
-		StateDir: filepath.Join(cfg.DataDir, "state"),
-		Plugins:  a.plugins,
-		NoSync:   cfg.NoSync,
-		Logger:   cfg.Logger.Named("mounter"),
+		Root:       filepath.Join(cfg.DataDir, "mnt"),
+		StateDir:   filepath.Join(cfg.DataDir, "state"),
+		Plugins:    a.plugins,
+		NoSync:     cfg.NoSync,
+		Logger:     cfg.Logger.Named("mounter"),
+		MetricSink: cfg.MetricSink,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("agent %s: %w", cfg.NodeID, err)
@@ -415,9 +415,6 @@ func (a *Agent) mount(ctx context.Context, req *api.NodeMountRequest) (*api.Node
 		return nil, err
 	}
 	a.cfg.Events.Printf(a.cfg.NodeID, "mounted %s for %s at %s", req.Volume.ID, req.Claim.AllocationID, info.Path)
-	if a.cfg.MetricSink != nil {
-		a.cfg.MetricSink.IncrCounterWithLabels(metrics.MountsPublished, 1, []metrics.Label{{Name: "plugin", Value: req.Volume.PluginID}})
-	}
 	return &api.NodeMountResponse{Path: info.Path, Usage: info.Usage.String(), NodeExpandedBytes: info.NodeExpandedBytes}, nil
 }
 

@@ -134,8 +134,9 @@ type Config struct {
 	TLS *tls.Config
 	// NoSync skips fsync of the mounter's state (tests, throwaway nodes).
 	NoSync bool
-	// MetricSink receives the plugin clients' call counts and latencies
-	// (metrics.PluginRPC); nil emits nothing.
+	// MetricSink receives the plugin clients' call latencies
+	// (metrics.PluginRPCLatency) and the mounter's counts; nil emits
+	// nothing.
 	MetricSink metrics.Sink
 	// Clock times the heartbeats, the registration retries and the
 	// plugin registry's intervals; nil means the real clock. Tests pass

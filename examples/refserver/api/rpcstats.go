@@ -6,7 +6,7 @@ import (
 )
 
 // RPCStat is how a plugin's calls of one CSI method went, as counted by
-// the server's metrics (metrics.PluginRPC): the calls of the plugin
+// the server's metrics (the count of metrics.PluginRPCLatency): the calls of the plugin
 // clients that emit into the server's sink, such as the demo's agents.
 type RPCStat struct {
 	Method string

@@ -5,10 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -344,7 +346,8 @@ func TestCLI_NodeStatus_HeartbeatExpired(t *testing.T) {
 
 // TestCLI_AgentMode runs a third agent through the CLI's agent command
 // against the cluster's server; it joins, its plugin becomes healthy,
-// and it stops cleanly when its ctx ends.
+// its own /v1/metrics (-metrics-addr) counts its plugin calls, and it
+// stops cleanly when its ctx ends.
 func TestCLI_AgentMode(t *testing.T) {
 	c := startCluster(t)
 	dir := shortTempDir(t)
@@ -354,7 +357,7 @@ func TestCLI_AgentMode(t *testing.T) {
 	go func() {
 		done <- cli.Run(ctx, []string{"agent", "-server", c.URL(), "-node-id", "node-3", "-addr", "127.0.0.1:0",
 			"-data-dir", filepath.Join(dir, "agent"), "-hostpath-data-dir", c.PluginDataDir(), "-hostpath-mode", "node",
-			"-hostpath-mount", "symlink"}, &out, &errOut)
+			"-hostpath-mount", "symlink", "-metrics-addr", "127.0.0.1:0"}, &out, &errOut)
 	}()
 	wctx, wcancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer wcancel()
@@ -363,6 +366,8 @@ func TestCLI_AgentMode(t *testing.T) {
 		cancel()
 		t.Fatalf("the agent did not join: %v\nstderr:\n%s", err, errOut.String())
 	}
+	requireAgentMetrics(wctx, t, out.String(), "[node-3] metrics on ",
+		`csikit_plugin_rpc_latency_count{code="OK",method="NodeGetInfo",plugin="hostpath"}`)
 	cancel()
 	if code := <-done; code != cli.ExitOK {
 		t.Errorf("agent exit %d\nstderr:\n%s", code, errOut.String())
@@ -370,6 +375,38 @@ func TestCLI_AgentMode(t *testing.T) {
 	if !strings.Contains(out.String(), "[node-3] node service on 127.0.0.1:") {
 		t.Errorf("agent output:\n%s", out.String())
 	}
+}
+
+// requireAgentMetrics scrapes the metrics URL an agent printed after
+// prefix and finds series in it with a value of at least 1.
+func requireAgentMetrics(ctx context.Context, t *testing.T, out, prefix, series string) {
+	t.Helper()
+	var url string
+	for _, l := range strings.Split(out, "\n") {
+		if u, ok := strings.CutPrefix(l, prefix); ok {
+			url = u
+		}
+	}
+	if url == "" {
+		t.Fatalf("no %q line in the agent's output:\n%s", prefix, out)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	must(t, err)
+	hc := &http.Client{}
+	defer hc.CloseIdleConnections()
+	resp, err := hc.Do(req)
+	must(t, err)
+	body, err := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	must(t, err)
+	for _, l := range strings.Split(string(body), "\n") {
+		if v, ok := strings.CutPrefix(l, series+" "); ok {
+			if n, err := strconv.ParseFloat(v, 64); err == nil && n >= 1 {
+				return
+			}
+		}
+	}
+	t.Errorf("%s: no %s of at least 1 in:\n%s", url, series, body)
 }
 
 // lineWriter hands each line written to it to a function.

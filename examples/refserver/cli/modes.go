@@ -253,6 +253,14 @@ func joinFlags(join []string) []struct{ flag, value string } {
 	return out
 }
 
+// listenNode listens on the agent's -addr: host:port or unix:///path.
+func listenNode(addr string) (net.Listener, error) {
+	if path, ok := strings.CutPrefix(addr, "unix://"); ok {
+		return listen("unix", path, "-addr")
+	}
+	return listen("tcp", addr, "-addr")
+}
+
 // listen listens on address, and on "address already in use" says
 // which flag moves it.
 func listen(network, address, flagName string) (net.Listener, error) {
@@ -308,6 +316,7 @@ func (e *env) agent(ctx context.Context, args []string) int {
 	hpMount := fs.String("hostpath-mount", string(hostpath.MountAuto), "the in-process hostpath plugin's mount method: auto, bind or symlink")
 	hpPub := fs.Bool("hostpath-controller-publish", true, "the in-process hostpath plugin advertises PUBLISH_UNPUBLISH_VOLUME")
 	hpStage := fs.Bool("hostpath-staging", true, "the in-process hostpath plugin advertises STAGE_UNSTAGE_VOLUME")
+	metricsAddr := fs.String("metrics-addr", "", "serve the agent's metrics at http://HOST:PORT/v1/metrics (Prometheus text, plain HTTP: bind it where only the scraper reaches); empty: none")
 	heartbeat := fs.Duration("heartbeat", agent.DefaultHeartbeatInterval, "time between heartbeats (keep it well under the server's -heartbeat-ttl)")
 	level := fs.String("log-level", "warn", "log level of diagnostics on stderr: trace, debug, info, warn, error")
 	logJSON := fs.Bool("log-json", false, "log diagnostics on stderr as JSON lines")
@@ -350,19 +359,22 @@ func (e *env) agent(ctx context.Context, args []string) int {
 			ControllerPublish: *hpPub, Staging: *hpStage,
 		}
 	}
+	am, err := newAgentMetrics(*metricsAddr, &cfg)
+	if err != nil {
+		return e.modeFail("agent", err)
+	}
 	a, err := agent.New(cfg)
 	if err != nil {
 		return e.modeFail("agent", err)
 	}
-	network, address := "tcp", *addr
-	if strings.HasPrefix(address, "unix://") {
-		network, address = "unix", strings.TrimPrefix(address, "unix://")
-	}
-	lis, err := listen(network, address, "-addr")
+	err = am.run(ctx, *nodeID, cfg.Events, func(ctx context.Context) error {
+		lis, err := listenNode(*addr)
+		if err != nil {
+			return err
+		}
+		return a.Run(ctx, lis)
+	})
 	if err != nil {
-		return e.modeFail("agent", err)
-	}
-	if err := a.Run(ctx, lis); err != nil {
 		return e.modeFail("agent", err)
 	}
 	return ExitOK

@@ -45,11 +45,14 @@ func TestRun_MetricsAfterLifecycle(t *testing.T) {
 		series string
 		min    float64
 	}{
-		{`csikit_plugin_rpc{code="OK",method="ControllerPublishVolume",plugin="hostpath"}`, 1},
-		{`csikit_plugin_rpc{code="OK",method="NodePublishVolume",plugin="hostpath"}`, 1},
+		{`csikit_plugin_rpc_latency_count{code="OK",method="ControllerPublishVolume",plugin="hostpath"}`, 1},
+		{`csikit_plugin_rpc_latency_count{code="OK",method="NodePublishVolume",plugin="hostpath"}`, 1},
 		{`csikit_plugin_rpc_latency_count{code="OK",method="CreateVolume",plugin="hostpath"}`, 1},
-		{`csikit_plugin_rpc{code="OK",method="NodeStageVolume",plugin="hostpath"}`, 1},
+		{`csikit_plugin_rpc_latency_count{code="OK",method="NodeStageVolume",plugin="hostpath"}`, 1},
 		{`csikit_mounts_published{plugin="hostpath"}`, 1},
+		{`csikit_mounts_staged{plugin="hostpath"}`, 1},
+		{`csikit_mounts_unpublished{plugin="hostpath"}`, 1},
+		{`csikit_mounts_unstaged{plugin="hostpath"}`, 1},
 		{`csikit_claims_taken`, 1},
 		{`csikit_claims_released`, 1},
 		{`csikit_claims_release_latency_count`, 1},

@@ -8,40 +8,33 @@ import (
 	"strings"
 	"time"
 
-	gmprom "github.com/hashicorp/go-metrics/prometheus"
-	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
-
 	"github.com/csikit/csikit/claimgc"
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/metrics"
 	"github.com/csikit/csikit/examples/refserver/api"
+	"github.com/csikit/csikit/examples/refserver/internal/promsink"
 )
 
 // Metrics is where the server's parts (and, in the demo, the agents in
 // the same process) emit: a go-metrics Prometheus sink on a registry of
 // its own, served at /v1/metrics in the Prometheus text format.
-type Metrics struct {
-	sink *gmprom.PrometheusSink
-	reg  *prometheus.Registry
-}
+type Metrics struct{ p *promsink.Metrics }
 
 // NewMetrics returns an empty Metrics. Series not updated for an hour
 // are dropped, so an old label value does not stay forever.
 func NewMetrics() (*Metrics, error) {
-	reg := prometheus.NewRegistry()
-	sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Registerer: reg, Expiration: time.Hour, Name: "csikit"})
+	p, err := promsink.New()
 	if err != nil {
-		return nil, fmt.Errorf("metrics: %w", err)
+		return nil, err
 	}
-	return &Metrics{sink: sink, reg: reg}, nil
+	return &Metrics{p: p}, nil
 }
 
 // Sink is what the parts emit through.
-func (m *Metrics) Sink() metrics.Sink { return m.sink }
+func (m *Metrics) Sink() metrics.Sink { return m.p.Sink() }
 
 // Handler serves the metrics in the Prometheus text format.
-func (m *Metrics) Handler() http.Handler { return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}) }
+func (m *Metrics) Handler() http.Handler { return m.p.Handler() }
 
 // Metrics returns where the server emits; the demo passes its Sink to
 // the agents it runs in the same process.
@@ -70,14 +63,15 @@ func (o observers) QueueChanged(ready, running, waiting int) {
 	}
 }
 
-// pluginRPC sums the plugin's call counters by method.
+// pluginRPC sums the plugin's call counts (the counts of the latency
+// summaries) by method.
 func (m *Metrics) pluginRPC(pluginID string) ([]api.RPCStat, error) {
-	fams, err := m.reg.Gather()
+	fams, err := m.p.Gather()
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	byMethod := map[string]*api.RPCStat{}
-	name := strings.Join(metrics.PluginRPC, "_")
+	name := strings.Join(metrics.PluginRPCLatency, "_")
 	for _, f := range fams {
 		if f.GetName() != name {
 			continue
@@ -102,7 +96,7 @@ func (m *Metrics) pluginRPC(pluginID string) ([]api.RPCStat, error) {
 				st = &api.RPCStat{Method: method}
 				byMethod[method] = st
 			}
-			n := int64(s.GetCounter().GetValue())
+			n := int64(s.GetSummary().GetSampleCount())
 			st.Calls += n
 			if code != "OK" {
 				st.Errors += n
