@@ -2,6 +2,7 @@ package raftstate
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/state"
@@ -242,4 +243,31 @@ func (r *Reader) WaitPastClaims(ctx context.Context, minIndex uint64) (uint64, e
 		return 0, ferr
 	}
 	return idx, err
+}
+
+var _ state.ACLReader = (*Reader)(nil)
+
+// ACLTokenByHash implements state.ACLReader, for a store that has it;
+// another store's answer is csi.ErrNotSupported.
+func (r *Reader) ACLTokenByHash(hash string) (*state.ACLToken, error) {
+	if err := r.fsm.Err(); err != nil {
+		return nil, err
+	}
+	ar, ok := r.store.(state.ACLReader)
+	if !ok {
+		return nil, fmt.Errorf("%w: store %T keeps no ACL tokens", csi.ErrNotSupported, r.store)
+	}
+	return ar.ACLTokenByHash(hash)
+}
+
+// ACLTokens implements state.ACLReader, as ACLTokenByHash does.
+func (r *Reader) ACLTokens() ([]*state.ACLToken, error) {
+	if err := r.fsm.Err(); err != nil {
+		return nil, err
+	}
+	ar, ok := r.store.(state.ACLReader)
+	if !ok {
+		return nil, fmt.Errorf("%w: store %T keeps no ACL tokens", csi.ErrNotSupported, r.store)
+	}
+	return ar.ACLTokens()
 }

@@ -105,6 +105,12 @@ type Config struct {
 	// (server.ACL). A missing file is bootstrapped with one management
 	// token, printed once to Events; the file keeps its hash only.
 	ACLFile string
+	// ACL turns ACLs on with the tokens kept in the replicated state
+	// (state.UpsertACLToken, by hash): a token made through any server
+	// works on every server, and none is in a file. The first token is
+	// the management token of POST /v1/acl/bootstrap (api
+	// BootstrapACL), made once per cluster. Not with ACLFile.
+	ACL bool
 	// TLS, PeerTLS and ClientTLS turn TLS on (all three, or none; the
 	// tlsconf package makes them from -tls-* files): TLS serves the
 	// API, PeerTLS the raft transport (it must require a client
@@ -161,6 +167,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, bad("HeartbeatTTL %s is negative; use 0 for the default", c.HeartbeatTTL)
 	case c.ShutdownTimeout < 0:
 		return c, bad("ShutdownTimeout %s is negative; use 0 for the default", c.ShutdownTimeout)
+	case c.ACL && c.ACLFile != "":
+		return c, bad("ACL (tokens in the replicated state) and ACLFile (%s) are both set; choose one", c.ACLFile)
 	}
 	if c.RaftAddr != "" {
 		if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {

@@ -351,6 +351,9 @@ func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, err
 	if err != nil {
 		return nil, nil, errors.Join(err, rs.Shutdown())
 	}
+	if s.cfg.ACL {
+		acl = server.NewStateACL(rs.Reader())
+	}
 	srv, err := server.New(server.Config{
 		Store: rs.Reader(), Applier: timedApplier{rs, m.Sink()}, Follower: true, Internal: s.internal(), Metrics: m,
 		HeartbeatTTL: s.cfg.HeartbeatTTL, Now: s.cfg.Now, ShutdownTimeout: s.cfg.ShutdownTimeout,

@@ -51,6 +51,12 @@ func (s *Server) routes() http.Handler {
 	m.handle("PUT /v1/nodes/{id}/heartbeat", node, handle(s.heartbeat))
 	m.handle("DELETE /v1/nodes/{id}/heartbeat", node, handle(s.leave))
 	m.handle("PUT /v1/nodes/{id}/plugins", node, handle(s.reportPlugins))
+	// Refused once any token exists: the first caller gets the
+	// management token, as with Nomad's acl bootstrap.
+	m.handle("POST /v1/acl/bootstrap", Access{Public: true}, handle(s.bootstrapACL))
+	m.handle("GET /v1/acl/tokens", in(csi.PermOperator, ScopeCluster), handle(s.listACLTokens))
+	m.handle("PUT /v1/acl/tokens/{name}", in(csi.PermOperator, ScopeCluster), handle(s.putACLToken))
+	m.handle("DELETE /v1/acl/tokens/{name}", in(csi.PermOperator, ScopeCluster), handle(s.deleteACLToken))
 	m.handle("GET /v1/metrics", Access{Public: true}, s.cfg.Metrics.Handler())
 	if s.cfg.Internal != nil {
 		m.handle(api.InternalPrefix, Access{Internal: true}, s.cfg.Internal)

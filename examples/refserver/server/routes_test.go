@@ -42,6 +42,10 @@ var routeAccess = map[string]server.Access{
 	"PUT /v1/nodes/{id}/heartbeat":                           {NodeSecret: true},
 	"DELETE /v1/nodes/{id}/heartbeat":                        {NodeSecret: true},
 	"PUT /v1/nodes/{id}/plugins":                             {NodeSecret: true},
+	"POST /v1/acl/bootstrap":                                 {Public: true},
+	"GET /v1/acl/tokens":                                     {Permission: csi.PermOperator},
+	"PUT /v1/acl/tokens/{name}":                              {Permission: csi.PermOperator},
+	"DELETE /v1/acl/tokens/{name}":                           {Permission: csi.PermOperator},
 	"GET /v1/metrics":                                        {Public: true},
 	api.InternalPrefix:                                       {Internal: true},
 	"/":                                                      {Public: true},
@@ -110,7 +114,7 @@ func checkRoute(t *testing.T, ts *testServer, pattern string, a server.Access, t
 	if !ok {
 		method, path = http.MethodGet, pattern
 	}
-	path = strings.NewReplacer("{namespace}", "team-a", "{id}", "n1", "{snapshot}", "s1").Replace(path)
+	path = strings.NewReplacer("{namespace}", "team-a", "{id}", "n1", "{snapshot}", "s1", "{name}", "t1").Replace(path)
 	if strings.HasSuffix(path, "/") {
 		path += "nope"
 	}
