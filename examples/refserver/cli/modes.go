@@ -120,6 +120,8 @@ func (e *env) server(ctx context.Context, args []string) int {
 	var join listFlag
 	fs.Var(&join, "join", "cluster mode: the API address of another server, host:port; repeatable or comma-separated")
 	keyringDir := keyringDirFlag(fs)
+	acl := fs.Bool("acl", false, "turn ACLs on with the tokens kept (by hash) in the replicated state, the same on every server: "+
+		"make the first with \"refserver acl bootstrap\"; not with -acl-file")
 	token, aclFile, tf := clusterTokenFlag(fs), fs.String("acl-file", "", "turn ACLs on with this file of token policies; a missing one is bootstrapped with a management token, printed once"),
 		addTLSFlags(fs, "server", "the API, raft (mutual TLS between servers) and its calls to the agents (mutual TLS)")
 	code := ExitOK
@@ -138,27 +140,10 @@ func (e *env) server(ctx context.Context, args []string) int {
 	cfg := cluster.Config{
 		ID: *nodeID, DataDir: *dataDir, Dev: *dev, BootstrapExpect: *expect, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise,
 		Join: join, Advertise: *advertise, HeartbeatTTL: *ttl, Events: events.New(e.stdout), Logger: logger, ClusterToken: clusterToken(*token),
-		ACLFile: *aclFile, KeyringDir: *keyringDir,
+		ACLFile: *aclFile, ACL: *acl, KeyringDir: *keyringDir,
 	}
-	switch {
-	case *expect < 1:
-		return e.modeFail("server", fmt.Errorf("%w: -bootstrap-expect %d: give the number of servers (1, or 3 or 5 for a cluster)", csi.ErrInvalidRequest, *expect))
-	case *dev && set["data-dir"]:
-		return e.modeFail("server", fmt.Errorf("%w: -dev keeps the state in memory; it takes no -data-dir", csi.ErrInvalidRequest))
-	case *dev && set["keyring-dir"]:
-		return e.modeFail("server", fmt.Errorf("%w: -dev writes nothing, so it seals nothing; it takes no -keyring-dir", csi.ErrInvalidRequest))
-	case *dev && *expect > 1:
-		return e.modeFail("server", fmt.Errorf("%w: -dev runs a single server; it takes no -bootstrap-expect", csi.ErrInvalidRequest))
-	case *expect == 1:
-		for _, f := range []string{"join", "advertise", "raft-addr", "raft-advertise"} {
-			if set[f] {
-				return e.modeFail("server", fmt.Errorf("%w: -%s is a cluster mode flag; give -bootstrap-expect 3 (or 5) too", csi.ErrInvalidRequest, f))
-			}
-		}
-	case !set["data-dir"]:
-		return e.modeFail("server", fmt.Errorf("%w: cluster mode needs -data-dir: each server keeps its ID and raft state in a directory of its own", csi.ErrInvalidRequest))
-	case cfg.RaftAddr == "":
-		cfg.RaftAddr = DefaultRaftAddress
+	if err := checkServerFlags(&cfg, set); err != nil {
+		return e.modeFail("server", err)
 	}
 	if err := checkAddresses(cfg); err != nil {
 		return e.modeFail("server", err)
@@ -182,6 +167,32 @@ func (e *env) server(ctx context.Context, args []string) int {
 		return e.modeFail("server", err)
 	}
 	return ExitOK
+}
+
+// checkServerFlags checks the server flags that go together, set
+// naming those given, and fills in the cluster mode's raft address.
+func checkServerFlags(cfg *cluster.Config, set map[string]bool) error {
+	switch {
+	case cfg.BootstrapExpect < 1:
+		return fmt.Errorf("%w: -bootstrap-expect %d: give the number of servers (1, or 3 or 5 for a cluster)", csi.ErrInvalidRequest, cfg.BootstrapExpect)
+	case cfg.Dev && set["data-dir"]:
+		return fmt.Errorf("%w: -dev keeps the state in memory; it takes no -data-dir", csi.ErrInvalidRequest)
+	case cfg.Dev && set["keyring-dir"]:
+		return fmt.Errorf("%w: -dev writes nothing, so it seals nothing; it takes no -keyring-dir", csi.ErrInvalidRequest)
+	case cfg.Dev && cfg.BootstrapExpect > 1:
+		return fmt.Errorf("%w: -dev runs a single server; it takes no -bootstrap-expect", csi.ErrInvalidRequest)
+	case cfg.BootstrapExpect == 1:
+		for _, f := range []string{"join", "advertise", "raft-addr", "raft-advertise"} {
+			if set[f] {
+				return fmt.Errorf("%w: -%s is a cluster mode flag; give -bootstrap-expect 3 (or 5) too", csi.ErrInvalidRequest, f)
+			}
+		}
+	case !set["data-dir"]:
+		return fmt.Errorf("%w: cluster mode needs -data-dir: each server keeps its ID and raft state in a directory of its own", csi.ErrInvalidRequest)
+	case cfg.RaftAddr == "":
+		cfg.RaftAddr = DefaultRaftAddress
+	}
+	return nil
 }
 
 // warnOldState tells of a state file of an older refserver in the

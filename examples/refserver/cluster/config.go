@@ -192,22 +192,9 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("cluster config: %w", err)
 		}
 	}
-	var join []string
-	seen := map[string]bool{}
-	for _, a := range c.Join {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			return c, bad("Join holds an empty address; list the other servers' API addresses, host:port")
-		}
-		cl, err := api.NewClient(a, nil)
-		if err != nil {
-			return c, fmt.Errorf("cluster config: Join: %w", err)
-		}
-		cl.Close()
-		if !seen[a] {
-			seen[a] = true
-			join = append(join, a)
-		}
+	join, err := cleanJoin(c.Join)
+	if err != nil {
+		return c, err
 	}
 	c.Join = join
 	if len(c.Join) == 0 && c.BootstrapExpect > 1 {
@@ -220,6 +207,29 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = hclog.NewNullLogger()
 	}
 	return c, nil
+}
+
+// cleanJoin checks the Join addresses and drops blanks around them and
+// repeats.
+func cleanJoin(addrs []string) ([]string, error) {
+	var join []string
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			return nil, fmt.Errorf("%w: cluster config: Join holds an empty address; list the other servers' API addresses, host:port", csi.ErrInvalidRequest)
+		}
+		cl, err := api.NewClient(a, nil)
+		if err != nil {
+			return nil, fmt.Errorf("cluster config: Join: %w", err)
+		}
+		cl.Close()
+		if !seen[a] {
+			seen[a] = true
+			join = append(join, a)
+		}
+	}
+	return join, nil
 }
 
 // DevID is the server ID of a Dev server given none.

@@ -293,32 +293,43 @@ func (s *Server) printStart(rs *raftstate.Server) {
 
 // build makes the raft transport, the raftstate server over a new
 // store, and the reference server writing through it.
+// raftTransporter is the raft transport of a server, closed by raft.
+type raftTransporter interface {
+	raft.Transport
+	raft.WithClose
+}
+
+// transport returns the raft transport: in memory for a single server,
+// which sends nothing, else TCP (TLS with PeerTLS) on RaftAddr.
+func (s *Server) transport() (raftTransporter, error) {
+	var adv net.Addr
+	if s.cfg.RaftAdvertise != "" {
+		a, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAdvertise)
+		if err != nil {
+			return nil, fmt.Errorf("%w: cluster server %s: RaftAdvertise %q: %v", csi.ErrInvalidRequest, s.id, s.cfg.RaftAdvertise, err)
+		}
+		adv = a
+	}
+	if s.cfg.RaftAddr == "" {
+		// A single server: nothing is ever sent over it.
+		_, tr := raft.NewInmemTransport(raft.ServerAddress("inmem:" + s.id))
+		return tr, nil
+	}
+	tcp, err := s.raftTransport(adv)
+	if err != nil {
+		return nil, fmt.Errorf("cluster server %s: %w", s.id, err)
+	}
+	return tcp, nil
+}
+
 func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, error) {
 	acl, err := s.loadACL()
 	if err != nil {
 		return nil, nil, err
 	}
-	var adv net.Addr
-	if s.cfg.RaftAdvertise != "" {
-		a, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAdvertise)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: cluster server %s: RaftAdvertise %q: %v", csi.ErrInvalidRequest, s.id, s.cfg.RaftAdvertise, err)
-		}
-		adv = a
-	}
-	var tr interface {
-		raft.Transport
-		raft.WithClose
-	}
-	if s.cfg.RaftAddr == "" {
-		// A single server: nothing is ever sent over it.
-		_, tr = raft.NewInmemTransport(raft.ServerAddress("inmem:" + s.id))
-	} else {
-		tcp, err := s.raftTransport(adv)
-		if err != nil {
-			return nil, nil, fmt.Errorf("cluster server %s: %w", s.id, err)
-		}
-		tr = tcp
+	tr, err := s.transport()
+	if err != nil {
+		return nil, nil, err
 	}
 	store, err := state.NewMemStore(state.Config{Logger: s.cfg.Logger.Named("state")})
 	if err != nil {
