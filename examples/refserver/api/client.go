@@ -49,6 +49,10 @@ type Client struct {
 	token string
 }
 
+// TokenEnv is the environment variable the refserver CLI reads a
+// caller's ACL token from when -token is not given.
+const TokenEnv = "CSIKIT_TOKEN"
+
 // TokenHeader carries a caller's ACL token.
 const TokenHeader = "X-Refserver-Token"
 

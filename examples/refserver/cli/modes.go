@@ -64,7 +64,8 @@ func (e *env) modeFail(name string, err error) int {
 }
 
 func (e *env) demo(ctx context.Context, args []string) int {
-	fs := e.modeFlags("demo", "Runs a server and two node agents in this process, each with the hostpath plugin, and a volume's whole life: create, claim, mount, write, release, free. Then serves until interrupted. Its server runs in dev mode: the state is in memory and is lost at exit.",
+	fs := e.modeFlags("demo", "Runs a server and two node agents in this process, each with the hostpath plugin, and a volume's whole life: create, claim, mount, write, release, free. Then serves until interrupted. Its server runs in dev mode: the state is in memory and is lost at exit. "+
+		"ACLs are on: the demo bootstraps a management token into management.token in its directory (mode 0600); client commands need it (-token or $"+TokenEnv+").",
 		"refserver demo -exit-after-demo\n  refserver demo -placement\n  refserver demo -volume-ops")
 	dataDir := fs.String("data-dir", "", "directory for sockets and state (default: a temporary directory, removed at exit)")
 	exitAfter := fs.Bool("exit-after-demo", false, "exit once the demo is done instead of serving")

@@ -86,3 +86,19 @@ func TestServer_StateACL_NotReplicated(t *testing.T) {
 		})
 	}
 }
+
+// TestServer_StateACL_TokenNamedServer makes a token named like the
+// server's own principal: it gets only its own policy.
+func TestServer_StateACL_TokenNamedServer(t *testing.T) {
+	ts := startStateACLServer(t)
+	ctx := context.Background()
+	boot, err := ts.client.BootstrapACL(ctx)
+	must(t, err)
+	for _, name := range []string{"server", "refserver"} {
+		tok, err := ts.client.WithToken(boot.Token).CreateACLToken(ctx, name, &api.ACLTokenRequest{})
+		must(t, err)
+		if _, _, err := ts.client.WithToken(tok.Token).Volumes(ctx, "default", "", nil); !errors.Is(err, csi.ErrPermissionDenied) {
+			t.Errorf("a token named %s without permissions: %v, want csi.ErrPermissionDenied", name, err)
+		}
+	}
+}
