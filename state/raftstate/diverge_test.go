@@ -17,8 +17,9 @@ import (
 // A write sealed with key 2 is applied by the leader and the other
 // follower; s3 cannot open it and, instead of skipping it, diverges:
 // it fails with ErrStateDiverged (naming the missing key), its store
-// holds nothing of the write, its Reader refuses every read, and it
-// shut raft down. The two others keep the quorum and go on writing.
+// holds nothing of the write, its Reader refuses every read (its ACL
+// tokens too), and it shut raft down. The two others keep the quorum
+// and go on writing.
 func TestCluster_Diverged_FollowerMissingKey(t *testing.T) {
 	key1, key2 := make([]byte, sealed.KeySize), make([]byte, sealed.KeySize)
 	rand.Read(key1)
@@ -46,6 +47,14 @@ func TestCluster_Diverged_FollowerMissingKey(t *testing.T) {
 	}
 	if _, err := behind.srv.Reader().Plugins(); !errors.Is(err, raftstate.ErrStateDiverged) {
 		t.Errorf("a read on s3: %v, want ErrStateDiverged", err)
+	}
+	// Nor are its ACL tokens: a revocation it missed must not leave a
+	// token working there.
+	if _, err := behind.srv.Reader().ACLTokenByHash(state.HashNodeSecret("t")); !errors.Is(err, raftstate.ErrStateDiverged) {
+		t.Errorf("a token read on s3: %v, want ErrStateDiverged", err)
+	}
+	if _, err := behind.srv.Reader().ACLTokens(); !errors.Is(err, raftstate.ErrStateDiverged) {
+		t.Errorf("a token list on s3: %v, want ErrStateDiverged", err)
 	}
 	if behind.srv.Raft() != nil {
 		t.Error("s3's raft still runs")

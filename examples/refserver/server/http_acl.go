@@ -10,8 +10,8 @@ import (
 	"github.com/csikit/csikit/state"
 )
 
-// stateACL returns the ACL when its tokens live in the replicated
-// state, else an error saying the endpoint does not apply.
+// stateACL refuses the ACL token endpoints (csi.ErrInvalidRequest)
+// unless the server's tokens live in its state (NewStateACL).
 func (s *Server) stateACL(r *http.Request) error {
 	if s.cfg.ACL == nil || !s.cfg.ACL.replicated() {
 		return fmt.Errorf("%w: %s %s: this server keeps no ACL tokens in its state (start it with -acl)", csi.ErrInvalidRequest, r.Method, r.URL.Path)
