@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sync"
 	"syscall"
 	"testing"
@@ -32,16 +33,23 @@ import (
 //   - node=direct: the node step makes the two node RPCs itself, to
 //     show the Worker's own cost apart from the node agent's.
 //
-// Before and after each release the same 30,000 RPCs, with the same
-// requests, are made by 64 goroutines with nothing else to do, the
-// plugins having been given, untimed, the state the calls tear down
-// (each volume ControllerPublished, staged and published at the same
-// paths) (rpcfloor-vs-bound, the mean of the two): the cost of the
-// transport and of the fake plugins doing the same work (removing the
-// same target directories and staging markers) on this machine, which
-// no release can beat. The floor runs on both sides of the release so
-// that a change of the machine's load during the run (it is shared)
-// weighs on the floor as on the release.
+// The floor (rpcfloor-vs-bound, the mean of a run before and one after
+// each release) is the plugin calls alone: for each claim, by 64
+// goroutines with nothing else to do, the release's three calls in its
+// order (NodeUnpublishVolume, NodeUnstageVolume, ControllerUnpublishVolume,
+// NotFound counted as done), with the same requests (external IDs,
+// paths, CSI node ID, secrets), through the same *plugin.Client values
+// the Worker's calls use (the same connection, interceptors, metrics
+// and per-call timeouts) to the same plugins with the same latency and
+// hooks, the plugins having been given, untimed, the state the calls
+// tear down (each volume ControllerPublished, staged and published at
+// the same paths). It is the cost of the client, the transport and the
+// fake plugins doing the same work on this machine, which no release
+// can beat; release-vs-rpcfloor is what csikit's orchestration (store
+// writes, the queue, the node agent for node=mounter) adds over it.
+// The floor runs on both sides of the release so that a change of the
+// machine's load during the run (it is shared) weighs on the floor as
+// on the release.
 //
 // On a machine too small for the bound (the floor is CPU-bound there:
 // 64 callers and 100 plugins on two cores), the release and the floor
@@ -49,7 +57,8 @@ import (
 // reports the process CPU of the release over the mean CPU of the floor
 // (release-cpu-vs-rpcfloor), which the load of other processes moves
 // far less than wall times.
-// CLAIMGC_BENCH_CLAIMS changes the number of claims.
+// CLAIMGC_BENCH_CLAIMS changes the number of claims; CLAIMGC_BENCH_PROFILE
+// writes a CPU profile of each side (see startProfile).
 //
 //	go test ./claimgc -run '^$' -bench Release -benchtime 1x
 func BenchmarkWorker_Release(b *testing.B) {
@@ -93,7 +102,9 @@ func benchRelease(b *testing.B, direct bool) {
 		if direct {
 			cfg.Nodes = directNodes{h: h, paths: paths}
 		}
+		stopFloor := startProfile(b, "floor")
 		floor0, cpuFloor0 := timedFloor(b, h, paths, parallelism)
+		stopFloor()
 		remount(b, h, paths)
 		w := h.startWorker(cfg, true)
 		h.settle(w)
@@ -102,6 +113,7 @@ func benchRelease(b *testing.B, direct bool) {
 			allocs[i] = fmt.Sprintf("a%d", i)
 		}
 
+		stopRelease := startProfile(b, "release")
 		cpu0 := cpuTime()
 		b.StartTimer()
 		start := time.Now()
@@ -109,6 +121,7 @@ func benchRelease(b *testing.B, direct bool) {
 		h.settle(w)
 		wall := time.Since(start)
 		b.StopTimer()
+		stopRelease()
 		cpu := cpuTime() - cpu0
 
 		h.requireNoPastClaims("after the release")
@@ -135,6 +148,33 @@ func benchRelease(b *testing.B, direct bool) {
 	b.ReportMetric(mean(floors), "rpcfloor-vs-bound")
 	b.ReportMetric(mean(ratios)/mean(floors), "release-vs-rpcfloor")
 	b.ReportMetric(mean(cpuRatios), "release-cpu-vs-rpcfloor")
+}
+
+// startProfile starts a CPU profile of one side of the run, release or
+// floor, when CLAIMGC_BENCH_PROFILE names a file prefix: the profile
+// goes to <prefix>-<sub-benchmark>-<side>.pprof, so that the two sides
+// can be compared with go tool pprof -diff_base. It returns the stop.
+func startProfile(b *testing.B, side string) (stop func()) {
+	b.Helper()
+	prefix := os.Getenv("CLAIMGC_BENCH_PROFILE")
+	if prefix == "" {
+		return func() {}
+	}
+	name := fmt.Sprintf("%s-%s-%s.pprof", prefix, filepath.Base(b.Name()), side)
+	f, err := os.Create(name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // timedFloor makes the teardown RPCs of the claims of paths (rpcFloor)

@@ -18,7 +18,10 @@ import (
 // directory is ENOTDIR, never opened), and what is opened must be what
 // Lstat saw. The root is resolved once, at New (links above it are the
 // host's), and reached the same way from its parent at each call; the
-// paths handed to the plugin are built on it.
+// paths handed to the plugin are built on it. On Linux, a check and a
+// removal take a fast path first (tree_linux.go): one openat2(2) that
+// refuses a link anywhere on the path; whatever it does not open goes
+// to the walk.
 type tree struct {
 	mu sync.Mutex // serializes making and removing shared parent directories
 	// root is the mount root with no link in it.
@@ -134,7 +137,7 @@ func (t *tree) mkdirAll(p string, leafAnyKind bool) error {
 // (mkdirAll refuses to make directories there, removeEmpty leaves it).
 func (t *tree) check(p string) error {
 	e, err := t.elems(p)
-	if err != nil {
+	if err != nil || noLinks(t.path(e)) {
 		return nil
 	}
 	parent, err := t.leaf(e)
@@ -158,9 +161,9 @@ func (t *tree) check(p string) error {
 // returns the first error and its path; a missing directory is no
 // error, and one not empty (ENOTEMPTY, or EEXIST) ends the work.
 //
-// The parents are walked down once and held open while the elements
-// are removed bottom up, each through the directory it was found in:
-// a walk from the root per element would cost a walk per level.
+// Each element is removed through its parent as reached by the fast
+// path (removeNoLinks) while that path is plain; from the first that is
+// not, the walk (removeWalk) does the rest.
 func (t *tree) removeEmpty(p, stop string) (string, error) {
 	e, err := t.elems(p)
 	if err != nil || len(e) < 2 || e[0] != stop {
@@ -168,6 +171,29 @@ func (t *tree) removeEmpty(p, stop string) (string, error) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	for k := len(e); k > 1; k-- {
+		handled, err := removeNoLinks(t.path(e[:k-1]), e[k-1])
+		switch {
+		case !handled:
+			return t.removeWalk(e[:k])
+		case errors.Is(err, errLinkHere):
+			return t.path(e[:k]), t.linkError(e[:k])
+		case err == nil, errors.Is(err, fs.ErrNotExist):
+		case errors.Is(err, syscall.ENOTEMPTY), errors.Is(err, syscall.EEXIST):
+			return "", nil
+		default:
+			return t.path(e[:k]), &fs.PathError{Op: "remove", Path: t.path(e[:k]), Err: err}
+		}
+	}
+	return "", nil
+}
+
+// removeWalk is removeEmpty for elems, with the lock held, through the
+// walk: the parents are walked down once and held open while the
+// elements are removed bottom up, each through the directory it was
+// found in (a walk from the root per element would cost a walk per
+// level).
+func (t *tree) removeWalk(e []string) (string, error) {
 	chain, err := t.walk(e[:len(e)-1], false)
 	defer closeAll(chain)
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {

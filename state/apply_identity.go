@@ -116,11 +116,23 @@ func (c RegisterNode) apply(w *writer) error {
 
 // checkNodeSecret refuses a report for a node with a secret that does
 // not carry its hash. A node that never registered has none to check.
-func checkNodeSecret(old *Node, nodeID, hash string) error {
-	if old == nil || old.SecretHash == "" || sameHash(old.SecretHash, hash) {
+func checkNodeSecret(old *Node, hash string) error {
+	if old == nil {
 		return nil
 	}
-	return &NodeIdentityError{NodeID: nodeID, What: "secret"}
+	return old.CheckSecretHash(hash)
+}
+
+// CheckSecretHash returns a *NodeIdentityError unless n has no secret
+// (it never registered) or hash is the hash of its secret
+// (HashNodeSecret). The hashes are compared in constant time. A host
+// that checks a node's calls outside the store uses it as the store
+// checks the node's reports.
+func (n *Node) CheckSecretHash(hash string) error {
+	if n.SecretHash == "" || sameHash(n.SecretHash, hash) {
+		return nil
+	}
+	return &NodeIdentityError{NodeID: n.ID, What: "secret"}
 }
 
 func sameHash(a, b string) bool {

@@ -132,7 +132,7 @@ func (c UpsertNodePlugins) apply(w *writer) error {
 	if err != nil {
 		return err
 	}
-	if err := checkNodeSecret(old, c.NodeID, c.SecretHash); err != nil {
+	if err := checkNodeSecret(old, c.SecretHash); err != nil {
 		return err
 	}
 	return w.setNodePlugins(c.NodeID, list, false)

@@ -566,6 +566,10 @@ func decodeEnvelopeBody(env envelope) (Command, error) {
 		return decodeBody[AdoptAttachment](env.Kind, body)
 	case KindRegisterNode:
 		return decodeBody[RegisterNode](env.Kind, body)
+	case KindUpsertACLToken:
+		return decodeBody[UpsertACLToken](env.Kind, body)
+	case KindDeleteACLToken:
+		return decodeBody[DeleteACLToken](env.Kind, body)
 	case KindBatch:
 		return decodeBody[Batch](env.Kind, body)
 	case KindRequestExpansion, KindRecordControllerExpansion, KindRecordNodeExpansion,

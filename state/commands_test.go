@@ -44,6 +44,9 @@ func everyCommand() []state.Command {
 		}}},
 		state.DeleteNode{NodeID: "n1"},
 		state.RegisterNode{NodeID: "n1", SecretHash: state.HashNodeSecret("s"), Address: "10.0.0.1:4647"},
+		state.UpsertACLToken{Token: state.ACLToken{Name: "team-a", Hash: state.HashNodeSecret("t"), Namespaces: []string{"team-a"},
+			Permissions: []csi.Permission{csi.PermVolumeRead}}, Bootstrap: true},
+		state.DeleteACLToken{Name: "team-a"},
 		state.UpsertAllocations{Allocations: []csi.Allocation{{
 			ID: "ebs-1", Namespace: "default", NodeID: "n1", JobID: "ebs", TaskGroup: "nodes", Terminal: true,
 			Plugins: []csi.AllocPlugin{{PluginID: "ebs", Type: csi.PluginTypeMonolith}},
@@ -91,6 +94,7 @@ func TestEncodeCommand_RoundTrip(t *testing.T) {
 		state.KindRemoveClaim, state.KindReleaseClaims, state.KindCheckpointClaim, state.KindRecordClaimError,
 		state.KindFreeClaim, state.KindUpsertNodePlugins, state.KindDeleteNode, state.KindUpsertAllocations,
 		state.KindDeleteAllocations, state.KindSetCapacity, state.KindRegisterNode, state.KindBatch,
+		state.KindUpsertACLToken, state.KindDeleteACLToken,
 	} {
 		if !kinds[k] {
 			t.Errorf("kind %s has no round-trip case", k)

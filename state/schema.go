@@ -60,7 +60,7 @@ func tableOf(t string) Table {
 		return TableVolumes
 	case tPlugins, tInstances, tCapacity: // capacity.go says why
 		return TablePlugins
-	case tNodes:
+	case tNodes, tACLTokens: // apply_acl.go: who may call, like the nodes' identity
 		return TableNodes
 	case tAllocations:
 		return TableAllocations
@@ -114,6 +114,7 @@ func schema() *memdb.DBSchema {
 		tCapacity:  capacityTable(),
 		tSnapshots: snapshotTable(),
 		tHealth:    healthTable(),
+		tACLTokens: aclTable(),
 		tRefs: {Name: tRefs, Indexes: map[string]*memdb.IndexSchema{
 			iID: {Name: iID, Unique: true, Indexer: refKeyIndex{}},
 		}},

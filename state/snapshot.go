@@ -35,8 +35,9 @@ var ErrBadSnapshot = errors.New("bad state snapshot")
 //
 // Version 2 added attachment records (csi.Volume.Attachments), and later
 // capacity rows (table "capacity"), snapshot records (table
-// "snapshots") and health rows (table "health"), which older version 2
-// snapshots simply lack. Version 1
+// "snapshots"), health rows (table "health") and ACL tokens (table
+// "acl_tokens", by hash: no secret), which older version 2 snapshots
+// simply lack. Version 1
 // kept the publish context on each claim; it still restores, with the
 // attachments derived from the claims (see upgradeVolumeV1).
 const (
@@ -47,7 +48,7 @@ const (
 // snapshotTables are the tables whose rows are written, in order, after
 // the table indexes (table "index", one row per Table, ordered by name).
 func snapshotTables() []string {
-	return []string{tVolumes, tPlugins, tNodes, tAllocations, tCapacity, tSnapshots, tHealth}
+	return []string{tVolumes, tPlugins, tNodes, tAllocations, tCapacity, tSnapshots, tHealth, tACLTokens}
 }
 
 type snapshotHeader struct {
@@ -298,6 +299,8 @@ func restoreRow(txn *memdb.Txn, line []byte, version int, indexes map[Table]uint
 		obj, err = decodeRow[csi.Snapshot](l.Row)
 	case tHealth:
 		obj, err = decodeRow[VolumeHealth](l.Row)
+	case tACLTokens:
+		obj, err = decodeRow[ACLToken](l.Row)
 	default:
 		return fmt.Errorf("unknown table %q", l.Table)
 	}
@@ -367,6 +370,8 @@ func checkRow(obj any) error {
 		return checkSnapshotRow(r)
 	case *VolumeHealth:
 		return checkHealthRow(r)
+	case *ACLToken:
+		return validateACLToken(*r)
 	}
 	return nil
 }

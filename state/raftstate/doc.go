@@ -59,6 +59,21 @@
 // sealed.ErrUnknownKey). Forwarded commands stay clear: they travel
 // over the host's authenticated server-to-server channel.
 //
+// # A replica that diverges
+//
+// Every replica must apply every committed entry. One that meets an
+// entry it cannot open or decode (a follower whose keyring lacks the
+// key the leader rotated to, an altered entry, a command of a newer
+// build) does not skip it, which would leave its store unlike the
+// others' for good: its FSM diverges (ErrStateDiverged, a
+// *DivergedError naming the entry and the cause, e.g.
+// sealed.ErrUnknownKey). It applies nothing more, Server.Reader and
+// FSM.Reader refuse every read with that error, and the Server shuts
+// raft down and closes Server.Failed. The host serves reads from
+// Server.Reader and watches Failed to stop serving from that server;
+// the fix is the cause's (copy the key file), then a start on a new,
+// empty store, which replays the log.
+//
 // # Forming the cluster
 //
 // A server with no raft state does not bootstrap alone. It bootstraps
@@ -125,8 +140,10 @@
 //     once a server knows BootstrapExpect servers; give every server the
 //     same ones.
 //  4. Use the Server as the state.Applier of everything that writes
-//     (rpcshim.Server, claimgc.Worker, fingerprint intake) and the
-//     store as their state.Reader, on every server.
+//     (rpcshim.Server, claimgc.Worker, fingerprint intake) and
+//     Server.Reader (the store's reads, refused once the replica
+//     diverged) as their state.Reader, on every server; watch
+//     Server.Failed.
 //  5. Wire the leader-only work: srv.OnLeadership(worker.SetEnabled) for
 //     the claim release worker, and run it (go worker.Run(ctx)).
 //  6. If Forward is set, serve the leader's end of it: an RPC handler

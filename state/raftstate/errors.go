@@ -80,3 +80,36 @@ func errNotRunning(op string) error {
 		class: csi.ClassRetryable,
 	}
 }
+
+// ErrStateDiverged is matched by every answer of a replica whose FSM
+// met a committed entry it cannot apply: sealed with a key its keyring
+// does not hold (a follower not given the rotated key), altered, or of
+// a command this build does not know. Skipping the entry would leave
+// the store different from the other replicas' for good, so the FSM
+// applies nothing more, its Reader refuses every read, and the Server
+// shuts raft down (Server.Failed). The errors are *DivergedError, which
+// also match csi.ErrUnavailable and the cause (sealed.ErrUnknownKey,
+// sealed.ErrWrongKey, csi.ErrInvalidRequest). Not retryable here: fix
+// the cause (copy the key), and start the server again on a new store.
+var ErrStateDiverged = errors.New("raftstate: the replica diverged")
+
+// DivergedError is the error of a diverged replica (ErrStateDiverged):
+// the raft index of the entry it could not apply, and why.
+type DivergedError struct {
+	Index uint64
+	Err   error
+}
+
+func (e *DivergedError) Error() string {
+	return fmt.Sprintf("raftstate: the replica stopped at log entry %d, which it cannot apply (%v); it serves nothing until it is fixed and started again", e.Index, e.Err)
+}
+
+// Is reports whether target is ErrStateDiverged.
+func (e *DivergedError) Is(target error) bool { return target == ErrStateDiverged }
+
+// Unwrap returns csi.ErrUnavailable (another replica may answer) and
+// the cause.
+func (e *DivergedError) Unwrap() []error { return []error{csi.ErrUnavailable, e.Err} }
+
+// ErrorClass implements csi.Classed: final on this replica.
+func (e *DivergedError) ErrorClass() csi.Class { return csi.ClassFinal }

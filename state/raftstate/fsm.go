@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -41,6 +42,12 @@ type FSM struct {
 	// restoreErr is the last Restore's error, which raft logs but does
 	// not return from NewRaft.
 	restoreErr error
+
+	// diverged is the *DivergedError once an entry could not be
+	// applied; failed is closed then. An atomic, so that every guarded
+	// read checks it without a lock.
+	diverged atomic.Pointer[DivergedError]
+	failed   chan struct{}
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -80,33 +87,60 @@ func NewFSM(store state.Store, logger hclog.Logger) (*FSM, error) {
 	if logger == nil {
 		logger = hclog.NewNullLogger()
 	}
-	return &FSM{store: store, snap: snap, logger: logger, moved: make(chan struct{})}, nil
+	return &FSM{store: store, snap: snap, logger: logger, moved: make(chan struct{}), failed: make(chan struct{})}, nil
 }
 
 // Apply implements raft.FSM. It applies a command entry at its raft
 // index and returns a *Response; other entry types are not commands and
-// return nil. An entry that does not decode (a replica older than the
-// one that wrote it) is logged and answered with an error matching
-// csi.ErrInvalidRequest; the store does not change.
+// return nil. An entry that does not open or decode (sealed with a key
+// this keyring lacks, altered, a command of a newer build) cannot be
+// skipped without the store going its own way: the FSM diverges
+// (ErrStateDiverged). It answers that entry and every later one with
+// the *DivergedError, applies nothing more, and its Reader refuses
+// every read; the Server shuts raft down.
 func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	resp := &Response{}
+	if err := f.Err(); err != nil {
+		return &Response{Err: err}
+	}
 	data, err := openEntry(f.keyring, l.Data)
 	var cmd state.Command
 	if err == nil {
 		cmd, err = state.DecodeCommand(data)
 	}
 	if err != nil {
-		f.logger.Error("log entry is not a csikit command; this replica skips it", "index", l.Index, "error", err)
-		resp.Err = fmt.Errorf("raftstate: log entry %d: %w", l.Index, err)
-	} else {
-		resp.Result, resp.Err = f.store.Apply(l.Index, cmd)
+		return &Response{Err: f.diverge(l.Index, err)}
 	}
+	resp := &Response{}
+	resp.Result, resp.Err = f.store.Apply(l.Index, cmd)
 	f.setApplied(l.Index)
 	return resp
 }
+
+// diverge records that the entry at index cannot be applied, once, and
+// returns the error every later call answers with.
+func (f *FSM) diverge(index uint64, cause error) error {
+	d := &DivergedError{Index: index, Err: cause}
+	if f.diverged.CompareAndSwap(nil, d) {
+		f.logger.Error("log entry cannot be applied; this replica stops applying and serving", "index", index, "error", cause)
+		close(f.failed)
+	}
+	return f.Err()
+}
+
+// Err returns the *DivergedError once the FSM diverged
+// (ErrStateDiverged), else nil.
+func (f *FSM) Err() error {
+	if d := f.diverged.Load(); d != nil {
+		return d
+	}
+	return nil
+}
+
+// Failed is closed when the FSM diverges; Err then says why.
+func (f *FSM) Failed() <-chan struct{} { return f.failed }
 
 func (f *FSM) setApplied(idx uint64) {
 	f.mu.Lock()
@@ -142,6 +176,8 @@ func (f *FSM) waitApplied(ctx context.Context, index uint64, stop <-chan struct{
 		}
 		select {
 		case <-moved:
+		case <-f.failed:
+			return f.Err()
 		case <-stop:
 			return errNotRunning("wait for the store to apply the write")
 		case <-ctx.Done():
@@ -183,6 +219,11 @@ type snapshotHeader struct {
 // the snapshot (two with a keyring), and Apply waits while it is
 // encoded.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	if err := f.Err(); err != nil {
+		// The store stopped short of the entries raft would record as
+		// in the snapshot.
+		return nil, err
+	}
 	var body bytes.Buffer
 	if err := f.snap.Snapshot(context.Background(), &body); err != nil {
 		return nil, fmt.Errorf("raftstate: snapshot the store: %w", err)
@@ -210,6 +251,10 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // keyring does not open, or that the store refuses, is an error
 // matching state.ErrBadSnapshot, and the store is unchanged.
 func (f *FSM) Restore(rc io.ReadCloser) error {
+	if err := f.Err(); err != nil {
+		rc.Close()
+		return err
+	}
 	err := f.restore(rc)
 	f.mu.Lock()
 	f.restoreErr = err

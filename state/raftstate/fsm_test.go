@@ -59,19 +59,63 @@ func TestFSM_Apply_Entries(t *testing.T) {
 		expectEqual(t, f.AppliedIndex(), uint64(4))
 		expectEqual(t, indexes(t, store)[state.TableVolumes], uint64(0))
 	})
-	t.Run("entry that is no command", func(t *testing.T) {
-		before := snapshotOf(t, store)
-		r := f.Apply(&raft.Log{Index: 5, Type: raft.LogCommand, Data: []byte(`{"kind":"from-the-future","body":{}}`)}).(*raftstate.Response)
-		expectIs(t, r.Err, csi.ErrInvalidRequest)
-		if !bytes.Equal(snapshotOf(t, store), before) {
-			t.Error("an undecodable entry changed the store")
-		}
-	})
 	t.Run("other entry types", func(t *testing.T) {
-		if got := f.Apply(&raft.Log{Index: 6, Type: raft.LogConfiguration}); got != nil {
+		if got := f.Apply(&raft.Log{Index: 5, Type: raft.LogConfiguration}); got != nil {
 			t.Errorf("a configuration entry answered %#v", got)
 		}
 	})
+	t.Run("entry that is no command diverges the replica", func(t *testing.T) {
+		before := snapshotOf(t, store)
+		if f.Err() != nil {
+			t.Fatalf("the FSM diverged before: %v", f.Err())
+		}
+		r := f.Apply(&raft.Log{Index: 6, Type: raft.LogCommand, Data: []byte(`{"kind":"from-the-future","body":{}}`)}).(*raftstate.Response)
+		expectIs(t, r.Err, raftstate.ErrStateDiverged)
+		expectIs(t, r.Err, csi.ErrInvalidRequest)
+		select {
+		case <-f.Failed():
+		default:
+			t.Error("Failed is not closed after the FSM diverged")
+		}
+		// A good entry after it is refused too: skipping one entry
+		// would leave this store unlike the others for good.
+		r = f.Apply(commandLog(t, 7, allocsCmd("web-2"))).(*raftstate.Response)
+		expectIs(t, r.Err, raftstate.ErrStateDiverged)
+		expectEqual(t, f.AppliedIndex(), uint64(4))
+		if !bytes.Equal(snapshotOf(t, store), before) {
+			t.Error("the store changed after the FSM diverged")
+		}
+		var d *raftstate.DivergedError
+		if !errors.As(f.Err(), &d) || d.Index != 6 {
+			t.Errorf("Err is %v, want a *DivergedError at index 6", f.Err())
+		}
+		if _, err := f.Reader().Allocation("web-1"); !errors.Is(err, raftstate.ErrStateDiverged) {
+			t.Errorf("a read after the FSM diverged: %v, want ErrStateDiverged", err)
+		}
+		if _, err := f.Snapshot(); !errors.Is(err, raftstate.ErrStateDiverged) {
+			t.Errorf("a snapshot after the FSM diverged: %v, want ErrStateDiverged", err)
+		}
+		if err := f.WaitApplied(context.Background(), 7); !errors.Is(err, raftstate.ErrStateDiverged) {
+			t.Errorf("WaitApplied after the FSM diverged: %v, want ErrStateDiverged", err)
+		}
+	})
+}
+
+// TestFSM_Reader_BeforeDivergence reads through the FSM's Reader: the
+// store's answers, unchanged.
+func TestFSM_Reader_BeforeDivergence(t *testing.T) {
+	f, _ := newFSM(t)
+	f.Apply(commandLog(t, 1, allocsCmd("web-1")))
+	r := f.Reader()
+	a, err := r.Allocation("web-1")
+	must(t, err)
+	expectEqual(t, a.ID, "web-1")
+	idx, err := r.Index(state.TableAllocations)
+	must(t, err)
+	expectEqual(t, idx, uint64(1))
+	if _, err := r.Volume("default", "nope"); !errors.Is(err, csi.ErrVolumeNotFound) {
+		t.Errorf("read of a missing volume: %v", err)
+	}
 }
 
 func TestNewFSM_Refused(t *testing.T) {

@@ -50,6 +50,9 @@ type clusterOpts struct {
 	forward bool // set Config.Forward to the in-process forwarder
 	raft    func(*raft.Config)
 	keyring *sealed.Keyring // Config.Keyring of every server
+	// keyringOf, if it names a server, is that server's Config.Keyring
+	// instead.
+	keyringOf map[string]*sealed.Keyring
 }
 
 // member is one server of a test cluster and what it was built from.
@@ -140,6 +143,9 @@ func (c *cluster) start(m *member) {
 	cfg := raftstate.Config{
 		ID: m.id, Store: store, Transport: trans, BootstrapExpect: 3,
 		DataDir: m.dir, InMemory: m.dir == "", Raft: rc, Keyring: c.opts.keyring,
+	}
+	if k := c.opts.keyringOf[m.id]; k != nil {
+		cfg.Keyring = k
 	}
 	if c.opts.forward {
 		cfg.Forward = c.forward

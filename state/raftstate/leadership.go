@@ -135,10 +135,19 @@ func (s *Server) run(r *raft.Raft) {
 		retry, retryC = nil, nil
 	}
 	defer stopRetry()
+	failed := s.fsm.Failed()
 	for {
 		select {
 		case <-s.stopRun:
 			return
+		case <-failed:
+			failed = nil
+			s.cfg.Logger.Error("the replica diverged; shutting raft down", "error", s.fsm.Err())
+			// Shutdown waits for this goroutine to return.
+			go func() {
+				s.Shutdown()
+				close(s.failed)
+			}()
 		case leader := <-s.notifyCh:
 			barrier, failures = nil, 0
 			stopRetry()

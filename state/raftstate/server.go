@@ -58,6 +58,7 @@ type Server struct {
 	stopRun  chan struct{} // closed by Shutdown: the run goroutine returns
 	runDone  chan struct{} // closed when the run goroutine returned
 	stopped  chan struct{} // closed when Shutdown has stopped raft
+	failed   chan struct{} // closed when the FSM diverged and Shutdown returned
 
 	shutdownOnce sync.Once
 	shutdownErr  error
@@ -119,6 +120,7 @@ func New(cfg Config) (*Server, error) {
 		stopRun:       make(chan struct{}),
 		runDone:       make(chan struct{}),
 		stopped:       make(chan struct{}),
+		failed:        make(chan struct{}),
 		drained:       make(chan struct{}),
 		leaderChanged: make(chan struct{}),
 		observers:     map[uint64]func(bool){},
@@ -278,6 +280,17 @@ func (s *Server) running() *raft.Raft {
 	}
 	return s.raft
 }
+
+// Failed is closed once this replica diverged, its FSM having met a
+// committed entry it cannot apply (ErrStateDiverged; Err says which
+// and why), and the Server shut itself down because of it: raft is
+// stopped, writes are refused, and its Reader refuses every read. A
+// host watches it beside its own work, to stop serving from this
+// server and report Err.
+func (s *Server) Failed() <-chan struct{} { return s.failed }
+
+// Err returns the *DivergedError once this replica diverged, else nil.
+func (s *Server) Err() error { return s.fsm.Err() }
 
 // Raft returns the running raft instance, or nil before Start and after
 // Shutdown, for what this package does not wrap: raft.Snapshot, stats,

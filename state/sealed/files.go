@@ -38,6 +38,19 @@ func Load(dir string) (*Keyring, error) {
 	return New(keys)
 }
 
+// Read reads the keyring kept in dir, as Load does, but never creates
+// one: a missing or empty dir is an error matching ErrKeyFile.
+func Read(dir string) (*Keyring, error) {
+	keys, err := readKeys(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%w: keyring dir %s holds no key", ErrKeyFile, dir)
+	}
+	return New(keys)
+}
+
 // Rotate adds a new primary key to the keyring kept in dir (which must
 // hold one already) and returns its ID. Servers that loaded the keyring
 // before go on sealing with the old primary until they Load again; see

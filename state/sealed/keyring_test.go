@@ -203,3 +203,25 @@ func TestNew_Refusals(t *testing.T) {
 		}
 	}
 }
+
+// TestRead_NeverCreates reads a keyring dir without a key: refused,
+// and still without a key; once Load made one, Read reads it.
+func TestRead_NeverCreates(t *testing.T) {
+	dir := t.TempDir()
+	if _, err := sealed.Read(dir); !errors.Is(err, sealed.ErrKeyFile) {
+		t.Fatalf("Read of an empty dir: %v, want ErrKeyFile", err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Fatalf("Read wrote %d files", len(entries))
+	}
+	if _, err := sealed.Load(dir); err != nil {
+		t.Fatal(err)
+	}
+	k, err := sealed.Read(dir)
+	if err != nil {
+		t.Fatalf("Read after Load: %v", err)
+	}
+	if k.PrimaryID() != 1 {
+		t.Fatalf("Read after Load: primary %d, want 1", k.PrimaryID())
+	}
+}

@@ -41,6 +41,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 	t.Run("Health", s.health)
 	t.Run("Property", s.property)
 	t.Run("NodeIdentity", s.nodeIdentity)
+	t.Run("ACLToken", s.aclTokens)
 }
 
 type suite struct {
@@ -212,6 +213,8 @@ type view struct {
 	// Snapshots are the snapshot records (volumesnapshots.go).
 	Snapshots []*csi.Snapshot
 	Healths   []*state.VolumeHealth `json:",omitempty"`
+	// ACLTokens are the tokens of a store that is a state.ACLReader.
+	ACLTokens []*state.ACLToken `json:",omitempty"`
 }
 
 func (w *world) view(t reporter) view {
@@ -266,6 +269,11 @@ func (w *world) view(t reporter) view {
 	}
 	if v.Snapshots, err = w.s.Snapshots(""); err != nil {
 		t.Fatalf("Snapshots: %v", err)
+	}
+	if ar, ok := w.s.(state.ACLReader); ok {
+		if v.ACLTokens, err = ar.ACLTokens(); err != nil {
+			t.Fatalf("ACLTokens: %v", err)
+		}
 	}
 	w.checkAllocationsByNode(t, v)
 	w.checkVolumeLookups(t, v)

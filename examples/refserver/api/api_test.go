@@ -162,7 +162,7 @@ func TestClient_Requests(t *testing.T) {
 		"GET /v1/volumes/default/db?index=7",
 		"DELETE /v1/volumes/ns/db?deregister=true&force=true",
 		"PUT /v1/nodes/node-1/heartbeat",
-		"POST /v1/allocations/web-1/release",
+		"POST /v1/allocations/web-1/release?namespace=default",
 	}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("requests:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))

@@ -49,6 +49,10 @@ type Client struct {
 	token string
 }
 
+// TokenEnv is the environment variable the refserver CLI reads a
+// caller's ACL token from when -token is not given.
+const TokenEnv = "CSIKIT_TOKEN"
+
 // TokenHeader carries a caller's ACL token.
 const TokenHeader = "X-Refserver-Token"
 
@@ -299,20 +303,44 @@ func (c *Client) Plugin(ctx context.Context, id string, q *QueryOptions) (*csi.P
 	return &out, meta, nil
 }
 
-// Release marks an allocation terminal; the claim worker then releases
-// its claims.
+// Release marks an allocation of DefaultNamespace terminal; the claim
+// worker then releases its claims.
 func (c *Client) Release(ctx context.Context, allocID string) (*ReleaseResponse, error) {
+	return c.ReleaseIn(ctx, DefaultNamespace, allocID)
+}
+
+// ReleaseIn marks an allocation of namespace terminal ("" is
+// DefaultNamespace). The server authorizes the namespace before it
+// reads the allocation, so a caller without the permission learns
+// nothing of it; an allocation of another namespace is not found.
+func (c *Client) ReleaseIn(ctx context.Context, namespace, allocID string) (*ReleaseResponse, error) {
 	var out ReleaseResponse
-	if _, err := c.do(ctx, http.MethodPost, "/v1/allocations/"+esc(allocID)+"/release", nil, nil, &out); err != nil {
+	v := url.Values{}
+	if namespace != "" {
+		v.Set("namespace", namespace)
+	}
+	if _, err := c.do(ctx, http.MethodPost, "/v1/allocations/"+esc(allocID)+"/release", v, nil, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil
 }
 
-// AllocationClaims lists an allocation's claims, live and past.
+// AllocationClaims lists the claims, live and past, of an allocation of
+// DefaultNamespace.
 func (c *Client) AllocationClaims(ctx context.Context, allocID string, q *QueryOptions) ([]AllocationClaim, *QueryMeta, error) {
+	return c.AllocationClaimsIn(ctx, DefaultNamespace, allocID, q)
+}
+
+// AllocationClaimsIn lists the claims of an allocation of namespace (""
+// is DefaultNamespace); as with ReleaseIn, one of another namespace is
+// not found.
+func (c *Client) AllocationClaimsIn(ctx context.Context, namespace, allocID string, q *QueryOptions) ([]AllocationClaim, *QueryMeta, error) {
+	v := blocking(q)
+	if namespace != "" {
+		v.Set("namespace", namespace)
+	}
 	var out []AllocationClaim
-	meta, err := c.do(ctx, http.MethodGet, "/v1/allocations/"+esc(allocID)+"/claims", blocking(q), nil, &out)
+	meta, err := c.do(ctx, http.MethodGet, "/v1/allocations/"+esc(allocID)+"/claims", v, nil, &out)
 	return out, meta, err
 }
 
@@ -390,13 +418,18 @@ func (c *Client) WaitPlugin(ctx context.Context, id string, ok func(*csi.Plugin)
 	}
 }
 
-// WaitReleased blocks until the allocation holds no claim, live or
-// past: the claim worker has released and freed every one. It uses
-// blocking queries.
+// WaitReleased blocks until the allocation, of DefaultNamespace, holds
+// no claim, live or past: the claim worker has released and freed
+// every one. It uses blocking queries.
 func (c *Client) WaitReleased(ctx context.Context, allocID string) error {
+	return c.WaitReleasedIn(ctx, DefaultNamespace, allocID)
+}
+
+// WaitReleasedIn is WaitReleased for an allocation of namespace.
+func (c *Client) WaitReleasedIn(ctx context.Context, namespace, allocID string) error {
 	q := &QueryOptions{}
 	for {
-		claims, meta, err := c.AllocationClaims(ctx, allocID, q)
+		claims, meta, err := c.AllocationClaimsIn(ctx, namespace, allocID, q)
 		if err != nil {
 			return err
 		}

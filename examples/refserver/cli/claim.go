@@ -72,12 +72,13 @@ func (e *env) release(ctx context.Context, args []string) int {
 	c := e.newCommand("release", "ALLOCATION", "Stops an allocation: its claims become past claims, and the claim release worker unmounts (on the node), detaches (through a controller) and frees each. With -wait, returns once all are freed.",
 		"refserver release -wait web-1")
 	wait := c.fs.Bool("wait", false, "wait until every claim of the allocation is freed")
+	ns := c.fs.String("namespace", api.DefaultNamespace, "the allocation's namespace")
 	code := ExitOK
 	if !c.parse(args, 1, 1, &code) {
 		return code
 	}
 	id := c.arg(0)
-	if err := validateIDs(idAlloc("allocation ID", id)); err != nil {
+	if err := validateIDs(idAlloc("allocation ID", id), idNamespace(*ns)); err != nil {
 		return c.fail(err)
 	}
 	cl, ctx, done, err := c.client(ctx)
@@ -85,12 +86,12 @@ func (e *env) release(ctx context.Context, args []string) int {
 		return c.fail(err)
 	}
 	defer done()
-	resp, err := retry(ctx, c, func(ctx context.Context) (*api.ReleaseResponse, error) { return cl.Release(ctx, id) })
+	resp, err := retry(ctx, c, func(ctx context.Context) (*api.ReleaseResponse, error) { return cl.ReleaseIn(ctx, *ns, id) })
 	if err != nil {
 		return c.fail(err)
 	}
 	if *wait {
-		if _, err := retry(ctx, c, func(ctx context.Context) (struct{}, error) { return struct{}{}, c.waitReleased(ctx, cl, id) }); err != nil {
+		if _, err := retry(ctx, c, func(ctx context.Context) (struct{}, error) { return struct{}{}, c.waitReleased(ctx, cl, *ns, id) }); err != nil {
 			return c.fail(fmt.Errorf("allocation %s stopped, but its claims are not all freed yet (see \"refserver volume status\"): %w", id, err))
 		}
 		resp.Claims = nil

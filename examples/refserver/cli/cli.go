@@ -51,11 +51,13 @@ Client commands (against a running server, -address or $REFSERVER_ADDR):
   cluster   show the servers of a cluster and which one leads
   claim     claim a volume for an allocation (and mount it with -mount)
   release   stop an allocation: its claims are released and freed
+  acl       bootstrap|create|list|delete: ACL tokens of a server with -acl
 
 Other commands:
   version     print refserver's version
   completion  print a shell completion script: completion bash|zsh
   tls         tls init: write a CA and certificates for -tls-* flags
+  keyring     keyring init|rotate|list: the keys that seal the raft log and snapshots
   help        print this help
 
 Example:
@@ -147,6 +149,12 @@ func (e *env) groups() map[string][]subcommand {
 		"node":    {{"status", "show the nodes with their liveness and plugins", e.nodeStatus}},
 		"cluster": {{"status", "show the servers of the cluster and which one leads", e.clusterStatus}},
 		"tls":     {{"init", "write a CA and server, agent and client certificates for a cluster on this host", e.tlsInit}},
+		"acl":     e.aclCommands(),
+		"keyring": {
+			{"init", "create a keyring for the servers of a cluster to share", e.keyringInit},
+			{"rotate", "add a new primary key to the keyring that seals the raft log and snapshots", e.keyringRotate},
+			{"list", "list the keys of a keyring and which one is the primary", e.keyringList},
+		},
 	}
 }
 

@@ -54,7 +54,7 @@ compdef _refserver refserver
 }
 
 // commands are the top-level commands, for completion.
-var commands = []string{"demo", "server", "agent", "volume", "plugin", "node", "cluster", "claim", "release", "version", "completion", "tls", "help"}
+var commands = []string{"demo", "server", "agent", "volume", "plugin", "node", "cluster", "claim", "release", "version", "completion", "tls", "keyring", "help"}
 
 func (e *env) completion(args []string) int {
 	fs := e.modeFlags("completion", "Prints a completion script for bash or zsh. Subcommands come from the command table and flags from each command's -h.",

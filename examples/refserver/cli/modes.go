@@ -64,7 +64,8 @@ func (e *env) modeFail(name string, err error) int {
 }
 
 func (e *env) demo(ctx context.Context, args []string) int {
-	fs := e.modeFlags("demo", "Runs a server and two node agents in this process, each with the hostpath plugin, and a volume's whole life: create, claim, mount, write, release, free. Then serves until interrupted. Its server runs in dev mode: the state is in memory and is lost at exit.",
+	fs := e.modeFlags("demo", "Runs a server and two node agents in this process, each with the hostpath plugin, and a volume's whole life: create, claim, mount, write, release, free. Then serves until interrupted. Its server runs in dev mode: the state is in memory and is lost at exit. "+
+		"ACLs are on: the demo bootstraps a management token into management.token in its directory (mode 0600); client commands need it (-token or $"+TokenEnv+").",
 		"refserver demo -exit-after-demo\n  refserver demo -placement\n  refserver demo -volume-ops")
 	dataDir := fs.String("data-dir", "", "directory for sockets and state (default: a temporary directory, removed at exit)")
 	exitAfter := fs.Bool("exit-after-demo", false, "exit once the demo is done instead of serving")
@@ -119,6 +120,9 @@ func (e *env) server(ctx context.Context, args []string) int {
 	nodeID := fs.String("node-id", "", "this server's ID (default: kept in -data-dir, generated at the first start)")
 	var join listFlag
 	fs.Var(&join, "join", "cluster mode: the API address of another server, host:port; repeatable or comma-separated")
+	keyringDir := keyringDirFlag(fs)
+	acl := fs.Bool("acl", false, "turn ACLs on with the tokens kept (by hash) in the replicated state, the same on every server: "+
+		"make the first with \"refserver acl bootstrap\"; not with -acl-file")
 	token, aclFile, tf := clusterTokenFlag(fs), fs.String("acl-file", "", "turn ACLs on with this file of token policies; a missing one is bootstrapped with a management token, printed once"),
 		addTLSFlags(fs, "server", "the API, raft (mutual TLS between servers) and its calls to the agents (mutual TLS)")
 	code := ExitOK
@@ -137,25 +141,10 @@ func (e *env) server(ctx context.Context, args []string) int {
 	cfg := cluster.Config{
 		ID: *nodeID, DataDir: *dataDir, Dev: *dev, BootstrapExpect: *expect, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise,
 		Join: join, Advertise: *advertise, HeartbeatTTL: *ttl, Events: events.New(e.stdout), Logger: logger, ClusterToken: clusterToken(*token),
-		ACLFile: *aclFile,
+		ACLFile: *aclFile, ACL: *acl, KeyringDir: *keyringDir,
 	}
-	switch {
-	case *expect < 1:
-		return e.modeFail("server", fmt.Errorf("%w: -bootstrap-expect %d: give the number of servers (1, or 3 or 5 for a cluster)", csi.ErrInvalidRequest, *expect))
-	case *dev && set["data-dir"]:
-		return e.modeFail("server", fmt.Errorf("%w: -dev keeps the state in memory; it takes no -data-dir", csi.ErrInvalidRequest))
-	case *dev && *expect > 1:
-		return e.modeFail("server", fmt.Errorf("%w: -dev runs a single server; it takes no -bootstrap-expect", csi.ErrInvalidRequest))
-	case *expect == 1:
-		for _, f := range []string{"join", "advertise", "raft-addr", "raft-advertise"} {
-			if set[f] {
-				return e.modeFail("server", fmt.Errorf("%w: -%s is a cluster mode flag; give -bootstrap-expect 3 (or 5) too", csi.ErrInvalidRequest, f))
-			}
-		}
-	case !set["data-dir"]:
-		return e.modeFail("server", fmt.Errorf("%w: cluster mode needs -data-dir: each server keeps its ID and raft state in a directory of its own", csi.ErrInvalidRequest))
-	case cfg.RaftAddr == "":
-		cfg.RaftAddr = DefaultRaftAddress
+	if err := checkServerFlags(&cfg, set); err != nil {
+		return e.modeFail("server", err)
 	}
 	if err := checkAddresses(cfg); err != nil {
 		return e.modeFail("server", err)
@@ -179,6 +168,32 @@ func (e *env) server(ctx context.Context, args []string) int {
 		return e.modeFail("server", err)
 	}
 	return ExitOK
+}
+
+// checkServerFlags checks the server flags that go together, set
+// naming those given, and fills in the cluster mode's raft address.
+func checkServerFlags(cfg *cluster.Config, set map[string]bool) error {
+	switch {
+	case cfg.BootstrapExpect < 1:
+		return fmt.Errorf("%w: -bootstrap-expect %d: give the number of servers (1, or 3 or 5 for a cluster)", csi.ErrInvalidRequest, cfg.BootstrapExpect)
+	case cfg.Dev && set["data-dir"]:
+		return fmt.Errorf("%w: -dev keeps the state in memory; it takes no -data-dir", csi.ErrInvalidRequest)
+	case cfg.Dev && set["keyring-dir"]:
+		return fmt.Errorf("%w: -dev writes nothing, so it seals nothing; it takes no -keyring-dir", csi.ErrInvalidRequest)
+	case cfg.Dev && cfg.BootstrapExpect > 1:
+		return fmt.Errorf("%w: -dev runs a single server; it takes no -bootstrap-expect", csi.ErrInvalidRequest)
+	case cfg.BootstrapExpect == 1:
+		for _, f := range []string{"join", "advertise", "raft-addr", "raft-advertise"} {
+			if set[f] {
+				return fmt.Errorf("%w: -%s is a cluster mode flag; give -bootstrap-expect 3 (or 5) too", csi.ErrInvalidRequest, f)
+			}
+		}
+	case !set["data-dir"]:
+		return fmt.Errorf("%w: cluster mode needs -data-dir: each server keeps its ID and raft state in a directory of its own", csi.ErrInvalidRequest)
+	case cfg.RaftAddr == "":
+		cfg.RaftAddr = DefaultRaftAddress
+	}
+	return nil
 }
 
 // warnOldState tells of a state file of an older refserver in the

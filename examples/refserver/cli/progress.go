@@ -92,13 +92,13 @@ func releaseLine(alloc string, claims []api.AllocationClaim, seen claimAttempts)
 
 // waitReleased waits, with blocking queries, until the allocation holds
 // no claim, showing each claim's step on a terminal.
-func (c *command) waitReleased(ctx context.Context, cl *api.Client, alloc string) error {
+func (c *command) waitReleased(ctx context.Context, cl *api.Client, ns, alloc string) error {
 	p := c.progress()
 	defer p.done()
 	seen := claimAttempts{}
 	q := &api.QueryOptions{}
 	for {
-		claims, meta, err := cl.AllocationClaims(ctx, alloc, q)
+		claims, meta, err := cl.AllocationClaimsIn(ctx, ns, alloc, q)
 		if err != nil {
 			return err
 		}

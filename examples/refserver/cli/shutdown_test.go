@@ -3,6 +3,8 @@ package cli_test
 import (
 	"context"
 	"crypto/tls"
+	"errors"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -28,7 +30,11 @@ func TestCLI_Demo_InterruptedIntoClosedPipe(t *testing.T) {
 	p := startChild(t, []string{"TMPDIR=" + tmp}, "demo", "-addr", "127.0.0.1:0")
 	url := p.waitLine(t, "[server] API listening on ")
 	p.waitLine(t, "[demo] the cluster keeps serving until interrupted")
-	// The demo runs over TLS; its hint names the CA.
+	// The demo runs with ACLs on, its hint names the file of its
+	// management token; and over TLS, its hint names the CA.
+	tokenFile := strings.TrimSuffix(p.waitLine(t, "[demo]   export CSIKIT_TOKEN=$(cat "), ")")
+	token, err := os.ReadFile(tokenFile)
+	must(t, err)
 	_, caFile, _ := strings.Cut(p.waitLine(t, "[demo]   go run ./examples/refserver plugin status "), " -tls-ca ")
 	// Claim the demo's volume again, mounted, so that the drain has a
 	// claim to release and a mount to undo.
@@ -39,9 +45,12 @@ func TestCLI_Demo_InterruptedIntoClosedPipe(t *testing.T) {
 	client, err := api.NewTLSClient(url, &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12})
 	must(t, err)
 	defer client.Close()
-	claim, err := client.Claim(ctx, demo.Namespace, demo.VolumeID, &api.ClaimRequest{
-		AllocationID: "web-2", NodeID: demo.ClaimNode, Mode: csi.ClaimWrite, Mount: true,
-	})
+	req := &api.ClaimRequest{AllocationID: "web-2", NodeID: demo.ClaimNode, Mode: csi.ClaimWrite, Mount: true}
+	var ae *api.Error
+	if _, err := client.Claim(ctx, demo.Namespace, demo.VolumeID, req); !errors.As(err, &ae) || ae.StatusCode != http.StatusForbidden {
+		t.Fatalf("a claim without a token: %v, want 403", err)
+	}
+	claim, err := client.WithToken(strings.TrimSpace(string(token))).Claim(ctx, demo.Namespace, demo.VolumeID, req)
 	must(t, err)
 	if hostpath.CanBindMount() == nil {
 		if left, err := demo.MountsUnder(tmp); err != nil || !slices.Contains(left, claim.Mount.Path) {

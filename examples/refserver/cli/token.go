@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"flag"
 	"os"
+
+	"github.com/csikit/csikit/examples/refserver/api"
 )
 
 // ClusterTokenEnv is the environment variable the servers and agents
@@ -13,7 +15,7 @@ const ClusterTokenEnv = "CSIKIT_CLUSTER_TOKEN"
 
 // TokenEnv is the environment variable client commands read their ACL
 // token from when -token is not given.
-const TokenEnv = "CSIKIT_TOKEN"
+const TokenEnv = api.TokenEnv
 
 // tokenFlag defines a client command's -token, empty in the help for
 // the same reason as -cluster-token.

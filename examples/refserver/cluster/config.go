@@ -105,6 +105,12 @@ type Config struct {
 	// (server.ACL). A missing file is bootstrapped with one management
 	// token, printed once to Events; the file keeps its hash only.
 	ACLFile string
+	// ACL turns ACLs on with the tokens kept in the replicated state
+	// (state.UpsertACLToken, by hash): a token made through any server
+	// works on every server, and none is in a file. The first token is
+	// the management token of POST /v1/acl/bootstrap (api
+	// BootstrapACL), made once per cluster. Not with ACLFile.
+	ACL bool
 	// TLS, PeerTLS and ClientTLS turn TLS on (all three, or none; the
 	// tlsconf package makes them from -tls-* files): TLS serves the
 	// API, PeerTLS the raft transport (it must require a client
@@ -161,6 +167,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, bad("HeartbeatTTL %s is negative; use 0 for the default", c.HeartbeatTTL)
 	case c.ShutdownTimeout < 0:
 		return c, bad("ShutdownTimeout %s is negative; use 0 for the default", c.ShutdownTimeout)
+	case c.ACL && c.ACLFile != "":
+		return c, bad("ACL (tokens in the replicated state) and ACLFile (%s) are both set; choose one", c.ACLFile)
 	}
 	if c.RaftAddr != "" {
 		if _, _, err := net.SplitHostPort(c.RaftAddr); err != nil {
@@ -184,22 +192,9 @@ func (c Config) withDefaults() (Config, error) {
 			return c, fmt.Errorf("cluster config: %w", err)
 		}
 	}
-	var join []string
-	seen := map[string]bool{}
-	for _, a := range c.Join {
-		a = strings.TrimSpace(a)
-		if a == "" {
-			return c, bad("Join holds an empty address; list the other servers' API addresses, host:port")
-		}
-		cl, err := api.NewClient(a, nil)
-		if err != nil {
-			return c, fmt.Errorf("cluster config: Join: %w", err)
-		}
-		cl.Close()
-		if !seen[a] {
-			seen[a] = true
-			join = append(join, a)
-		}
+	join, err := cleanJoin(c.Join)
+	if err != nil {
+		return c, err
 	}
 	c.Join = join
 	if len(c.Join) == 0 && c.BootstrapExpect > 1 {
@@ -212,6 +207,29 @@ func (c Config) withDefaults() (Config, error) {
 		c.Logger = hclog.NewNullLogger()
 	}
 	return c, nil
+}
+
+// cleanJoin checks the Join addresses and drops blanks around them and
+// repeats.
+func cleanJoin(addrs []string) ([]string, error) {
+	var join []string
+	seen := map[string]bool{}
+	for _, a := range addrs {
+		a = strings.TrimSpace(a)
+		if a == "" {
+			return nil, fmt.Errorf("%w: cluster config: Join holds an empty address; list the other servers' API addresses, host:port", csi.ErrInvalidRequest)
+		}
+		cl, err := api.NewClient(a, nil)
+		if err != nil {
+			return nil, fmt.Errorf("cluster config: Join: %w", err)
+		}
+		cl.Close()
+		if !seen[a] {
+			seen[a] = true
+			join = append(join, a)
+		}
+	}
+	return join, nil
 }
 
 // DevID is the server ID of a Dev server given none.

@@ -48,6 +48,8 @@ func TestNew_Config(t *testing.T) {
 		{"bad advertise", func(c *cluster.Config) { c.Advertise = "ftp://x:1" }, csi.ErrInvalidRequest},
 		{"negative TTL", func(c *cluster.Config) { c.HeartbeatTTL = -1 }, csi.ErrInvalidRequest},
 		{"negative shutdown timeout", func(c *cluster.Config) { c.ShutdownTimeout = -1 }, csi.ErrInvalidRequest},
+		{"valid replicated ACL", func(c *cluster.Config) { c.ACL = true }, nil},
+		{"replicated ACL and an ACL file", func(c *cluster.Config) { c.ACL, c.ACLFile = true, filepath.Join(dir, "acl.json") }, csi.ErrInvalidRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

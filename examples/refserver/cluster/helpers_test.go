@@ -151,6 +151,8 @@ type testCluster struct {
 
 	agents      map[string]*runningAgent
 	agentEvents *syncBuffer
+	// opts change each server's Config before it is built.
+	opts []func(*cluster.Config)
 }
 
 type runningAgent struct {
@@ -165,10 +167,10 @@ const testClusterToken = "test-cluster-token-0123456789"
 // startCluster starts three servers s1, s2, s3 (each told the other two
 // API addresses) and waits until each has joined the others and one
 // leads.
-func startCluster(t *testing.T) *testCluster {
+func startCluster(t *testing.T, opts ...func(*cluster.Config)) *testCluster {
 	t.Helper()
 	c := &testCluster{t: t, dir: shortTempDir(t), members: map[string]*member{}, ids: []string{"s1", "s2", "s3"},
-		leaders: newLeaders(), agents: map[string]*runningAgent{}, agentEvents: &syncBuffer{}}
+		leaders: newLeaders(), agents: map[string]*runningAgent{}, agentEvents: &syncBuffer{}, opts: opts}
 	lis := map[string]net.Listener{}
 	for _, id := range c.ids {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -201,14 +203,18 @@ func (c *testCluster) run(id string, lis net.Listener) {
 	if m.events == nil {
 		m.events = &syncBuffer{} // kept across restarts
 	}
-	srv, err := cluster.New(cluster.Config{
+	cfg := cluster.Config{
 		ID: id, DataDir: filepath.Join(c.dir, id), BootstrapExpect: len(c.ids),
 		RaftAddr: m.raftAddr, Join: join, Raft: testRaftConfig(),
 		HeartbeatTTL: time.Hour, // liveness is not under test; agents heartbeat on their own schedule
 		Events:       events.New(m.events),
 		ClusterToken: testClusterToken,
 		KeyringDir:   filepath.Join(c.dir, "keyring"), // one keyring the servers share
-	})
+	}
+	for _, o := range c.opts {
+		o(&cfg)
+	}
+	srv, err := cluster.New(cfg)
 	if err != nil {
 		_ = lis.Close()
 		t.Fatal(err)

@@ -145,6 +145,7 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) (err error) {
 	sctx, stopServer := context.WithCancel(ctx)
 	defer stopServer()
 	waitJoins := s.joinAll(sctx, rs, stopServer)
+	diverged := s.watchDiverged(sctx, rs, stopServer)
 	if s.cfg.BootstrapExpect == 1 {
 		// A single server elects itself at once; serving only then
 		// means the API takes writes from its first request.
@@ -158,7 +159,27 @@ func (s *Server) Run(ctx context.Context, lis net.Listener) (err error) {
 	joinErr := waitJoins()
 	stopLeading()
 	s.leading.Store(false)
-	return s.stopRaft(rs, errors.Join(err, joinErr))
+	return s.stopRaft(rs, errors.Join(err, joinErr, diverged()))
+}
+
+// watchDiverged stops the server when its replica diverges
+// (raftstate.ErrStateDiverged: a committed entry it cannot apply,
+// such as one sealed with a key its keyring lacks), so that it does
+// not serve a state that stopped short. wait returns that error, or
+// nil when ctx ended first.
+func (s *Server) watchDiverged(ctx context.Context, rs *raftstate.Server, stopServer func()) (wait func() error) {
+	done := make(chan error, 1)
+	go func() {
+		select {
+		case <-rs.Failed():
+			s.cfg.Events.Printf("server", "server %s stops: %v", s.id, rs.Err())
+			stopServer()
+			done <- fmt.Errorf("cluster server %s: %w", s.id, rs.Err())
+		case <-ctx.Done():
+			done <- nil
+		}
+	}()
+	return func() error { return <-done }
 }
 
 // startRaft builds the raft server and the HTTP server on lis and
@@ -272,32 +293,43 @@ func (s *Server) printStart(rs *raftstate.Server) {
 
 // build makes the raft transport, the raftstate server over a new
 // store, and the reference server writing through it.
+// raftTransporter is the raft transport of a server, closed by raft.
+type raftTransporter interface {
+	raft.Transport
+	raft.WithClose
+}
+
+// transport returns the raft transport: in memory for a single server,
+// which sends nothing, else TCP (TLS with PeerTLS) on RaftAddr.
+func (s *Server) transport() (raftTransporter, error) {
+	var adv net.Addr
+	if s.cfg.RaftAdvertise != "" {
+		a, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAdvertise)
+		if err != nil {
+			return nil, fmt.Errorf("%w: cluster server %s: RaftAdvertise %q: %v", csi.ErrInvalidRequest, s.id, s.cfg.RaftAdvertise, err)
+		}
+		adv = a
+	}
+	if s.cfg.RaftAddr == "" {
+		// A single server: nothing is ever sent over it.
+		_, tr := raft.NewInmemTransport(raft.ServerAddress("inmem:" + s.id))
+		return tr, nil
+	}
+	tcp, err := s.raftTransport(adv)
+	if err != nil {
+		return nil, fmt.Errorf("cluster server %s: %w", s.id, err)
+	}
+	return tcp, nil
+}
+
 func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, error) {
 	acl, err := s.loadACL()
 	if err != nil {
 		return nil, nil, err
 	}
-	var adv net.Addr
-	if s.cfg.RaftAdvertise != "" {
-		a, err := net.ResolveTCPAddr("tcp", s.cfg.RaftAdvertise)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: cluster server %s: RaftAdvertise %q: %v", csi.ErrInvalidRequest, s.id, s.cfg.RaftAdvertise, err)
-		}
-		adv = a
-	}
-	var tr interface {
-		raft.Transport
-		raft.WithClose
-	}
-	if s.cfg.RaftAddr == "" {
-		// A single server: nothing is ever sent over it.
-		_, tr = raft.NewInmemTransport(raft.ServerAddress("inmem:" + s.id))
-	} else {
-		tcp, err := s.raftTransport(adv)
-		if err != nil {
-			return nil, nil, fmt.Errorf("cluster server %s: %w", s.id, err)
-		}
-		tr = tcp
+	tr, err := s.transport()
+	if err != nil {
+		return nil, nil, err
 	}
 	store, err := state.NewMemStore(state.Config{Logger: s.cfg.Logger.Named("state")})
 	if err != nil {
@@ -330,8 +362,11 @@ func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, err
 	if err != nil {
 		return nil, nil, errors.Join(err, rs.Shutdown())
 	}
+	if s.cfg.ACL {
+		acl = server.NewStateACL(rs.Reader())
+	}
 	srv, err := server.New(server.Config{
-		Store: store, Applier: timedApplier{rs, m.Sink()}, Follower: true, Internal: s.internal(), Metrics: m,
+		Store: rs.Reader(), Applier: timedApplier{rs, m.Sink()}, Follower: true, Internal: s.internal(), Metrics: m,
 		HeartbeatTTL: s.cfg.HeartbeatTTL, Now: s.cfg.Now, ShutdownTimeout: s.cfg.ShutdownTimeout,
 		Events: s.cfg.Events, Logger: s.cfg.Logger, ClusterToken: s.cfg.ClusterToken, ACL: acl, TLS: s.cfg.TLS, NodeTLS: s.cfg.ClientTLS,
 	})

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
@@ -21,6 +22,7 @@ import (
 	"github.com/csikit/csikit/examples/refserver/api"
 	"github.com/csikit/csikit/examples/refserver/events"
 	"github.com/csikit/csikit/examples/refserver/server"
+	"github.com/csikit/csikit/state"
 )
 
 // PluginID is the ID of the hostpath plugin every node of a Cluster
@@ -63,7 +65,17 @@ type ClusterConfig struct {
 	// over TLS: the API (https), the server's calls to the agents and
 	// the agents' node services (mutual TLS). CAFile names the CA.
 	TLS bool
+	// ACL turns ACLs on: the server keeps its tokens in its state
+	// (server.NewStateACL), a management token is bootstrapped at the
+	// start and written to TokenFile (mode 0600), and Client carries
+	// it. API calls without a token are refused; the agents need none,
+	// they present their node secrets.
+	ACL bool
 }
+
+// TokenFileName is the file in ClusterConfig.Dir that holds the
+// management token of a Cluster with ACL.
+const TokenFileName = "management.token"
 
 // Cluster is a server and its node agents running in this process,
 // talking over loopback TCP exactly as separate processes would: agents
@@ -71,10 +83,12 @@ type ClusterConfig struct {
 // node services over csikit's gRPC transport. The demo runs one; tests
 // of the server and agent modes do too.
 type Cluster struct {
-	cfg    ClusterConfig
-	url    string
-	client *api.Client
-	server *server.Server
+	cfg ClusterConfig
+	url string
+	// client carries the management token with ACL; agentClient is the
+	// same without it, for the agents.
+	client, agentClient *api.Client
+	server              *server.Server
 	// token is the cluster token, made at random for the cluster's
 	// lifetime: the agents refuse node calls that do not carry it.
 	token string
@@ -121,24 +135,14 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		}
 	}
 
-	srv, err := server.New(server.Config{
-		Now: cfg.Now, HeartbeatTTL: cfg.HeartbeatTTL, Events: cfg.Events, Logger: cfg.Logger.Named("server"),
-		ClusterToken: c.token, TLS: c.tls.api, NodeTLS: c.tls.node,
-	})
-	if err != nil {
+	if err := c.startServer(); err != nil {
 		return nil, err
 	}
-	lis, err := net.Listen("tcp", cfg.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("server API: %w", err)
-	}
-	c.server, c.url = srv, c.tls.scheme()+lis.Addr().String()
-	sctx, stop := context.WithCancel(context.Background())
-	c.stopServer, c.serverDone = stop, make(chan error, 1)
-	go func() { c.serverDone <- srv.Run(sctx, lis) }()
-	if c.client, err = api.NewTLSClient(c.url, c.tls.client); err != nil {
-		c.shutdown()
-		return nil, err
+	if cfg.ACL {
+		if err := c.bootstrapACL(ctx); err != nil {
+			c.shutdown()
+			return nil, err
+		}
 	}
 
 	for i, id := range cfg.Nodes {
@@ -162,10 +166,65 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	return c, nil
 }
 
+// startServer starts the server and makes the clients of its API.
+func (c *Cluster) startServer() error {
+	scfg := server.Config{
+		Now: c.cfg.Now, HeartbeatTTL: c.cfg.HeartbeatTTL, Events: c.cfg.Events, Logger: c.cfg.Logger.Named("server"),
+		ClusterToken: c.token, TLS: c.tls.api, NodeTLS: c.tls.node,
+	}
+	if c.cfg.ACL {
+		st, err := state.NewMemStore(state.Config{})
+		if err != nil {
+			return err
+		}
+		scfg.Store, scfg.Applier, scfg.ACL = st, state.NewLocalApplier(st), server.NewStateACL(st)
+	}
+	srv, err := server.New(scfg)
+	if err != nil {
+		return err
+	}
+	lis, err := net.Listen("tcp", c.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("server API: %w", err)
+	}
+	c.server, c.url = srv, c.tls.scheme()+lis.Addr().String()
+	sctx, stop := context.WithCancel(context.Background())
+	c.stopServer, c.serverDone = stop, make(chan error, 1)
+	go func() { c.serverDone <- srv.Run(sctx, lis) }()
+	if c.agentClient, err = api.NewTLSClient(c.url, c.tls.client); err != nil {
+		c.shutdown()
+		return err
+	}
+	c.client = c.agentClient
+	return nil
+}
+
+// bootstrapACL makes the management token, writes it to TokenFile and
+// gives it to Client.
+func (c *Cluster) bootstrapACL(ctx context.Context) error {
+	tok, err := c.agentClient.BootstrapACL(ctx)
+	if err != nil {
+		return fmt.Errorf("ACL bootstrap: %w", err)
+	}
+	// A file left by an earlier run may have another mode.
+	if err := os.Remove(c.TokenFile()); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("ACL bootstrap: %w", err)
+	}
+	if err := os.WriteFile(c.TokenFile(), []byte(tok.Token+"\n"), 0o600); err != nil {
+		return fmt.Errorf("ACL bootstrap: %w", err)
+	}
+	c.client = c.agentClient.WithToken(tok.Token)
+	c.cfg.Events.Printf("demo", "ACLs are on: a management token is in %s (mode 0600); API calls without a token are refused", c.TokenFile())
+	return nil
+}
+
+// TokenFile is the file of the management token of a Cluster with ACL.
+func (c *Cluster) TokenFile() string { return filepath.Join(c.cfg.Dir, TokenFileName) }
+
 func (c *Cluster) startAgent(id string, mode hostpath.Mode) error {
 	a, err := agent.New(agent.Config{
 		NodeID:       id,
-		Server:       c.client,
+		Server:       c.agentClient,
 		DataDir:      filepath.Join(c.cfg.Dir, id),
 		ClusterToken: c.token,
 		TLS:          c.tls.agent,

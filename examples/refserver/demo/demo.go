@@ -85,6 +85,9 @@ type Result struct {
 	Dir string
 	// ServerURL is the server API's address.
 	ServerURL string
+	// TokenFile holds the management token the demo bootstrapped: the
+	// API refuses calls without a token.
+	TokenFile string
 	// MountMethod is how the hostpath plugin mounted: bind or symlink.
 	MountMethod hostpath.MountMethod
 	// ExternalID is the plugin's ID of the volume.
@@ -138,7 +141,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 	log.Printf("demo", "starting a server and two node agents with the hostpath plugin in %s", dir)
 	log.Printf("demo", "the server runs in dev mode: its state is in memory only, and is lost when the demo stops")
 
-	c, err := StartCluster(ctx, ClusterConfig{Dir: dir, Mount: cfg.Mount, Addr: cfg.Addr, Events: log, Logger: cfg.Logger, TLS: true})
+	c, err := StartCluster(ctx, ClusterConfig{Dir: dir, Mount: cfg.Mount, Addr: cfg.Addr, Events: log, Logger: cfg.Logger, TLS: true, ACL: true})
 	if err != nil {
 		if temp {
 			err = errors.Join(err, removeIfNoMounts(dir))
@@ -158,7 +161,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		}
 		err = errors.Join(err, cerr)
 	}()
-	res.ServerURL = c.URL()
+	res.ServerURL, res.TokenFile = c.URL(), c.TokenFile()
 	res.MountMethod = c.Agent("node-1").HostpathMountMethod()
 
 	if err := script(ctx, c, log, res, step); err != nil {
@@ -169,6 +172,7 @@ func Run(ctx context.Context, cfg Config) (res *Result, err error) {
 		return res, nil
 	}
 	log.Printf("demo", "the cluster keeps serving until interrupted; in another terminal try:")
+	log.Printf("demo", "  export %s=$(cat %s)", api.TokenEnv, c.TokenFile())
 	log.Printf("demo", "  go run ./examples/refserver plugin status -address %s -tls-ca %s", c.URL(), c.CAFile())
 	log.Printf("demo", "  go run ./examples/refserver volume status -address %s -tls-ca %s", c.URL(), c.CAFile())
 	<-ctx.Done()

@@ -5,7 +5,9 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"io/fs"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -81,6 +83,7 @@ func requireInOrder(t *testing.T, out string, wants ...string) {
 var lifecycle = []string{
 	"[demo] starting a server and two node agents",
 	"[server] API listening on https://127.0.0.1:",
+	"[demo] ACLs are on: a management token is in ",
 	"[demo] plugin hostpath (hostpath.csikit.io 0.1.0) is ready: controllers 1/1, nodes 2/2 healthy",
 	"[node-1] CreateVolume ok: name default/demo-vol → vol-",
 	"[server] volume demo-vol created by plugin hostpath.csikit.io on node-1 (controller), external ID vol-",
@@ -114,7 +117,7 @@ func checkDemo(t *testing.T, out string, res *demo.Result) {
 	if strings.Contains(out, "demo-secret") {
 		t.Errorf("the volume's secret was printed:\n%s", out)
 	}
-	for _, bad := range []string{" failed", "retrying"} {
+	for _, bad := range []string{" failed", "retrying", "permission denied"} {
 		if strings.Contains(out, bad) {
 			t.Errorf("a step failed (%q):\n%s", bad, out)
 		}
@@ -224,7 +227,10 @@ func TestRun_BindMounts(t *testing.T) {
 // TestRun_ServesUntilInterrupted runs the demo without
 // -exit-after-demo: the cluster keeps serving, a client claims and
 // mounts another volume meanwhile, and the interrupt releases it through
-// the normal release path before everything stops.
+// the normal release path before everything stops. ACLs are on: the
+// client's claim without a token is refused (403) with nothing claimed,
+// and with the management token of the demo's token file it succeeds;
+// no output shows the token.
 func TestRun_ServesUntilInterrupted(t *testing.T) {
 	mount := hostpath.MountSymlink
 	if hostpath.CanBindMount() == nil {
@@ -234,6 +240,7 @@ func TestRun_ServesUntilInterrupted(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	var extra *api.ClaimResponse
+	var token string
 	res, err := demo.Run(ctx, demo.Config{
 		Out: &out, Mount: mount,
 		OnStep: func(s demo.Step, r *demo.Result) {
@@ -252,9 +259,13 @@ func TestRun_ServesUntilInterrupted(t *testing.T) {
 				return
 			}
 			defer c.Close()
-			extra, err = c.Claim(ctx, demo.Namespace, demo.VolumeID, &api.ClaimRequest{
-				AllocationID: "web-2", NodeID: "node-1", Mode: csi.ClaimWrite, Mount: true,
-			})
+			req := &api.ClaimRequest{AllocationID: "web-2", NodeID: "node-1", Mode: csi.ClaimWrite, Mount: true}
+			if token, err = readTokenFile(r.TokenFile); err != nil {
+				t.Error(err)
+				return
+			}
+			refuseUnauthenticated(t, ctx, c, req)
+			extra, err = c.WithToken(token).Claim(ctx, demo.Namespace, demo.VolumeID, req)
 			if err != nil {
 				t.Errorf("claim while serving: %v", err)
 			}
@@ -266,10 +277,14 @@ func TestRun_ServesUntilInterrupted(t *testing.T) {
 	if extra == nil || extra.Mount == nil {
 		t.Fatalf("no mount was made while serving\noutput:\n%s", out.String())
 	}
+	if strings.Contains(out.String(), token) {
+		t.Errorf("the demo printed its management token:\n%s", out.String())
+	}
 	requireInOrder(t, out.String(),
 		"[demo] done: created, claimed, mounted, written, released and freed",
 		"[node-1] mounted demo-vol for web-2 at ",
 		"[demo] the cluster keeps serving until interrupted",
+		"[demo]   export CSIKIT_TOKEN=$(cat "+res.TokenFile+")",
 		"[demo] stopping: releasing what is still claimed",
 		"[server] allocation web-2 stopped: releasing its claims on default/demo-vol",
 		"[node-1] NodeUnpublishVolume ok: ",
@@ -278,6 +293,40 @@ func TestRun_ServesUntilInterrupted(t *testing.T) {
 		"[demo] stopped cleanly")
 	if _, err := os.Stat(res.Dir); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("the demo's temporary directory %s was not removed: %v", res.Dir, err)
+	}
+}
+
+// readTokenFile reads the demo's management token, which only its
+// owner may read.
+func readTokenFile(path string) (string, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", err
+	}
+	if fi.Mode().Perm() != 0o600 {
+		return "", fmt.Errorf("token file %s has mode %v, want 0600", path, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < 32 {
+		return "", fmt.Errorf("token file %s holds %d bytes, want a token", path, len(tok))
+	}
+	return tok, nil
+}
+
+// refuseUnauthenticated checks that a claim and a read without a token
+// are refused with 403, and that the refused claim took nothing.
+func refuseUnauthenticated(t *testing.T, ctx context.Context, c *api.Client, req *api.ClaimRequest) {
+	t.Helper()
+	var ae *api.Error
+	if _, err := c.Claim(ctx, demo.Namespace, demo.VolumeID, req); !errors.Is(err, csi.ErrPermissionDenied) || !errors.As(err, &ae) || ae.StatusCode != http.StatusForbidden {
+		t.Errorf("a claim without a token: %v, want 403 csi.ErrPermissionDenied", err)
+	}
+	if _, _, err := c.Volumes(ctx, "", "", nil); !errors.Is(err, csi.ErrPermissionDenied) || !errors.As(err, &ae) || ae.StatusCode != http.StatusForbidden {
+		t.Errorf("a read without a token: %v, want 403 csi.ErrPermissionDenied", err)
 	}
 }
 

@@ -66,7 +66,7 @@ func RunPlacement(ctx context.Context, cfg Config) (res *PlacementResult, err er
 	log.Printf("demo", "starting a server and three node agents: node-1 and node-2 in zone a, node-3 in zone b")
 	c, err := StartCluster(ctx, ClusterConfig{
 		Dir: dir, Nodes: []string{"node-1", "node-2", "node-3"}, Topologies: PlacementTopologies,
-		Mount: cfg.Mount, Addr: cfg.Addr, Events: log, Logger: cfg.Logger,
+		Mount: cfg.Mount, Addr: cfg.Addr, Events: log, Logger: cfg.Logger, ACL: true,
 	})
 	if err != nil {
 		if temp {

@@ -85,7 +85,7 @@ func RunVolumeOps(ctx context.Context, cfg Config) (res *OpsResult, err error) {
 	}
 	res = &OpsResult{Dir: dir}
 	log.Printf("demo", "starting a server and two node agents with the hostpath plugin in %s", dir)
-	c, err := StartCluster(ctx, ClusterConfig{Dir: dir, Mount: cfg.Mount, Addr: cfg.Addr, Events: log, Logger: cfg.Logger})
+	c, err := StartCluster(ctx, ClusterConfig{Dir: dir, Mount: cfg.Mount, Addr: cfg.Addr, Events: log, Logger: cfg.Logger, ACL: true})
 	if err != nil {
 		if temp {
 			err = errors.Join(err, removeIfNoMounts(dir))

@@ -24,14 +24,55 @@ type Policy struct {
 
 // ACL is the server's access control: API requests carry a token
 // (api.TokenHeader), bound to a Policy, and every csikit endpoint asks
-// it through rpcshim's Authorizer. Tokens are kept by hash only. It is
-// read-only after NewACL and safe for concurrent use.
+// it through rpcshim's Authorizer. Tokens are kept by hash only: in a
+// fixed table (NewACL, LoadACL), or in the replicated state
+// (NewStateACL), where a token made through one server works on every
+// server of the cluster. It is safe for concurrent use.
 type ACL struct {
 	byHash map[string]*Policy
 	byName map[string]*Policy
+	// tokens, if set, is where tokens are found instead: the state's
+	// ACL table (state.UpsertACLToken).
+	tokens state.ACLReader
 }
 
 var _ rpcshim.Authorizer = (*ACL)(nil)
+
+// principalServer is the Kind of the server's own principal, for the
+// csikit endpoints it calls on its own behalf, with no token behind
+// them: resuming the volume changes of an earlier term, and the node
+// expansions a node owes after its report or a mount. Only asServer
+// makes it; a request's principal is of Kind "token" (withPrincipal),
+// whatever its token's name.
+const principalServer = "server"
+
+// asServer returns ctx with the server's own principal.
+func asServer(ctx context.Context) context.Context {
+	return csi.WithPrincipal(ctx, csi.Principal{Kind: principalServer, ID: "refserver"})
+}
+
+// policyKey carries the policy of the request's token in its ctx.
+type policyKey struct{}
+
+// NewStateACL returns an ACL whose tokens are those of the replicated
+// state (state.UpsertACLToken), read through r: none until the first
+// is bootstrapped (POST /v1/acl/bootstrap).
+func NewStateACL(r state.ACLReader) *ACL { return &ACL{tokens: r} }
+
+// replicated reports whether the ACL's tokens live in the state.
+func (a *ACL) replicated() bool { return a.tokens != nil }
+
+// byTokenHash returns the policy of the token with hash h, or nil.
+func (a *ACL) byTokenHash(h string) *Policy {
+	if a.tokens == nil {
+		return a.byHash[h]
+	}
+	t, err := a.tokens.ACLTokenByHash(h)
+	if err != nil {
+		return nil
+	}
+	return &Policy{Name: t.Name, Namespaces: t.Namespaces, Permissions: t.Permissions}
+}
 
 // NewACL builds an ACL from token secrets to policies. A secret shorter
 // than 16 bytes or two policies with one name are refused.
@@ -56,9 +97,15 @@ func NewACL(tokens map[string]Policy) (*ACL, error) {
 func (a *ACL) Authorize(ctx context.Context, namespace string, perm csi.Permission) error {
 	who, ok := csi.PrincipalFrom(ctx)
 	if !ok {
-		return fmt.Errorf("%w: no ACL token; send one (-token or $%s)", csi.ErrPermissionDenied, "CSIKIT_TOKEN")
+		return fmt.Errorf("%w: no ACL token; send one (-token or $%s)", csi.ErrPermissionDenied, api.TokenEnv)
 	}
-	p := a.byName[who.ID]
+	if who.Kind == principalServer {
+		return nil
+	}
+	p, _ := ctx.Value(policyKey{}).(*Policy)
+	if p == nil || p.Name != who.ID {
+		p = a.byName[who.ID]
+	}
 	if p == nil {
 		return fmt.Errorf("%w: unknown ACL token", csi.ErrPermissionDenied)
 	}
@@ -77,8 +124,9 @@ func (a *ACL) Authorize(ctx context.Context, namespace string, perm csi.Permissi
 func (a *ACL) withPrincipal(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if t := r.Header.Get(api.TokenHeader); t != "" {
-			if p := a.byHash[state.HashNodeSecret(t)]; p != nil {
-				r = r.WithContext(csi.WithPrincipal(r.Context(), csi.Principal{Kind: "token", ID: p.Name}))
+			if p := a.byTokenHash(state.HashNodeSecret(t)); p != nil {
+				ctx := context.WithValue(r.Context(), policyKey{}, p)
+				r = r.WithContext(csi.WithPrincipal(ctx, csi.Principal{Kind: "token", ID: p.Name}))
 			}
 		}
 		h.ServeHTTP(w, r)

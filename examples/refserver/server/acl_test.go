@@ -53,24 +53,73 @@ func TestServer_ACL_ReleaseOtherNamespace(t *testing.T) {
 
 	for name, c := range map[string]*api.Client{"other namespace": teamB, "no token": ts.client, "unknown token": ts.client.WithToken("forged-token-0123456789abcdef")} {
 		t.Run(name, func(t *testing.T) {
-			if _, err := c.Release(ctx, "web-1"); !errors.Is(err, csi.ErrPermissionDenied) {
+			if _, err := c.ReleaseIn(ctx, "team-a", "web-1"); !errors.Is(err, csi.ErrPermissionDenied) {
 				t.Fatalf("release: %v, want csi.ErrPermissionDenied", err)
 			}
 			if _, _, err := c.Volume(ctx, "team-a", "db", nil); !errors.Is(err, csi.ErrPermissionDenied) {
 				t.Fatalf("read volume: %v, want csi.ErrPermissionDenied", err)
 			}
-			if _, _, err := c.AllocationClaims(ctx, "web-1", nil); !errors.Is(err, csi.ErrPermissionDenied) {
+			if _, _, err := c.AllocationClaimsIn(ctx, "team-a", "web-1", nil); !errors.Is(err, csi.ErrPermissionDenied) {
 				t.Fatalf("read claims: %v, want csi.ErrPermissionDenied", err)
 			}
-			claims, _, err := mgmt.AllocationClaims(ctx, "web-1", nil)
+			claims, _, err := mgmt.AllocationClaimsIn(ctx, "team-a", "web-1", nil)
 			must(t, err)
 			if len(claims) != 1 || claims[0].Claim.State != csi.ClaimTaken {
 				t.Fatalf("after a refused release the claims are %+v, want one taken claim", claims)
 			}
 		})
 	}
-	if _, err := teamA.Release(ctx, "web-1"); err != nil {
+	if _, err := teamA.ReleaseIn(ctx, "team-a", "web-1"); err != nil {
 		t.Fatalf("the namespace's own token cannot release: %v", err)
+	}
+}
+
+// TestServer_ACL_ReleaseLeaksNothing releases, with a token of another
+// namespace, an allocation that exists and one that does not: the
+// answers are the same refusal (status and text), so the token learns
+// nothing of the other namespace. Naming its own namespace, the token
+// gets the same "not found" for both.
+func TestServer_ACL_ReleaseLeaksNothing(t *testing.T) {
+	ts := startServer(t, server.Config{ACL: testACL(t)})
+	ctx := context.Background()
+	fakeNode(t, ts, "n1")
+	teamA, teamB := ts.client.WithToken(teamAToken), ts.client.WithToken(teamBToken)
+	_, err := teamA.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+		ID: "db", Namespace: "team-a", PluginID: "fake", ExternalID: "ext-db", Capabilities: []csi.Capability{snwFS},
+	}})
+	must(t, err)
+	_, err = teamA.Claim(ctx, "team-a", "db", &api.ClaimRequest{AllocationID: "web-1", NodeID: "n1", Mode: csi.ClaimWrite})
+	must(t, err)
+
+	answer := func(ns, alloc string) (int, string) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, ts.url+"/v1/allocations/"+alloc+"/release?namespace="+ns, nil)
+		must(t, err)
+		req.Header.Set(api.TokenHeader, teamBToken)
+		r, err := http.DefaultClient.Do(req)
+		must(t, err)
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		return r.StatusCode, strings.ReplaceAll(string(b), alloc, "ALLOC")
+	}
+	for _, ns := range []string{"team-a", "team-b"} {
+		existsCode, existsBody := answer(ns, "web-1")
+		missingCode, missingBody := answer(ns, "web-9")
+		if existsCode != missingCode || existsBody != missingBody {
+			t.Errorf("namespace %s: an allocation that exists answers %d %s, one that does not %d %s",
+				ns, existsCode, existsBody, missingCode, missingBody)
+		}
+		want := map[string]int{"team-a": http.StatusForbidden, "team-b": http.StatusNotFound}[ns]
+		if existsCode != want {
+			t.Errorf("namespace %s: status %d, want %d", ns, existsCode, want)
+		}
+	}
+	if _, err := teamB.ReleaseIn(ctx, "team-b", "web-1"); !errors.Is(err, csi.ErrAllocationNotFound) {
+		t.Fatalf("release of another namespace's allocation named in one's own: %v, want csi.ErrAllocationNotFound", err)
+	}
+	claims, _, err := teamA.AllocationClaimsIn(ctx, "team-a", "web-1", nil)
+	must(t, err)
+	if len(claims) != 1 || claims[0].Claim.State != csi.ClaimTaken {
+		t.Fatalf("after refused releases the claims are %+v, want one taken claim", claims)
 	}
 }
 

@@ -18,41 +18,54 @@ import (
 // maxBody bounds a request body.
 const maxBody = 1 << 20
 
+// routes builds the API's mux. Every route says what it asks of its
+// caller (routes.go); TestServer_Routes_Access walks them all.
 func (s *Server) routes() http.Handler {
-	m := http.NewServeMux()
-	m.HandleFunc("GET /v1/volumes", handle(s.listVolumes))
-	m.HandleFunc("GET /v1/volumes/{namespace}/{id}", handle(s.getVolume))
-	m.HandleFunc("PUT /v1/volumes/{namespace}/{id}", handle(s.registerVolume))
-	m.HandleFunc("POST /v1/volumes/{namespace}/{id}/create", handle(s.createVolume))
-	m.HandleFunc("DELETE /v1/volumes/{namespace}/{id}", handle(s.deleteVolume))
-	m.HandleFunc("POST /v1/volumes/{namespace}/{id}/claim", handle(s.claimVolume))
-	m.HandleFunc("POST /v1/volumes/{namespace}/{id}/place", handle(s.placeVolume))
-	m.HandleFunc("POST /v1/volumes/{namespace}/{id}/expand", handle(s.expandVolume))
-	m.HandleFunc("POST /v1/volumes/{namespace}/{id}/modify", handle(s.modifyVolume))
-	m.HandleFunc("POST /v1/volumes/{namespace}/{id}/snapshots/{snapshot}", handle(s.createSnapshot))
-	m.HandleFunc("GET /v1/snapshots", handle(s.listSnapshots))
-	m.HandleFunc("GET /v1/snapshots/{namespace}/{snapshot}", handle(s.getSnapshot))
-	m.HandleFunc("DELETE /v1/snapshots/{namespace}/{snapshot}", handle(s.deleteSnapshot))
-	m.HandleFunc("GET /v1/plugins", handle(s.listPlugins))
-	m.HandleFunc("GET /v1/plugins/{id}", handle(s.getPlugin))
-	m.HandleFunc("POST /v1/allocations/{id}/release", handle(s.release))
-	m.HandleFunc("GET /v1/allocations/{id}/claims", handle(s.allocationClaims))
-	m.HandleFunc("GET /v1/nodes", handle(s.listNodes))
-	m.HandleFunc("PUT /v1/nodes/{id}", handle(s.registerNode))
-	m.HandleFunc("PUT /v1/nodes/{id}/heartbeat", handle(s.heartbeat))
-	m.HandleFunc("DELETE /v1/nodes/{id}/heartbeat", handle(s.leave))
-	m.HandleFunc("PUT /v1/nodes/{id}/plugins", handle(s.reportPlugins))
-	m.Handle("GET /v1/metrics", s.cfg.Metrics.Handler())
-	m.HandleFunc("GET /v1/health", handle(s.listHealth))
-	m.HandleFunc("GET /v1/plugins/{id}/rpc", handle(s.getPluginRPC))
-	m.HandleFunc("GET /v1/volumes/{namespace}/{id}/health", handle(s.getHealth))
+	m := &mux{s: s, m: http.NewServeMux()}
+	read, write, claim := csi.PermVolumeRead, csi.PermVolumeWrite, csi.PermVolumeClaim
+	in := func(p csi.Permission, sc Scope) Access { return Access{Permission: p, Scope: sc} }
+	node := Access{NodeSecret: true}
+	m.handle("GET /v1/volumes", in(read, ScopeQueryAll), handle(s.listVolumes))
+	m.handle("GET /v1/volumes/{namespace}/{id}", in(read, ScopePath), handle(s.getVolume))
+	m.handle("PUT /v1/volumes/{namespace}/{id}", in(write, ScopePath), handle(s.registerVolume))
+	m.handle("POST /v1/volumes/{namespace}/{id}/create", in(write, ScopePath), handle(s.createVolume))
+	m.handle("DELETE /v1/volumes/{namespace}/{id}", in(write, ScopePath), handle(s.deleteVolume))
+	m.handle("POST /v1/volumes/{namespace}/{id}/claim", in(claim, ScopePath), handle(s.claimVolume))
+	m.handle("POST /v1/volumes/{namespace}/{id}/place", in(read, ScopePath), handle(s.placeVolume))
+	m.handle("POST /v1/volumes/{namespace}/{id}/expand", in(write, ScopePath), handle(s.expandVolume))
+	m.handle("POST /v1/volumes/{namespace}/{id}/modify", in(write, ScopePath), handle(s.modifyVolume))
+	m.handle("POST /v1/volumes/{namespace}/{id}/snapshots/{snapshot}", in(write, ScopePath), handle(s.createSnapshot))
+	m.handle("GET /v1/volumes/{namespace}/{id}/health", in(read, ScopePath), handle(s.getHealth))
+	m.handle("GET /v1/snapshots", in(read, ScopeQueryAll), handle(s.listSnapshots))
+	m.handle("GET /v1/snapshots/{namespace}/{snapshot}", in(read, ScopePath), handle(s.getSnapshot))
+	m.handle("DELETE /v1/snapshots/{namespace}/{snapshot}", in(write, ScopePath), handle(s.deleteSnapshot))
+	m.handle("GET /v1/plugins", in(csi.PermPluginRead, ScopeCluster), handle(s.listPlugins))
+	m.handle("GET /v1/plugins/{id}", in(csi.PermPluginRead, ScopeCluster), handle(s.getPlugin))
+	m.handle("GET /v1/plugins/{id}/rpc", in(csi.PermPluginRead, ScopeCluster), handle(s.getPluginRPC))
+	m.handle("POST /v1/allocations/{id}/release", in(claim, ScopeQueryDefault), handle(s.release))
+	m.handle("GET /v1/allocations/{id}/claims", in(read, ScopeQueryDefault), handle(s.allocationClaims))
+	m.handle("GET /v1/health", in(read, ScopeAll), handle(s.listHealth))
+	m.handle("GET /v1/nodes", in(csi.PermPluginRead, ScopeCluster), handle(s.listNodes))
+	m.handle("DELETE /v1/nodes/{id}", in(csi.PermOperator, ScopeCluster), handle(s.deleteNode))
+	m.handle("PUT /v1/nodes/{id}", node, handle(s.registerNode))
+	m.handle("PUT /v1/nodes/{id}/heartbeat", node, handle(s.heartbeat))
+	m.handle("DELETE /v1/nodes/{id}/heartbeat", node, handle(s.leave))
+	m.handle("PUT /v1/nodes/{id}/plugins", node, handle(s.reportPlugins))
+	// Refused once any token exists: the first caller gets the
+	// management token, as with Nomad's acl bootstrap.
+	m.handle("POST /v1/acl/bootstrap", Access{Public: true}, handle(s.bootstrapACL))
+	m.handle("GET /v1/acl/tokens", in(csi.PermOperator, ScopeCluster), handle(s.listACLTokens))
+	m.handle("PUT /v1/acl/tokens/{name}", in(csi.PermOperator, ScopeCluster), handle(s.putACLToken))
+	m.handle("DELETE /v1/acl/tokens/{name}", in(csi.PermOperator, ScopeCluster), handle(s.deleteACLToken))
+	m.handle("GET /v1/metrics", Access{Public: true}, s.cfg.Metrics.Handler())
 	if s.cfg.Internal != nil {
-		m.Handle(api.InternalPrefix, s.cfg.Internal)
+		m.handle(api.InternalPrefix, Access{Internal: true}, s.cfg.Internal)
 	}
-	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+	m.handle("/", Access{Public: true}, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, fmt.Errorf("%w: no endpoint %s %s; see the api package doc for the endpoints", csi.ErrInvalidRequest, r.Method, r.URL.Path))
-	})
-	return m
+	}))
+	s.routeTable = m.routes
+	return m.m
 }
 
 // handle turns fn, the part of a handler specific to its endpoint, into

@@ -1,6 +1,8 @@
 package server
 
 import (
+	"cmp"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -17,12 +19,19 @@ func (s *Server) release(_ http.ResponseWriter, r *http.Request) (*api.ReleaseRe
 	if err := csi.ValidateAllocationID(id); err != nil {
 		return nil, 0, err
 	}
-	a, err := s.store().Allocation(id)
-	if err != nil {
+	ns := cmp.Or(r.URL.Query().Get("namespace"), api.DefaultNamespace)
+	if err := csi.ValidateNamespace(ns); err != nil {
 		return nil, 0, err
 	}
-	if err := s.authorize(r.Context(), a.Namespace, csi.PermVolumeClaim); err != nil {
-		return nil, 0, fmt.Errorf("release allocation %s: %w", id, err)
+	// Authorize on the namespace the caller names, before the
+	// allocation is read: a caller without the permission is refused
+	// the same way whether the allocation exists or not.
+	if err := s.authorize(r.Context(), ns, csi.PermVolumeClaim); err != nil {
+		return nil, 0, fmt.Errorf("release an allocation in namespace %s: %w", ns, err)
+	}
+	a, err := s.allocationIn(ns, id)
+	if err != nil {
+		return nil, 0, err
 	}
 	idx := uint64(0)
 	if !a.Terminal {
@@ -33,11 +42,11 @@ func (s *Server) release(_ http.ResponseWriter, r *http.Request) (*api.ReleaseRe
 		}
 		idx = res.Index
 	}
-	claims, err := s.claimsOf(id)
-	if err != nil {
+	if a, err = s.store().Allocation(id); err != nil {
 		return nil, 0, err
 	}
-	if a, err = s.store().Allocation(id); err != nil {
+	claims, err := s.claimsOf(a)
+	if err != nil {
 		return nil, 0, err
 	}
 	names := make([]string, 0, len(claims))
@@ -52,43 +61,57 @@ func (s *Server) release(_ http.ResponseWriter, r *http.Request) (*api.ReleaseRe
 	return &api.ReleaseResponse{Allocation: a, Claims: claims, Index: idx}, idx, nil
 }
 
+// allocationIn reads allocation id of namespace ns. One of another
+// namespace is not found: the caller may act in ns only, and must not
+// learn what the other namespaces hold.
+func (s *Server) allocationIn(ns, id string) (*csi.Allocation, error) {
+	a, err := s.store().Allocation(id)
+	if errors.Is(err, csi.ErrAllocationNotFound) || (err == nil && a.Namespace != ns) {
+		// One text for both, so the answer tells nothing apart.
+		return nil, fmt.Errorf("%w: no allocation %s in namespace %s; pass the allocation's namespace", csi.ErrAllocationNotFound, id, ns)
+	}
+	return a, err
+}
+
 // claimsOf lists an allocation's claims, live and past, from the volumes
 // with a claim on its node (an index read).
-func (s *Server) claimsOf(allocID string) ([]api.AllocationClaim, error) {
-	a, err := s.store().Allocation(allocID)
-	if err != nil {
-		return nil, err
-	}
+func (s *Server) claimsOf(a *csi.Allocation) ([]api.AllocationClaim, error) {
 	vols, err := s.store().VolumesByNode(a.NodeID)
 	if err != nil {
 		return nil, err
 	}
 	out := []api.AllocationClaim{}
 	for _, v := range vols {
-		if c := v.Claim(allocID); c != nil {
+		if c := v.Claim(a.ID); c != nil {
 			out = append(out, api.AllocationClaim{Namespace: v.Namespace, VolumeID: v.ID, Claim: c})
 		}
 	}
 	return out, nil
 }
 
+// allocationClaims answers GET /v1/allocations/{id}/claims?namespace=:
+// authorized on the namespace before the allocation is read, like
+// release.
 func (s *Server) allocationClaims(_ http.ResponseWriter, r *http.Request) ([]api.AllocationClaim, uint64, error) {
 	id := r.PathValue("id")
 	if err := csi.ValidateAllocationID(id); err != nil {
 		return nil, 0, err
 	}
+	ns := cmp.Or(r.URL.Query().Get("namespace"), api.DefaultNamespace)
+	if err := csi.ValidateNamespace(ns); err != nil {
+		return nil, 0, err
+	}
+	if err := s.authorize(r.Context(), ns, csi.PermVolumeRead); err != nil {
+		return nil, 0, fmt.Errorf("claims of an allocation in namespace %s: %w", ns, err)
+	}
 	idx, err := s.waitIndex(r, state.TableVolumes)
 	if err != nil {
 		return nil, 0, err
 	}
-	claims, err := s.claimsOf(id)
+	a, err := s.allocationIn(ns, id)
 	if err != nil {
 		return nil, 0, err
 	}
-	for _, c := range claims {
-		if err := s.authorize(r.Context(), c.Namespace, csi.PermVolumeRead); err != nil {
-			return nil, 0, fmt.Errorf("claims of allocation %s: %w", id, err)
-		}
-	}
-	return claims, idx, nil
+	claims, err := s.claimsOf(a)
+	return claims, idx, err
 }

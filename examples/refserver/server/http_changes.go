@@ -50,18 +50,20 @@ func (s *Server) modifyVolume(w http.ResponseWriter, r *http.Request) (*rpcshim.
 // completeNodeExpansions runs the node expansions node still owes: after
 // it reports its plugins (it may be back from being down) and after it
 // mounts a volume. A failure is an event, not an error of the caller:
-// the step stays pending and the next report tries again.
+// the step stays pending and the next report tries again. It runs as
+// the server (asServer): the node or the token behind the request that
+// led here was authorized for that request, not for this.
 func (s *Server) completeNodeExpansions(ctx context.Context, node string) {
-	if err := s.api.CompleteNodeExpansions(ctx, node); err != nil {
+	if err := s.api.CompleteNodeExpansions(asServer(ctx), node); err != nil {
 		s.cfg.Events.Printf("server", "node %s: a volume expansion is still pending there: %v", node, err)
 	}
 }
 
 // resumeVolumeChanges finishes the expansions and modifies an earlier
 // leader (or an earlier run) left pending. The health runner calls it at
-// the start of every term in which this server leads.
+// the start of every term in which this server leads, as the server.
 func (s *Server) resumeVolumeChanges(ctx context.Context) {
-	if err := s.api.ResumeVolumeChanges(ctx); err != nil && ctx.Err() == nil {
+	if err := s.api.ResumeVolumeChanges(asServer(ctx)); err != nil && ctx.Err() == nil {
 		s.cfg.Events.Printf("server", "volume changes left pending by an earlier run are still pending: %v", err)
 	}
 }
@@ -75,7 +77,7 @@ func (s *Server) nodeExpandedAtMount(ctx context.Context, v *csi.Volume, node st
 	if capacity <= 0 || v == nil || v.Expansion == nil {
 		return
 	}
-	err := s.api.NodeExpandedAtMount(ctx, &rpcshim.NodeExpandedRequest{
+	err := s.api.NodeExpandedAtMount(asServer(ctx), &rpcshim.NodeExpandedRequest{
 		Namespace: v.Namespace, VolumeID: v.ID, NodeID: node,
 		RequiredBytes: v.Expansion.RequiredBytes, LimitBytes: v.Expansion.LimitBytes, Capacity: capacity,
 	})

@@ -229,3 +229,22 @@ func (s *Server) printPluginChanges(node string, before, after []*csi.PluginInfo
 		s.cfg.Events.Printf("server", "node %s: plugin %s (%s) gone", node, p.PluginID, p.Type)
 	}
 }
+
+// deleteNode answers DELETE /v1/nodes/{id}, an operator's call: the
+// node, its secret and its plugin instances are forgotten
+// (state.DeleteNode) and so is its liveness, so that a node whose
+// secret was lost can register again. Claims on the node stay for the
+// claim release worker.
+func (s *Server) deleteNode(_ http.ResponseWriter, r *http.Request) (api.WriteResponse, uint64, error) {
+	id := r.PathValue("id")
+	if err := csi.ValidateNodeID(id); err != nil {
+		return api.WriteResponse{}, 0, err
+	}
+	res, err := s.applier().Apply(r.Context(), state.DeleteNode{NodeID: id})
+	if err != nil {
+		return api.WriteResponse{}, 0, err
+	}
+	s.live.Forget(id)
+	s.cfg.Events.Printf("server", "node %s deleted by an operator; it may register again with a new secret", id)
+	return api.WriteResponse{Index: res.Index}, res.Index, nil
+}

@@ -44,10 +44,7 @@ func (s *Server) checkNodeSecret(id, hash string) error {
 	if err != nil {
 		return err
 	}
-	if n.SecretHash != "" && n.SecretHash != hash {
-		return &state.NodeIdentityError{NodeID: id, What: "secret"}
-	}
-	return nil
+	return n.CheckSecretHash(hash)
 }
 
 // refused prints a line for a node call refused for its identity.

@@ -30,6 +30,8 @@ type Server struct {
 	worker    *claimgc.Worker
 	health    *healthRunner
 	handler   http.Handler
+	// routeTable is every route of handler with what it asks.
+	routeTable []Route
 
 	// stopping is closed when Run stops, and ends blocking queries so
 	// that the graceful stop does not wait for them.

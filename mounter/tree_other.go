@@ -1,0 +1,14 @@
+//go:build !linux
+
+package mounter
+
+import "errors"
+
+var errLinkHere = errors.New("is a symbolic link")
+
+// Without openat2 there is no fast path: the tree walks every path (see
+// tree_linux.go).
+
+func noLinks(string) bool { return false }
+
+func removeNoLinks(string, string) (bool, error) { return false, nil }
