@@ -16,8 +16,15 @@
 // flight, leadership transfer, a claim racing a detach, a node's
 // unmount report racing a slow ControllerPublish); a second stream of
 // the seed adds node drains, plugin restarts and four allocations
-// claiming one volume at once (extra_test.go), leaving the first
-// stream's decisions as they were. The decisions are drawn from the seed
+// claiming one volume at once (extra_test.go), a third six to eight
+// allocations rushing one single-writer volume (rush_test.go), and a
+// fourth the lifecycle (life_test.go): a volume deleted while a claim
+// races the delete, a node leaving for good, the leader killed and
+// restarted from its raft data dir, expand, snapshot and restore; each
+// new stream leaves the earlier ones' decisions as they were. A plan
+// that kills keeps its servers' raft state in data dirs (on /dev/shm
+// when there is one); the others keep it in memory, which costs less
+// CPU. The decisions are drawn from the seed
 // alone, never from what an operation returned, so the same seed gives
 // the same trace (TestSim_TraceIsStable checks its hash). After every
 // step and at quiescence the invariants (invariants_test.go) are

@@ -22,6 +22,9 @@ func (r *run) fault(d decision) {
 		}
 		p.FailNext(d.method, d.code, d.times)
 	case opPartition:
+		if w.isGone(d.node) {
+			return // it stays down
+		}
 		n := w.nodes[d.node]
 		n.mu.Lock()
 		n.down = !n.down
@@ -29,6 +32,9 @@ func (r *run) fault(d decision) {
 		n.mu.Unlock()
 		w.tr.SetDown(d.node, down)
 	case opRestart:
+		if w.isGone(d.node) {
+			return // no agent left to restart
+		}
 		w.settle()
 		w.restartAgent(w.nodes[d.node])
 	case opCrashMount:

@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -26,6 +27,10 @@ var stepInvariants = []struct {
 	{"LiveClaimsHaveAttachments", invLiveClaimsAttached},
 	{"NoLifecycleViolations", invLifecycle},
 	{"NoPublishAfterRelease", invNoPublishAfterRelease},
+	{"LifeChecks", invLifeChecks},
+	{"VolumesInPlugin", invVolumesInPlugin},
+	{"CapacityNeverShrinks", invCapacity},
+	{"SnapshotsMatchPlugin", invSnapshots},
 }
 
 // quiescentInvariants hold once every allocation has stopped and the
@@ -40,6 +45,11 @@ var quiescentInvariants = []struct {
 	{"ReplicasIdentical", invReplicasIdentical},
 	{"NoLifecycleViolations", invLifecycle},
 	{"NoPublishAfterRelease", invNoPublishAfterRelease},
+	{"GoneNodesReleased", invGoneReleased},
+	{"LifeChecks", invLifeChecks},
+	{"VolumesInPlugin", invVolumesInPlugin},
+	{"CapacityNeverShrinks", invCapacity},
+	{"SnapshotsMatchPlugin", invSnapshots},
 }
 
 func (r *run) volumes() []*csi.Volume {
@@ -47,6 +57,9 @@ func (r *run) volumes() []*csi.Volume {
 	store := r.w.leader().store
 	for _, sv := range r.p.volumes {
 		v, err := store.Volume(namespace, sv.id)
+		if sv.id == r.p.volumes[lifeVolume].id && errors.Is(err, csi.ErrVolumeNotFound) {
+			continue // deleted, and registering it again failed: LifeChecks says so
+		}
 		if err != nil {
 			r.w.t.Fatalf("seed %d: volume %s lost: %v", r.p.seed, sv.id, err)
 		}
@@ -63,7 +76,7 @@ func invSingleWriter(r *run) []string {
 	for _, sv := range r.p.volumes {
 		var writers, all []string
 		nodes := map[string]bool{}
-		for _, id := range simNodes {
+		for _, id := range r.w.liveNodes() {
 			st, ok := r.w.nodes[id].plugin.Volume("ext-" + sv.id)
 			if !ok {
 				continue
@@ -145,7 +158,7 @@ func invClaimsFreed(r *run) []string {
 // invNothingOnNodes: no node plugin has anything staged or published.
 func invNothingOnNodes(r *run) []string {
 	var bad []string
-	for _, id := range simNodes {
+	for _, id := range r.w.liveNodes() {
 		for _, st := range r.w.nodes[id].plugin.Volumes() {
 			if len(st.Staged)+len(st.Published) > 0 {
 				bad = append(bad, fmt.Sprintf("node %s: volume %s still staged %d times and published %d times", id, st.ID, len(st.Staged), len(st.Published)))
@@ -181,7 +194,8 @@ func invReplicasIdentical(r *run) []string {
 	for {
 		idx := r.w.leader().srv.FSM().AppliedIndex()
 		snaps := map[string][]byte{}
-		for _, rep := range r.w.replicas {
+		reps := r.w.reps()
+		for _, rep := range reps {
 			if err := rep.srv.FSM().WaitApplied(ctx, idx); err != nil {
 				return []string{fmt.Sprintf("replica %s did not reach index %d: %v", rep.id, idx, err)}
 			}
@@ -192,15 +206,15 @@ func invReplicasIdentical(r *run) []string {
 			snaps[rep.id] = buf.Bytes()
 		}
 		moved := false
-		for _, rep := range r.w.replicas {
+		for _, rep := range reps {
 			moved = moved || rep.srv.FSM().AppliedIndex() != idx
 		}
 		if moved {
 			continue // a late write (a fingerprint, a retry) landed meanwhile
 		}
 		var bad []string
-		first := r.w.replicas[0].id
-		for _, rep := range r.w.replicas[1:] {
+		first := reps[0].id
+		for _, rep := range reps[1:] {
 			if !bytes.Equal(snaps[first], snaps[rep.id]) {
 				bad = append(bad, fmt.Sprintf("replica %s's snapshot differs from %s's at index %d", rep.id, first, idx))
 			}
@@ -216,7 +230,7 @@ func invPublishedIsAttached(r *run) []string {
 	var bad []string
 	held := r.w.ctl.Attachments()
 	for _, sv := range r.p.volumes {
-		for _, id := range simNodes {
+		for _, id := range r.w.liveNodes() {
 			st, ok := r.w.nodes[id].plugin.Volume("ext-" + sv.id)
 			if ok && len(st.Published)+len(st.Staged) > 0 && !slices.Contains(held["ext-"+sv.id], "csi-"+id) {
 				bad = append(bad, fmt.Sprintf("volume %s is staged or published on %s (%d publications) but not attached there", sv.id, id, len(st.Published)))

@@ -97,7 +97,7 @@ func report(t *testing.T, p *plan) {
 // runPlan runs p in a new world and returns the first invariant
 // failures, each naming the seed, or none.
 func runPlan(t *testing.T, p *plan) []string {
-	w := newWorld(t)
+	w := newWorld(t, p.durable())
 	defer w.close()
 	r := &run{w: w, p: p, allocs: map[string]decision{}, errs: map[string]int{}}
 	r.registerVolumes()
@@ -114,7 +114,7 @@ func runPlan(t *testing.T, p *plan) []string {
 	}
 	bad := r.check("at quiescence", quiescentInvariants)
 	if len(bad) > 0 {
-		for _, rep := range w.replicas {
+		for _, rep := range w.reps() {
 			t.Logf("seed %d: server %s leader=%v worker %+v", p.seed, rep.id, rep.srv.IsLeader(), rep.worker.Stats())
 		}
 	}
@@ -142,6 +142,9 @@ func (r *run) quiesce() {
 	w.ctl.ClearFaults()
 	for _, n := range w.nodes {
 		n.plugin.ClearFaults()
+		if w.isGone(n.id) {
+			continue // it stays down
+		}
 		n.mu.Lock()
 		n.down = false
 		n.mu.Unlock()

@@ -49,6 +49,7 @@ type decision struct {
 	code   codes.Code
 	times  int
 	old    string // detach-race: the allocation that stops first
+	snap   string // snapshot and restore: the snapshot's ID
 }
 
 func (d decision) String() string {
@@ -74,6 +75,7 @@ type step struct {
 	ops     []decision
 	extras  []decision // from the seed's second stream (extra_test.go)
 	rush    []decision // from the seed's third stream (rush_test.go)
+	life    []decision // from the seed's fourth stream (life_test.go)
 	advance time.Duration
 }
 
@@ -115,6 +117,7 @@ func newPlan(seed uint64, n int) *plan {
 	rng := rand.New(rand.NewPCG(seed, 0x51a))
 	rng2 := rand.New(rand.NewPCG(seed, 0x52b))
 	rng3 := rand.New(rand.NewPCG(seed, 0x53c))
+	rng4 := rand.New(rand.NewPCG(seed, 0x54d))
 	p := &plan{seed: seed}
 	for i := range numVolumes {
 		p.volumes = append(p.volumes, simVolume{id: fmt.Sprintf("v%d", i), mode: simModes[rng.IntN(len(simModes))]})
@@ -122,7 +125,9 @@ func newPlan(seed uint64, n int) *plan {
 	// The unpublish race has a volume of its own, shared by any number
 	// of nodes, so that its claim is the first on its node and calls
 	// ControllerPublish. It draws nothing from rng.
-	p.volumes = append(p.volumes, simVolume{id: "race", mode: csi.AccessModeMultiNodeMultiWriter}, rushVolumeOf(rng3))
+	p.volumes = append(p.volumes, simVolume{id: "race", mode: csi.AccessModeMultiNodeMultiWriter}, rushVolumeOf(rng3),
+		lifeVolumeOf(rng4))
+	lp := lifePlan{killer: rng4.IntN(4) == 0}
 	var running []string
 	started := map[string]decision{}
 	next := 0
@@ -162,6 +167,7 @@ func newPlan(seed uint64, n int) *plan {
 		s.advance = time.Duration(rng.IntN(20)) * time.Second
 		s.extras = drawExtras(rng2, len(p.steps))
 		s.rush = drawRush(rng3, len(p.steps))
+		s.life = lp.draw(rng4, len(p.steps))
 		p.steps = append(p.steps, s)
 	}
 	return p
@@ -210,6 +216,9 @@ func (p *plan) trace() string {
 		for _, d := range s.rush {
 			fmt.Fprintf(&b, "%d %s\n", i, rushString(d))
 		}
+		for _, d := range s.life {
+			fmt.Fprintf(&b, "%d %s\n", i, lifeString(d))
+		}
 		fmt.Fprintf(&b, "%d advance %s\n", i, s.advance)
 	}
 	return b.String()
@@ -229,6 +238,7 @@ type run struct {
 	allocs map[string]decision // every allocation the plan started
 	errs   map[string]int      // refusals and failures by operation, for the log
 	claims []claimSpan         // every claim attempt, for invNoPublishAfterRelease
+	life   lifeState
 }
 
 func (r *run) ctx() (context.Context, context.CancelFunc) {
@@ -246,24 +256,33 @@ func (r *run) noteErr(op string, err error) {
 
 // registerVolumes registers the plan's volumes with the controller.
 func (r *run) registerVolumes() {
+	for _, v := range r.p.volumes {
+		must(r.w.t, r.registerVolume(v))
+	}
+}
+
+// registerVolume adds v to the controller plugin and registers it.
+func (r *run) registerVolume(v simVolume) error {
 	ctx, cancel := r.ctx()
 	defer cancel()
-	for _, v := range r.p.volumes {
-		r.w.ctl.AddVolume("ext-"+v.id, 1<<30, nil)
-		var err error
-		// A leader change while the world settles refuses a write as
-		// Retryable: the host retries it.
-		for try := 0; try == 0 || (err != nil && csi.Classify(err) != csi.ClassFinal && try < 10); try++ {
-			_, err = r.w.leader().server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
-				ID: v.id, Namespace: namespace, PluginID: simPlugin, ExternalID: "ext-" + v.id,
-				Capabilities: []csi.Capability{{AccessMode: v.mode, AttachmentMode: csi.AttachmentModeFileSystem}},
-			}})
-			if try > 0 && errors.Is(err, csi.ErrVolumeExists) {
-				err = nil // an earlier, uncertain, attempt landed
-			}
+	r.w.ctl.AddVolume("ext-"+v.id, 1<<30, nil)
+	var err error
+	// A leader change while the world settles refuses a write as
+	// Retryable: the host retries it.
+	for try := 0; try == 0 || (err != nil && csi.Classify(err) != csi.ClassFinal && try < 10); try++ {
+		var leader *replica
+		if leader, err = r.w.tryLeader(); err != nil {
+			return err
 		}
-		must(r.w.t, err)
+		_, err = leader.server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+			ID: v.id, Namespace: namespace, PluginID: simPlugin, ExternalID: "ext-" + v.id,
+			Capabilities: []csi.Capability{{AccessMode: v.mode, AttachmentMode: csi.AttachmentModeFileSystem}},
+		}})
+		if try > 0 && errors.Is(err, csi.ErrVolumeExists) {
+			err = nil // an earlier, uncertain, attempt landed
+		}
 	}
+	return err
 }
 
 // doStep runs one step's decisions.
@@ -284,6 +303,7 @@ func (r *run) doStep(s step) {
 	wg.Wait()
 	r.doExtras(s.extras)
 	r.doRush(s.rush)
+	r.doLife(s.life)
 	r.w.clock.Advance(s.advance)
 	r.w.settle()
 }
@@ -319,15 +339,20 @@ func (r *run) claimAndMount(d decision, mountCtx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if mountCtx == nil {
+		mountCtx = ctx
+	}
+	return r.mount(mountCtx, d, resp)
+}
+
+// mount mounts a claim's volume on its node as the agent would.
+func (r *run) mount(ctx context.Context, d decision, resp *rpcshim.VolumeClaimResponse) error {
 	req, err := mounter.NewMountRequest(resp.Volume, resp.Claim)
 	if err != nil {
 		r.w.t.Errorf("seed %d: %s: the claim's reply makes no mount request: %v", r.p.seed, d, err)
 		return err
 	}
-	if mountCtx == nil {
-		mountCtx = ctx
-	}
-	_, err = r.w.nodes[d.node].mnt().MountVolume(mountCtx, req)
+	_, err = r.w.nodes[d.node].mnt().MountVolume(ctx, req)
 	r.noteErr("mount", err)
 	return err
 }

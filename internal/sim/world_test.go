@@ -46,6 +46,9 @@ type replica struct {
 	router *rpcshim.Router
 	server *rpcshim.Server
 	worker *claimgc.Worker
+	stop   context.CancelFunc // ends the worker's Run
+	done   chan struct{}      // closed when the worker's Run returned
+	dead   bool               // killed (life_test.go): under world.repMu
 }
 
 // node is one node agent: its node plugin (a csitest fake on a unix
@@ -59,7 +62,10 @@ type node struct {
 	mu       sync.Mutex
 	mounter  *mounter.Mounter
 	down     bool // partitioned: the transport refuses calls to it
+	gone     bool // left the cluster for good (life_test.go)
 	restarts int
+	stop     context.CancelFunc // ends the fingerprint manager's Run
+	done     chan struct{}      // closed when it returned
 }
 
 // world is one simulated cluster: three raftstate servers over raft's
@@ -69,13 +75,14 @@ type node struct {
 type world struct {
 	t        testing.TB
 	clock    *clock.Fake
-	replicas []*replica
+	repMu    sync.Mutex
+	replicas []*replica // a restarted server replaces its slot: read through reps
+	raftDir  string     // the servers' data dirs' parent; "" keeps raft in memory
 	nodes    map[string]*node
 	ctl      *csitest.Plugin
 	tr       *rpcshim.InmemTransport
 	statuses *rpcshim.InmemNodeStatuses
 	cancel   context.CancelFunc
-	wg       sync.WaitGroup
 
 	leadMu  sync.Mutex
 	changed chan struct{} // closed and replaced at every leadership change
@@ -103,18 +110,26 @@ func simRaftConfig() *raft.Config {
 }
 
 // newWorld builds and starts a world, and waits until the plugin is
-// fingerprinted everywhere.
-func newWorld(t testing.TB) *world {
+// fingerprinted everywhere. durable keeps the servers' raft state in
+// data dirs, so that a killed server restarts from it; otherwise it
+// lives in memory.
+func newWorld(t testing.TB, durable bool) *world {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &world{t: t, clock: clock.NewFake(time.Unix(1_700_000_000, 0)), nodes: map[string]*node{},
 		tr: rpcshim.NewInmemTransport(), statuses: &rpcshim.InmemNodeStatuses{}, cancel: cancel,
 		changed: make(chan struct{})}
 	t.Cleanup(w.close)
-	w.startReplicas(ctx)
+	if durable {
+		var err error
+		w.raftDir, err = os.MkdirTemp(raftTemp(), "sim-raft-")
+		must(t, err)
+	}
+	w.startReplicas()
 	w.ctl = csitest.Start(t, csitest.Config{
 		Type: csi.PluginTypeController, Name: simProvider, AdmitUnknownVolumes: true,
-		Controller: csi.ControllerCapabilities{PublishUnpublishVolume: true},
+		Controller: csi.ControllerCapabilities{PublishUnpublishVolume: true, CreateDeleteVolume: true,
+			CreateDeleteSnapshot: true, ListSnapshots: true, ExpandVolume: true},
 	})
 	for _, id := range simNodes {
 		w.startNode(ctx, id)
@@ -125,38 +140,13 @@ func newWorld(t testing.TB) *world {
 	return w
 }
 
-func (w *world) startReplicas(ctx context.Context) {
+func (w *world) startReplicas() {
 	for i := 1; i <= 3; i++ {
-		id := fmt.Sprintf("s%d", i)
-		_, inmem := raft.NewInmemTransport(raft.ServerAddress(id))
-		for _, o := range w.replicas {
-			inmem.Connect(raft.ServerAddress(o.id), o.inmem)
-			o.inmem.Connect(raft.ServerAddress(id), inmem)
-		}
-		store, err := state.NewMemStore(state.Config{})
-		must(w.t, err)
-		srv, err := raftstate.New(raftstate.Config{ID: id, Store: store, Transport: inmem, BootstrapExpect: 3,
-			InMemory: true, Raft: simRaftConfig(), Forward: w.forward})
-		must(w.t, err)
-		r := &replica{id: id, store: store, srv: srv, inmem: inmem}
-		r.router, err = rpcshim.NewRouter(rpcshim.RouterConfig{Store: store, Transport: w.tr, NodeStatuses: w.statuses})
-		must(w.t, err)
-		r.server, err = rpcshim.NewServer(rpcshim.ServerConfig{Store: store, Applier: srv, Router: r.router})
-		must(w.t, err)
-		r.worker, err = claimgc.New(claimgc.Config{Store: store, Applier: srv, Nodes: r.router, Controllers: r.router,
-			NodeStatuses: w.statuses, Parallelism: 4, Clock: w.clock,
-			RetryBase: time.Second, RetryMax: 30 * time.Second, FinalRetryInterval: 5 * time.Minute,
-			StepTimeout: 10 * time.Second})
-		must(w.t, err)
-		srv.OnLeadership(func(leader bool) {
-			r.worker.SetEnabled(leader)
-			w.leadMu.Lock()
-			close(w.changed)
-			w.changed = make(chan struct{})
-			w.leadMu.Unlock()
-		})
+		r := w.newReplica(fmt.Sprintf("s%d", i))
+		w.connect(r)
+		w.repMu.Lock()
 		w.replicas = append(w.replicas, r)
-		w.wg.Go(func() { _ = r.worker.Run(ctx) })
+		w.repMu.Unlock()
 	}
 	for _, r := range w.replicas {
 		must(w.t, r.srv.Start())
@@ -171,9 +161,72 @@ func (w *world) startReplicas(ctx context.Context) {
 	w.leader()
 }
 
+// newReplica builds server id on a new, empty store, over its data dir
+// when the world is durable, and runs its claim worker; the caller
+// connects and starts it.
+func (w *world) newReplica(id string) *replica {
+	_, inmem := raft.NewInmemTransport(raft.ServerAddress(id))
+	store, err := state.NewMemStore(state.Config{})
+	must(w.t, err)
+	cfg := raftstate.Config{ID: id, Store: store, Transport: inmem, BootstrapExpect: 3,
+		Raft: simRaftConfig(), Forward: w.forward, InMemory: w.raftDir == ""}
+	if w.raftDir != "" {
+		cfg.DataDir = filepath.Join(w.raftDir, id)
+	}
+	srv, err := raftstate.New(cfg)
+	must(w.t, err)
+	r := &replica{id: id, store: store, srv: srv, inmem: inmem, done: make(chan struct{})}
+	r.router, err = rpcshim.NewRouter(rpcshim.RouterConfig{Store: store, Transport: w.tr, NodeStatuses: w.statuses})
+	must(w.t, err)
+	r.server, err = rpcshim.NewServer(rpcshim.ServerConfig{Store: store, Applier: srv, Router: r.router})
+	must(w.t, err)
+	r.worker, err = claimgc.New(claimgc.Config{Store: store, Applier: srv, Nodes: r.router, Controllers: r.router,
+		NodeStatuses: w.statuses, Parallelism: 4, Clock: w.clock,
+		RetryBase: time.Second, RetryMax: 30 * time.Second, FinalRetryInterval: 5 * time.Minute,
+		StepTimeout: 10 * time.Second})
+	must(w.t, err)
+	srv.OnLeadership(func(leader bool) {
+		r.worker.SetEnabled(leader)
+		w.leadMu.Lock()
+		close(w.changed)
+		w.changed = make(chan struct{})
+		w.leadMu.Unlock()
+	})
+	ctx, stop := context.WithCancel(context.Background())
+	r.stop = stop
+	go func() {
+		defer close(r.done)
+		_ = r.worker.Run(ctx)
+	}()
+	return r
+}
+
+// connect links r's raft transport with every live server's, both ways.
+func (w *world) connect(r *replica) {
+	for _, o := range w.reps() {
+		if o.id != r.id {
+			r.inmem.Connect(raft.ServerAddress(o.id), o.inmem)
+			o.inmem.Connect(raft.ServerAddress(r.id), r.inmem)
+		}
+	}
+}
+
+// reps returns the live servers, in slot order.
+func (w *world) reps() []*replica {
+	w.repMu.Lock()
+	defer w.repMu.Unlock()
+	out := make([]*replica, 0, len(w.replicas))
+	for _, r := range w.replicas {
+		if !r.dead {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
 // forward is the host's server-to-server RPC, in process.
 func (w *world) forward(ctx context.Context, leaderAddr, leaderID string, cmd []byte) (state.Result, error) {
-	for _, r := range w.replicas {
+	for _, r := range w.reps() {
 		if r.id == leaderID {
 			return r.srv.ApplyForwarded(ctx, cmd)
 		}
@@ -201,7 +254,7 @@ func (w *world) tryLeader() (*replica, error) {
 		w.leadMu.Lock()
 		changed := w.changed
 		w.leadMu.Unlock()
-		for _, r := range w.replicas {
+		for _, r := range w.reps() {
 			if r.srv.IsLeader() && r.worker.Enabled() {
 				return r, nil
 			}
@@ -210,7 +263,7 @@ func (w *world) tryLeader() (*replica, error) {
 		case <-changed:
 		case <-ctx.Done():
 			var states []string
-			for _, r := range w.replicas {
+			for _, r := range w.reps() {
 				states = append(states, fmt.Sprintf("%s leader=%v worker=%v", r.id, r.srv.IsLeader(), r.worker.Enabled()))
 			}
 			return nil, fmt.Errorf("no server took leadership in within %s: %v", waitLimit, states)
@@ -218,10 +271,10 @@ func (w *world) tryLeader() (*replica, error) {
 	}
 }
 
-// apply writes a command through the first server, which forwards it
-// to the leader.
+// apply writes a command through the first live server, which
+// forwards it to the leader.
 func (w *world) apply(ctx context.Context, cmd state.Command) (state.Result, error) {
-	return w.replicas[0].srv.Apply(ctx, cmd)
+	return w.reps()[0].srv.Apply(ctx, cmd)
 }
 
 func (w *world) startNode(ctx context.Context, id string) {
@@ -250,7 +303,12 @@ func (w *world) startNode(ctx context.Context, id string) {
 		must(w.t, n.manager.Register(fingerprint.Instance{PluginID: simPlugin, AllocationID: "plugin-ctl-n1",
 			Type: csi.PluginTypeController, Socket: w.ctl.Endpoint()}))
 	}
-	w.wg.Go(func() { _ = n.manager.Run(ctx) })
+	mctx, stop := context.WithCancel(ctx)
+	n.stop, n.done = stop, make(chan struct{})
+	go func() {
+		defer close(n.done)
+		_ = n.manager.Run(mctx)
+	}()
 	n.dir, err = os.MkdirTemp("", "sim-"+id+"-")
 	must(w.t, err)
 	w.nodes[id] = n
@@ -301,7 +359,7 @@ func (w *world) settle() {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	defer cancel()
-	for _, r := range w.replicas {
+	for _, r := range w.reps() {
 		if err := r.worker.Settle(ctx); err != nil {
 			w.t.Fatalf("worker on %s did not settle: %v", r.id, err)
 		}
@@ -318,10 +376,19 @@ func (w *world) close() {
 		// the seed has failed and the process ends with it.
 		return
 	}
-	w.wg.Wait()
+	for _, r := range w.reps() {
+		r.stop()
+		<-r.done
+	}
+	for _, n := range w.nodes {
+		<-n.done
+	}
 	_ = w.tr.Close()
-	for _, r := range w.replicas {
+	for _, r := range w.reps() {
 		_ = r.srv.Shutdown()
+	}
+	if w.raftDir != "" {
+		_ = os.RemoveAll(w.raftDir)
 	}
 	for _, n := range w.nodes {
 		if m := n.mnt(); m != nil {
@@ -329,6 +396,16 @@ func (w *world) close() {
 		}
 		_ = os.RemoveAll(n.dir)
 	}
+}
+
+// raftTemp is where the servers' data dirs go: a memory file system
+// when the machine has one, since raft's boltdb syncs every append and
+// the simulation needs the data to outlive a server, not the machine.
+func raftTemp() string {
+	if st, err := os.Stat("/dev/shm"); err == nil && st.IsDir() {
+		return "/dev/shm"
+	}
+	return ""
 }
 
 func must(t testing.TB, err error) {
