@@ -76,6 +76,7 @@ type step struct {
 	extras  []decision // from the seed's second stream (extra_test.go)
 	rush    []decision // from the seed's third stream (rush_test.go)
 	life    []decision // from the seed's fourth stream (life_test.go)
+	health  []decision // from the seed's fifth stream (health_test.go)
 	advance time.Duration
 }
 
@@ -118,6 +119,7 @@ func newPlan(seed uint64, n int) *plan {
 	rng2 := rand.New(rand.NewPCG(seed, 0x52b))
 	rng3 := rand.New(rand.NewPCG(seed, 0x53c))
 	rng4 := rand.New(rand.NewPCG(seed, 0x54d))
+	rng5 := rand.New(rand.NewPCG(seed, healthStream))
 	p := &plan{seed: seed}
 	for i := range numVolumes {
 		p.volumes = append(p.volumes, simVolume{id: fmt.Sprintf("v%d", i), mode: simModes[rng.IntN(len(simModes))]})
@@ -168,6 +170,7 @@ func newPlan(seed uint64, n int) *plan {
 		s.extras = drawExtras(rng2, len(p.steps))
 		s.rush = drawRush(rng3, len(p.steps))
 		s.life = lp.draw(rng4, len(p.steps))
+		s.health = drawHealth(rng5)
 		p.steps = append(p.steps, s)
 	}
 	return p
@@ -219,6 +222,9 @@ func (p *plan) trace() string {
 		for _, d := range s.life {
 			fmt.Fprintf(&b, "%d %s\n", i, lifeString(d))
 		}
+		for _, d := range s.health {
+			fmt.Fprintf(&b, "%d %s\n", i, healthString(d))
+		}
 		fmt.Fprintf(&b, "%d advance %s\n", i, s.advance)
 	}
 	return b.String()
@@ -239,6 +245,7 @@ type run struct {
 	errs   map[string]int      // refusals and failures by operation, for the log
 	claims []claimSpan         // every claim attempt, for invNoPublishAfterRelease
 	life   lifeState
+	health healthState
 }
 
 func (r *run) ctx() (context.Context, context.CancelFunc) {
@@ -304,6 +311,7 @@ func (r *run) doStep(s step) {
 	r.doExtras(s.extras)
 	r.doRush(s.rush)
 	r.doLife(s.life)
+	r.doHealth(s.health)
 	r.w.clock.Advance(s.advance)
 	r.w.settle()
 }
