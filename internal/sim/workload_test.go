@@ -366,7 +366,10 @@ func (r *run) mount(ctx context.Context, d decision, resp *rpcshim.VolumeClaimRe
 }
 
 // stop reports the allocation terminal.
-func (r *run) stop(alloc string) error {
+func (r *run) stop(alloc string) error { return r.stopThrough(r.w.apply, alloc) }
+
+// stopThrough is stop with the write sent through apply.
+func (r *run) stopThrough(apply func(context.Context, state.Command) (state.Result, error), alloc string) error {
 	r.mu.Lock()
 	d, ok := r.allocs[alloc]
 	r.mu.Unlock()
@@ -375,7 +378,7 @@ func (r *run) stop(alloc string) error {
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
-	_, err := r.w.apply(ctx, state.UpsertAllocations{ReleasedAt: r.w.clock.Now(), Allocations: []csi.Allocation{
+	_, err := apply(ctx, state.UpsertAllocations{ReleasedAt: r.w.clock.Now(), Allocations: []csi.Allocation{
 		{ID: alloc, Namespace: namespace, NodeID: d.node, Terminal: true}}})
 	r.noteErr("stop", err)
 	return err
