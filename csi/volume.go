@@ -109,6 +109,13 @@ type Volume struct {
 	// good; a crash between the plugin's reply and the record leaves the
 	// intent, never a backing volume the store does not know.
 	Creating bool `json:",omitempty"`
+	// Deleting marks the intent of a DeleteVolume written before the
+	// plugin is called: the volume cannot be claimed, and repeating the
+	// delete (or a new leader's ResumeVolumeChanges) completes it. A
+	// crash between the plugin's reply and the deregistration leaves the
+	// intent, never a claimable record of a backing volume that is gone.
+	// It is cleared when the plugin says it did not delete the volume.
+	Deleting bool `json:",omitempty"`
 	// Provider is the plugin's provider name (GetPluginInfo), filled by
 	// the store from the plugin.
 	Provider string `json:",omitempty"`

@@ -374,6 +374,13 @@ func (s *Server) capacityChanged(pluginID string) {
 // controller; NotFound counts as deleted) and then deregisters it. A
 // volume with any claim, live or past, is csi.ErrVolumeInUse (Retryable
 // once the claims are released) and the plugin is not called.
+//
+// The intent is written first (csi.Volume.Deleting), so that from the
+// plugin call on no claim is taken on the volume, on this server or
+// another; a delete interrupted after the plugin call is completed by
+// repeating it or by a leader's ResumeVolumeChanges. When the plugin
+// answers that it did not delete the volume (a Final or Retryable
+// error), the intent is withdrawn and the volume can be claimed again.
 func (s *Server) DeleteVolume(ctx context.Context, req *VolumeDeleteRequest) (*WriteResponse, error) {
 	if req == nil {
 		return nil, fmt.Errorf("%w: delete volume: nil request", csi.ErrInvalidRequest)
@@ -382,12 +389,16 @@ func (s *Server) DeleteVolume(ctx context.Context, req *VolumeDeleteRequest) (*W
 	if err := s.authorize(ctx, op, req.Namespace, csi.PermVolumeWrite); err != nil {
 		return nil, err
 	}
-	unlock, err := s.lockVolume(ctx, op, req.Namespace, req.VolumeID)
+	return s.deleteVolume(ctx, op, req.Namespace, req.VolumeID)
+}
+
+func (s *Server) deleteVolume(ctx context.Context, op, ns, id string) (*WriteResponse, error) {
+	unlock, err := s.lockVolume(ctx, op, ns, id)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	v, err := s.store.Volume(req.Namespace, req.VolumeID)
+	v, err := s.store.Volume(ns, id)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
@@ -399,11 +410,20 @@ func (s *Server) DeleteVolume(ctx context.Context, req *VolumeDeleteRequest) (*W
 		return nil, fmt.Errorf("%w: %s: allocations %s still claim it; delete it once their claims are released",
 			csi.ErrVolumeInUse, op, claimHolders(v))
 	}
+	if err := s.markDeleting(ctx, v, true); err != nil {
+		return nil, fmt.Errorf("%s: write the delete intent: %w", op, err)
+	}
 	dr, err := s.router.DeleteVolume(ctx, &DeleteVolumeRequest{
 		CSIControllerQuery:  CSIControllerQuery{PluginID: v.PluginID},
 		DeleteVolumeRequest: plugin.DeleteVolumeRequest{ExternalID: v.ExternalID, Secrets: v.Secrets},
 	})
 	if !csi.TeardownDone(err) {
+		if csi.Classify(err) != csi.ClassUncertain {
+			// The plugin did not delete it: the volume may be used again.
+			// Should this write fail, the intent stays and a retry of
+			// the delete decides.
+			_ = s.markDeleting(context.WithoutCancel(ctx), v, false)
+		}
 		return nil, fmt.Errorf("%s: %w", op, err)
 	}
 	var ctrlNode string
@@ -411,11 +431,22 @@ func (s *Server) DeleteVolume(ctx context.Context, req *VolumeDeleteRequest) (*W
 		ctrlNode = dr.ControllerNodeID
 	}
 	s.capacityChanged(v.PluginID)
-	res, err := s.applier.Apply(ctx, state.DeregisterVolume{Namespace: req.Namespace, VolumeID: req.VolumeID})
+	res, err := s.applier.Apply(ctx, state.DeregisterVolume{Namespace: ns, VolumeID: id})
 	if err != nil {
-		return nil, fmt.Errorf("%s: deleted in the plugin but not deregistered: %w", op, err)
+		return nil, fmt.Errorf("%s: deleted in the plugin but not deregistered (the delete intent stays; repeat the delete to complete it): %w", op, err)
 	}
 	return &WriteResponse{Index: res.Index, ControllerNodeID: ctrlNode}, nil
+}
+
+// markDeleting writes or withdraws v's delete intent, unless v already
+// has it so. v is the store's copy, which it changes.
+func (s *Server) markDeleting(ctx context.Context, v *csi.Volume, deleting bool) error {
+	if v.Deleting == deleting {
+		return nil
+	}
+	v.Deleting = deleting
+	_, err := s.applier.Apply(ctx, state.RegisterVolume{Volume: *v})
+	return err
 }
 
 func (s *Server) volumeResponse(op, namespace, id string, index uint64, ctrlNode string) (*VolumeResponse, error) {

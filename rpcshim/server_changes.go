@@ -164,13 +164,15 @@ func (s *Server) completeOn(ctx context.Context, ns, id, node string) error {
 	return s.nodeExpand(ctx, v, node)
 }
 
-// ResumeVolumeChanges resumes every create, expansion and modify a
-// previous leader left pending: a new leader calls it once it leads,
-// before it serves volume operations (or beside them: each volume is
-// locked). A create is completed from its intent (csi.Volume.Creating),
-// which records the CSI name, parameters and content source, so the
-// plugin returns the volume it made, or makes it, and no backing volume
-// is left that the store does not know. Controller steps repeat with
+// ResumeVolumeChanges resumes every create, delete, expansion and
+// modify a previous leader left pending: a new leader calls it once it
+// leads, before it serves volume operations (or beside them: each
+// volume is locked). A create is completed from its intent
+// (csi.Volume.Creating), which records the CSI name, parameters and
+// content source, so the plugin returns the volume it made, or makes
+// it, and no backing volume is left that the store does not know. A
+// delete (csi.Volume.Deleting) is repeated: NotFound from the plugin
+// counts as deleted, and the volume is deregistered. Controller steps repeat with
 // the same range or parameters, which the plugin answers idempotently,
 // so nothing is done twice. The errors of every volume are joined.
 func (s *Server) ResumeVolumeChanges(ctx context.Context) error {
@@ -186,6 +188,8 @@ func (s *Server) ResumeVolumeChanges(ctx context.Context) error {
 		switch {
 		case v.Creating:
 			err = s.resumeCreate(ctx, v.Namespace, v.ID)
+		case v.Deleting:
+			_, err = s.deleteVolume(ctx, fmt.Sprintf("resume delete volume %s/%s", v.Namespace, v.ID), v.Namespace, v.ID)
 		case v.Expansion.Pending() || v.ModifyingParameters != nil:
 			err = s.resume(ctx, v.Namespace, v.ID)
 		default:

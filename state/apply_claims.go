@@ -134,6 +134,10 @@ func (c ClaimVolume) apply(w *writer) error {
 		return fmt.Errorf("%w: volume %s is being created (the plugin has not answered CreateVolume yet); retry the claim once the creation completes",
 			csi.ErrVolumeInUse, volName(v.Namespace, v.ID))
 	}
+	if v.Deleting {
+		return fmt.Errorf("%w: volume %s is being deleted; a claim is taken again only if the delete fails and the plugin kept the volume",
+			csi.ErrVolumeInUse, volName(v.Namespace, v.ID))
+	}
 	if csi.IsRepeatClaim(v, claim) {
 		w.claim = v.Claim(claim.AllocationID).Copy()
 		w.attachment = v.Attachments[claim.NodeID].Copy()

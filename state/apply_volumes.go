@@ -104,6 +104,9 @@ func validateVolume(v *csi.Volume) error {
 		return fmt.Errorf("volume %s: %w", volName(v.Namespace, v.ID), err)
 	}
 	switch {
+	case v.Creating && v.Deleting:
+		return fmt.Errorf("%w: volume %s is marked both Creating and Deleting; a volume being created is not deleted until its creation completes",
+			csi.ErrInvalidRequest, volName(v.Namespace, v.ID))
 	case v.Creating && v.ExternalID != "":
 		return fmt.Errorf("%w: volume %s is being created and names external ID %q; a creation intent has no external ID until the plugin answers",
 			csi.ErrInvalidRequest, volName(v.Namespace, v.ID), v.ExternalID)
@@ -236,6 +239,9 @@ func (w *writer) registerNew(v *csi.Volume) error {
 		return fmt.Errorf("%w: volume %s names provider %q but plugin %s is provider %q; fix the provider or leave it empty",
 			csi.ErrInvalidRequest, volName(v.Namespace, v.ID), v.Provider, v.PluginID, p.Provider)
 	}
+	if v.Deleting {
+		return fmt.Errorf("%w: volume %s is not registered, so it cannot be marked Deleting", csi.ErrVolumeNotFound, volName(v.Namespace, v.ID))
+	}
 	if !v.Creating {
 		if err := w.checkExternalFree(v); err != nil {
 			return err
@@ -269,6 +275,10 @@ func (w *writer) updateRegistration(old, v *csi.Volume) error {
 	case old.Provider != "" && v.Provider != old.Provider:
 		return fmt.Errorf("%w: volume %s exists with provider %q, not %q; deregister it first to change provider",
 			csi.ErrVolumeExists, name, old.Provider, v.Provider)
+	}
+	if v.Deleting && !old.Deleting && old.InUse() {
+		return fmt.Errorf("%w: volume %s has claims or attachments; delete it once they are released",
+			csi.ErrVolumeInUse, name)
 	}
 	if completes {
 		// The creation's outcome: its external ID is new to the store.

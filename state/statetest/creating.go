@@ -43,3 +43,38 @@ func (s suite) creating(t *testing.T) {
 	w.refuse(t, state.RegisterVolume{Volume: intent}, csi.ErrVolumeExists, "not being created")
 	w.must(t, claimCmd(nsDefault, "new", claim("web-1", "n1", csi.ClaimWrite, fsSNW)))
 }
+
+// deleting checks delete intents: Deleting, set on a registered volume
+// with no claim before the plugin deletes it, refuses every claim until
+// the volume is deregistered, and once withdrawn the volume is claimed
+// again.
+func (s suite) deleting(t *testing.T) {
+	w := s.standard(t)
+	marked := w.volume(t, nsDefault, "data")
+	marked.Deleting = true
+	w.must(t, state.RegisterVolume{Volume: *marked})
+	if v := w.volume(t, nsDefault, "data"); !v.Deleting {
+		t.Fatalf("intent = %+v, want Deleting", v)
+	}
+	w.refuse(t, claimCmd(nsDefault, "data", claim("web-1", "n1", csi.ClaimWrite, fsSNW)), csi.ErrVolumeInUse, "being deleted")
+
+	// An intent is only for a registered volume, and not for one being
+	// created.
+	fresh := volume(nsDefault, "fresh", pluginEBS, fsSNW)
+	fresh.Deleting = true
+	w.refuse(t, state.RegisterVolume{Volume: fresh}, csi.ErrVolumeNotFound, "not registered")
+	both := fresh
+	both.ExternalID, both.Creating = "", true
+	w.refuse(t, state.RegisterVolume{Volume: both}, csi.ErrInvalidRequest, "both Creating and Deleting")
+
+	withdrawn := w.volume(t, nsDefault, "data")
+	withdrawn.Deleting = false
+	w.must(t, state.RegisterVolume{Volume: *withdrawn})
+	w.must(t, claimCmd(nsDefault, "data", claim("web-1", "n1", csi.ClaimWrite, fsSNW)))
+
+	// A volume with a claim cannot be marked: the claim and the intent
+	// are decided in one transaction, whichever comes first.
+	inUse := w.volume(t, nsDefault, "data")
+	inUse.Deleting = true
+	w.refuse(t, state.RegisterVolume{Volume: *inUse}, csi.ErrVolumeInUse, "claims or attachments")
+}

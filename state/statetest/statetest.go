@@ -26,6 +26,7 @@ func Run(t *testing.T, newStore func(t *testing.T) state.Store) {
 	t.Run("Attachment", s.attachments)
 	t.Run("ExternalID", s.externalIDs)
 	t.Run("Creating", s.creating)
+	t.Run("Deleting", s.deleting)
 	t.Run("Release", s.releases)
 	t.Run("Plugin", s.plugins)
 	t.Run("Allocation", s.allocations)
