@@ -20,7 +20,9 @@
 // allocations rushing one single-writer volume (rush_test.go), and a
 // fourth the lifecycle (life_test.go): a volume deleted while a claim
 // races the delete, a node leaving for good, the leader killed and
-// restarted from its raft data dir, expand, snapshot and restore; each
+// restarted from its raft data dir, expand, snapshot and restore; a
+// fifth turns a volume's condition at the controller abnormal or normal
+// and runs a pass of the leader's health monitor (health_test.go); each
 // new stream leaves the earlier ones' decisions as they were. A plan
 // that kills keeps its servers' raft state in data dirs (on /dev/shm
 // when there is one); the others keep it in memory, which costs less

@@ -31,6 +31,7 @@ var stepInvariants = []struct {
 	{"VolumesInPlugin", invVolumesInPlugin},
 	{"CapacityNeverShrinks", invCapacity},
 	{"SnapshotsMatchPlugin", invSnapshots},
+	{"HealthMatchesPlugin", invHealthMatches},
 }
 
 // quiescentInvariants hold once every allocation has stopped and the
@@ -50,6 +51,7 @@ var quiescentInvariants = []struct {
 	{"VolumesInPlugin", invVolumesInPlugin},
 	{"CapacityNeverShrinks", invCapacity},
 	{"SnapshotsMatchPlugin", invSnapshots},
+	{"HealthMatchesPlugin", invHealthQuiescent},
 }
 
 func (r *run) volumes() []*csi.Volume {

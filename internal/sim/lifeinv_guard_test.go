@@ -9,13 +9,15 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
+	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/rpcshim"
 )
 
 // TestLifeInvariants_Flag checks that the life invariants hold on a
 // fresh world and flag what they are for: a registered volume the
 // plugin no longer has, a capacity below one seen before, a snapshot
-// row whose plugin snapshot is gone, and a check an operation flagged.
+// row whose plugin snapshot is gone, a check an operation flagged, and
+// a claim and an attachment left on a node that is gone.
 func TestLifeInvariants_Flag(t *testing.T) {
 	p := newPlan(1, 0)
 	w := newWorld(t, false)
@@ -61,4 +63,30 @@ func TestLifeInvariants_Flag(t *testing.T) {
 	_, err = c.DeleteSnapshot(ctx, &csipb.DeleteSnapshotRequest{SnapshotId: snap.ExternalID})
 	must(t, err)
 	want("SnapshotsMatchPlugin", invSnapshots, "which the plugin does not have")
+
+	// A node gone with nothing on it passes; a claim planted on it, with
+	// the attachment the claim made, is flagged in the store and the
+	// plugin.
+	w.markGone("n3")
+	if bad := invGoneReleased(r); len(bad) > 0 {
+		t.Fatalf("GoneNodesReleased fails on a bare gone node: %v", bad)
+	}
+	_, err = r.claim(ctx, decision{kind: opClaim, alloc: "planted", vol: 1, node: "n2", mode: csi.ClaimRead})
+	must(t, err)
+	if bad := invGoneReleased(r); len(bad) > 0 {
+		t.Fatalf("GoneNodesReleased flags a claim on a live node: %v", bad)
+	}
+	w.markGone("n2")
+	want("GoneNodesReleased", invGoneReleased, "volume v1: claim of planted on gone node n2")
+	want("GoneNodesReleased", invGoneReleased, "volume v1: attachment to gone node n2")
+	want("GoneNodesReleased", invGoneReleased, "the plugin still attaches ext-v1 to gone node n2")
+}
+
+// markGone marks node id gone in the simulation's books only, so that
+// what was left on it stays for invGoneReleased to find.
+func (w *world) markGone(id string) {
+	n := w.nodes[id]
+	n.mu.Lock()
+	n.gone = true
+	n.mu.Unlock()
 }

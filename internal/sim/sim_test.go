@@ -158,9 +158,12 @@ func (r *run) quiesce() {
 	r.mu.Unlock()
 	slices.Sort(ids)
 	for _, id := range ids {
-		// The host reports every stop until the store has it.
+		// The host reports every stop until the store has it; after a
+		// refusal, to the server that leads now (the first replica may
+		// be a follower that has not learned of the leader yet).
+		apply := w.apply
 		for try := 0; ; try++ {
-			err := r.stop(id)
+			err := r.stopThrough(apply, id)
 			if err == nil {
 				break
 			}
@@ -168,7 +171,7 @@ func (r *run) quiesce() {
 				r.w.t.Errorf("seed %d: the stop of %s was refused %d times: %v", r.p.seed, id, try, err)
 				break
 			}
-			w.leader()
+			apply = w.leader().srv.Apply
 		}
 	}
 	w.settle()

@@ -76,6 +76,7 @@ type step struct {
 	extras  []decision // from the seed's second stream (extra_test.go)
 	rush    []decision // from the seed's third stream (rush_test.go)
 	life    []decision // from the seed's fourth stream (life_test.go)
+	health  []decision // from the seed's fifth stream (health_test.go)
 	advance time.Duration
 }
 
@@ -118,6 +119,7 @@ func newPlan(seed uint64, n int) *plan {
 	rng2 := rand.New(rand.NewPCG(seed, 0x52b))
 	rng3 := rand.New(rand.NewPCG(seed, 0x53c))
 	rng4 := rand.New(rand.NewPCG(seed, 0x54d))
+	rng5 := rand.New(rand.NewPCG(seed, healthStream))
 	p := &plan{seed: seed}
 	for i := range numVolumes {
 		p.volumes = append(p.volumes, simVolume{id: fmt.Sprintf("v%d", i), mode: simModes[rng.IntN(len(simModes))]})
@@ -168,6 +170,7 @@ func newPlan(seed uint64, n int) *plan {
 		s.extras = drawExtras(rng2, len(p.steps))
 		s.rush = drawRush(rng3, len(p.steps))
 		s.life = lp.draw(rng4, len(p.steps))
+		s.health = drawHealth(rng5)
 		p.steps = append(p.steps, s)
 	}
 	return p
@@ -219,6 +222,9 @@ func (p *plan) trace() string {
 		for _, d := range s.life {
 			fmt.Fprintf(&b, "%d %s\n", i, lifeString(d))
 		}
+		for _, d := range s.health {
+			fmt.Fprintf(&b, "%d %s\n", i, healthString(d))
+		}
 		fmt.Fprintf(&b, "%d advance %s\n", i, s.advance)
 	}
 	return b.String()
@@ -239,6 +245,7 @@ type run struct {
 	errs   map[string]int      // refusals and failures by operation, for the log
 	claims []claimSpan         // every claim attempt, for invNoPublishAfterRelease
 	life   lifeState
+	health healthState
 }
 
 func (r *run) ctx() (context.Context, context.CancelFunc) {
@@ -304,6 +311,7 @@ func (r *run) doStep(s step) {
 	r.doExtras(s.extras)
 	r.doRush(s.rush)
 	r.doLife(s.life)
+	r.doHealth(s.health)
 	r.w.clock.Advance(s.advance)
 	r.w.settle()
 }
@@ -358,7 +366,10 @@ func (r *run) mount(ctx context.Context, d decision, resp *rpcshim.VolumeClaimRe
 }
 
 // stop reports the allocation terminal.
-func (r *run) stop(alloc string) error {
+func (r *run) stop(alloc string) error { return r.stopThrough(r.w.apply, alloc) }
+
+// stopThrough is stop with the write sent through apply.
+func (r *run) stopThrough(apply func(context.Context, state.Command) (state.Result, error), alloc string) error {
 	r.mu.Lock()
 	d, ok := r.allocs[alloc]
 	r.mu.Unlock()
@@ -367,7 +378,7 @@ func (r *run) stop(alloc string) error {
 	}
 	ctx, cancel := r.ctx()
 	defer cancel()
-	_, err := r.w.apply(ctx, state.UpsertAllocations{ReleasedAt: r.w.clock.Now(), Allocations: []csi.Allocation{
+	_, err := apply(ctx, state.UpsertAllocations{ReleasedAt: r.w.clock.Now(), Allocations: []csi.Allocation{
 		{ID: alloc, Namespace: namespace, NodeID: d.node, Terminal: true}}})
 	r.noteErr("stop", err)
 	return err

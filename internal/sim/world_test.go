@@ -129,7 +129,10 @@ func newWorld(t testing.TB, durable bool) *world {
 	w.ctl = csitest.Start(t, csitest.Config{
 		Type: csi.PluginTypeController, Name: simProvider, AdmitUnknownVolumes: true,
 		Controller: csi.ControllerCapabilities{PublishUnpublishVolume: true, CreateDeleteVolume: true,
-			CreateDeleteSnapshot: true, ListSnapshots: true, ExpandVolume: true},
+			CreateDeleteSnapshot: true, ListSnapshots: true, ExpandVolume: true, GetVolume: true, GetVolumeHealth: true},
+		// The health monitor reads each volume's condition through
+		// ControllerGetVolume (health_test.go).
+		VolumeStatus: csitest.StatusWithCondition,
 	})
 	for _, id := range simNodes {
 		w.startNode(ctx, id)
