@@ -148,22 +148,32 @@ func (s *stack) restartNode() error {
 // report is the Manager's Report: the node's fingerprints go to the
 // store, as a host would forward them to its server.
 func (s *stack) report(ctx context.Context, infos []*csi.PluginInfo) error {
+	written, err := s.forward(ctx, hostNode, infos)
+	if written {
+		s.mu.Lock()
+		s.reported, s.applyErr = infos, err
+		s.mu.Unlock()
+	}
+	return err
+}
+
+// forward writes node's fingerprints to the store, as a host forwards
+// them to its server, and reports whether it tried. Once the run is
+// over it writes nothing: those are the Managers' final reports, as
+// they stop with the run.
+func (s *stack) forward(ctx context.Context, node string, infos []*csi.PluginInfo) (bool, error) {
 	s.mu.Lock()
 	done := s.done
 	s.mu.Unlock()
 	if done {
-		// The Manager's final reports, as it stops with the run.
-		return nil
+		return false, nil
 	}
 	list := make([]csi.PluginInfo, len(infos))
 	for i, in := range infos {
 		list[i] = *in
 	}
-	_, err := s.applier.Apply(ctx, state.UpsertNodePlugins{NodeID: hostNode, Plugins: list})
-	s.mu.Lock()
-	s.reported, s.applyErr = infos, err
-	s.mu.Unlock()
-	return err
+	_, err := s.applier.Apply(ctx, state.UpsertNodePlugins{NodeID: node, Plugins: list})
+	return true, err
 }
 
 // startWorker runs the claim release Worker until stop. A host starts

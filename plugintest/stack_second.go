@@ -9,7 +9,6 @@ import (
 	"github.com/csikit/csikit/fingerprint"
 	"github.com/csikit/csikit/mounter"
 	"github.com/csikit/csikit/rpcshim"
-	"github.com/csikit/csikit/state"
 )
 
 // secondNode is the second node of the stack, where the hand-over
@@ -90,20 +89,12 @@ func (s *stack) runSecond(parent context.Context) {
 // under secondNode, until the run is over.
 func (a *agent) reporter(s *stack) func(context.Context, []*csi.PluginInfo) error {
 	return func(ctx context.Context, infos []*csi.PluginInfo) error {
-		s.mu.Lock()
-		done := s.done
-		s.mu.Unlock()
-		if done {
-			return nil
+		written, err := s.forward(ctx, secondNode, infos)
+		if written {
+			a.mu.Lock()
+			a.reported, a.applyErr = infos, err
+			a.mu.Unlock()
 		}
-		list := make([]csi.PluginInfo, len(infos))
-		for i, in := range infos {
-			list[i] = *in
-		}
-		_, err := s.applier.Apply(ctx, state.UpsertNodePlugins{NodeID: secondNode, Plugins: list})
-		a.mu.Lock()
-		a.reported, a.applyErr = infos, err
-		a.mu.Unlock()
 		return err
 	}
 }

@@ -34,170 +34,107 @@ func (s *Server) Reader() *Reader { return s.fsm.Reader() }
 
 // Volume implements state.Reader.
 func (r *Reader) Volume(namespace, id string) (*csi.Volume, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.Volume(namespace, id)
+	return guard(r, func() (*csi.Volume, error) { return r.store.Volume(namespace, id) })
 }
 
 // Volumes implements state.Reader.
 func (r *Reader) Volumes(namespace, idPrefix string) ([]*csi.Volume, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.Volumes(namespace, idPrefix)
+	return guard(r, func() ([]*csi.Volume, error) { return r.store.Volumes(namespace, idPrefix) })
 }
 
 // VolumesByPlugin implements state.Reader.
 func (r *Reader) VolumesByPlugin(pluginID string) ([]*csi.Volume, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.VolumesByPlugin(pluginID)
+	return guard(r, func() ([]*csi.Volume, error) { return r.store.VolumesByPlugin(pluginID) })
 }
 
 // VolumesByNode implements state.Reader.
 func (r *Reader) VolumesByNode(nodeID string) ([]*csi.Volume, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.VolumesByNode(nodeID)
+	return guard(r, func() ([]*csi.Volume, error) { return r.store.VolumesByNode(nodeID) })
 }
 
 // VolumesWithPastClaims implements state.Reader.
 func (r *Reader) VolumesWithPastClaims() ([]*csi.Volume, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.VolumesWithPastClaims()
+	return guard(r, func() ([]*csi.Volume, error) { return r.store.VolumesWithPastClaims() })
 }
 
 // PastClaimVolumeIDs implements state.Reader.
 func (r *Reader) PastClaimVolumeIDs() ([]state.VolumeStamp, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.PastClaimVolumeIDs()
+	return guard(r, func() ([]state.VolumeStamp, error) { return r.store.PastClaimVolumeIDs() })
 }
 
 // Plugin implements state.Reader.
 func (r *Reader) Plugin(id string) (*csi.Plugin, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.Plugin(id)
+	return guard(r, func() (*csi.Plugin, error) { return r.store.Plugin(id) })
 }
 
 // Plugins implements state.Reader.
 func (r *Reader) Plugins() ([]*csi.Plugin, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.Plugins()
+	return guard(r, func() ([]*csi.Plugin, error) { return r.store.Plugins() })
 }
 
 // HealthyControllers implements state.Reader.
 func (r *Reader) HealthyControllers(pluginID string) (map[string]*csi.PluginInfo, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.HealthyControllers(pluginID)
+	return guard(r, func() (map[string]*csi.PluginInfo, error) { return r.store.HealthyControllers(pluginID) })
 }
 
 // Node implements state.Reader.
 func (r *Reader) Node(id string) (*state.Node, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.Node(id)
+	return guard(r, func() (*state.Node, error) { return r.store.Node(id) })
 }
 
 // Allocation implements state.Reader.
 func (r *Reader) Allocation(id string) (*csi.Allocation, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.Allocation(id)
+	return guard(r, func() (*csi.Allocation, error) { return r.store.Allocation(id) })
 }
 
 // AllocationsByNode implements state.Reader.
 func (r *Reader) AllocationsByNode(nodeID string) ([]*csi.Allocation, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.AllocationsByNode(nodeID)
+	return guard(r, func() ([]*csi.Allocation, error) { return r.store.AllocationsByNode(nodeID) })
 }
 
 // Index implements state.Reader.
 func (r *Reader) Index(table state.Table) (uint64, error) {
-	if err := r.fsm.Err(); err != nil {
-		return 0, err
-	}
-	return r.store.Index(table)
+	return guard(r, func() (uint64, error) { return r.store.Index(table) })
 }
 
 // Capacity implements state.Reader.
 func (r *Reader) Capacity(pluginID string) ([]state.Capacity, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.Capacity(pluginID)
+	return guard(r, func() ([]state.Capacity, error) { return r.store.Capacity(pluginID) })
 }
 
 // Feasibility implements state.Reader.
 func (r *Reader) Feasibility(req *state.FeasibilityRequest, out []state.NodeFeasibility) ([]state.NodeFeasibility, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.Feasibility(req, out)
+	return guard(r, func() ([]state.NodeFeasibility, error) { return r.store.Feasibility(req, out) })
 }
 
 // Health implements state.Reader.
 func (r *Reader) Health(namespace, volumeID string) (*state.VolumeHealth, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.Health(namespace, volumeID)
+	return guard(r, func() (*state.VolumeHealth, error) { return r.store.Health(namespace, volumeID) })
 }
 
 // Healths implements state.Reader.
 func (r *Reader) Healths() ([]*state.VolumeHealth, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.Healths()
+	return guard(r, func() ([]*state.VolumeHealth, error) { return r.store.Healths() })
 }
 
 // VolumeSnapshot implements state.Reader.
 func (r *Reader) VolumeSnapshot(namespace, id string) (*csi.Snapshot, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.VolumeSnapshot(namespace, id)
+	return guard(r, func() (*csi.Snapshot, error) { return r.store.VolumeSnapshot(namespace, id) })
 }
 
 // Snapshots implements state.Reader.
 func (r *Reader) Snapshots(namespace string) ([]*csi.Snapshot, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.Snapshots(namespace)
+	return guard(r, func() ([]*csi.Snapshot, error) { return r.store.Snapshots(namespace) })
 }
 
 // SnapshotsByPlugin implements state.Reader.
 func (r *Reader) SnapshotsByPlugin(pluginID string) ([]*csi.Snapshot, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.SnapshotsByPlugin(pluginID)
+	return guard(r, func() ([]*csi.Snapshot, error) { return r.store.SnapshotsByPlugin(pluginID) })
 }
 
 // SnapshotsByVolume implements state.Reader.
 func (r *Reader) SnapshotsByVolume(namespace, volumeID string) ([]*csi.Snapshot, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	return r.store.SnapshotsByVolume(namespace, volumeID)
+	return guard(r, func() ([]*csi.Snapshot, error) { return r.store.SnapshotsByVolume(namespace, volumeID) })
 }
 
 // Wait implements state.Watcher. A Wait that is blocked when the FSM
@@ -250,24 +187,41 @@ var _ state.ACLReader = (*Reader)(nil)
 // ACLTokenByHash implements state.ACLReader, for a store that has it;
 // another store's answer is csi.ErrNotSupported.
 func (r *Reader) ACLTokenByHash(hash string) (*state.ACLToken, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
-	ar, ok := r.store.(state.ACLReader)
-	if !ok {
-		return nil, fmt.Errorf("%w: store %T keeps no ACL tokens", csi.ErrNotSupported, r.store)
-	}
-	return ar.ACLTokenByHash(hash)
+	return guard(r, func() (*state.ACLToken, error) {
+		ar, err := r.aclStore()
+		if err != nil {
+			return nil, err
+		}
+		return ar.ACLTokenByHash(hash)
+	})
 }
 
 // ACLTokens implements state.ACLReader, as ACLTokenByHash does.
 func (r *Reader) ACLTokens() ([]*state.ACLToken, error) {
-	if err := r.fsm.Err(); err != nil {
-		return nil, err
-	}
+	return guard(r, func() ([]*state.ACLToken, error) {
+		ar, err := r.aclStore()
+		if err != nil {
+			return nil, err
+		}
+		return ar.ACLTokens()
+	})
+}
+
+// aclStore is the store's ACLReader, or csi.ErrNotSupported.
+func (r *Reader) aclStore() (state.ACLReader, error) {
 	ar, ok := r.store.(state.ACLReader)
 	if !ok {
 		return nil, fmt.Errorf("%w: store %T keeps no ACL tokens", csi.ErrNotSupported, r.store)
 	}
-	return ar.ACLTokens()
+	return ar, nil
+}
+
+// guard answers a read with the FSM's error once it diverged, and with
+// read's answer until then.
+func guard[T any](r *Reader, read func() (T, error)) (T, error) {
+	if err := r.fsm.Err(); err != nil {
+		var zero T
+		return zero, err
+	}
+	return read()
 }
