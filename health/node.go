@@ -25,14 +25,16 @@ type nodeCall struct {
 // longer there.
 func (m *Monitor) nodeStats(ctx context.Context, p *csi.Plugin, vols []*csi.Volume, ps *pass) {
 	var calls []*nodeCall
-	asked := map[state.VolumeKey]map[string]bool{}
+	asked := map[state.VolumeKey]map[string]bool{} // the volumes with a call, by node
 	for _, v := range vols {
 		k := state.VolumeKey{Namespace: v.Namespace, ID: v.ID}
-		asked[k] = map[string]bool{}
 		for _, node := range liveNodes(v) {
 			in := p.Nodes[node]
 			if in == nil || !in.Healthy || in.NodeInfo == nil || !in.NodeInfo.Capabilities.GetVolumeStats {
 				continue
+			}
+			if asked[k] == nil {
+				asked[k] = map[string]bool{}
 			}
 			asked[k][node] = true
 			calls = append(calls, &nodeCall{vol: v, condition: in.NodeInfo.Capabilities.GetVolumeHealth,
@@ -60,13 +62,14 @@ func (m *Monitor) nodeStats(ctx context.Context, p *csi.Plugin, vols []*csi.Volu
 		}
 	}
 	// Node reports of volumes no longer staged or published there go.
-	for k, nodes := range asked {
+	for _, v := range vols {
+		k := state.VolumeKey{Namespace: v.Namespace, ID: v.ID}
 		old := ps.healths[k]
-		if old == nil {
+		if old == nil || len(old.Nodes) == 0 {
 			continue
 		}
 		for _, node := range slices.Sorted(maps.Keys(old.Nodes)) {
-			if !nodes[node] {
+			if !asked[k][node] {
 				ps.reports = append(ps.reports, state.HealthReport{Namespace: k.Namespace, VolumeID: k.ID, NodeID: node, At: ps.now})
 			}
 		}
@@ -115,6 +118,9 @@ func (m *Monitor) nodeReport(p *csi.Plugin, c *nodeCall, ps *pass) {
 
 // liveNodes are the nodes where a live claim holds v, sorted.
 func liveNodes(v *csi.Volume) []string {
+	if len(v.ReadClaims)+len(v.WriteClaims) == 0 {
+		return nil
+	}
 	set := map[string]bool{}
 	for _, m := range []map[string]*csi.Claim{v.ReadClaims, v.WriteClaims} {
 		for _, c := range m {
