@@ -57,8 +57,11 @@ import (
 // reports the process CPU of the release over the mean CPU of the floor
 // (release-cpu-vs-rpcfloor), which the load of other processes moves
 // far less than wall times.
-// CLAIMGC_BENCH_CLAIMS changes the number of claims; CLAIMGC_BENCH_PROFILE
-// writes a CPU profile of each side (see startProfile).
+// CLAIMGC_BENCH_CLAIMS changes the number of claims, CLAIMGC_BENCH_LATENCY
+// the plugins' latency per call (a Go duration: at 20ms the floor is
+// latency-bound on two cores, as a real plugin's calls would make it);
+// CLAIMGC_BENCH_PROFILE writes a CPU profile of each side (see
+// startProfile).
 //
 //	go test ./claimgc -run '^$' -bench Release -benchtime 1x
 func BenchmarkWorker_Release(b *testing.B) {
@@ -78,10 +81,16 @@ func benchRelease(b *testing.B, direct bool) {
 			b.Fatalf("CLAIMGC_BENCH_CLAIMS=%q is not a positive number", s)
 		}
 	}
+	latency := 2 * time.Millisecond
+	if s := os.Getenv("CLAIMGC_BENCH_LATENCY"); s != "" {
+		var err error
+		if latency, err = time.ParseDuration(s); err != nil || latency <= 0 {
+			b.Fatalf("CLAIMGC_BENCH_LATENCY=%q is not a positive duration", s)
+		}
+	}
 	const (
 		nodes       = 100
 		parallelism = 64
-		latency     = 2 * time.Millisecond
 		rpcsPerClm  = 3
 	)
 	bound := time.Duration(claims*rpcsPerClm) * latency / time.Duration(parallelism)
