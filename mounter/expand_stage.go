@@ -40,11 +40,8 @@ func (m *Mounter) expandAtStage(ctx context.Context, op *mountOp) int64 {
 	}
 	capab := req.Capability
 	r := &plugin.NodeExpandRequest{
-		ExternalID: req.ExternalID, VolumePath: op.target, CapacityMin: x.RequiredBytes, CapacityMax: x.LimitBytes,
-		Capability: &capab, MountOptions: req.MountOptions, Secrets: req.Secrets,
-	}
-	if op.stages {
-		r.StagingPath = op.staging
+		ExternalID: req.ExternalID, VolumePath: op.target, StagingPath: op.staging, CapacityMin: x.RequiredBytes,
+		CapacityMax: x.LimitBytes, Capability: &capab, MountOptions: req.MountOptions, Secrets: req.Secrets,
 	}
 	m.calls.Add(1)
 	size, err := op.client.NodeExpandVolume(ctx, r)

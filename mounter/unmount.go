@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/metrics"
 	"github.com/csikit/csikit/csi/plugin"
 )
 
@@ -196,7 +197,7 @@ func (m *Mounter) unpublish(ctx context.Context, client plugin.NodeClient, rec *
 	if !csi.TeardownDone(err) {
 		return fmt.Errorf("NodeUnpublishVolume for allocation %s: %w", allocID, err)
 	}
-	m.count(eventUnpublished, rec.PluginID)
+	m.count(metrics.MountsUnpublished, rec.PluginID)
 	m.removeEmpty(filepath.Dir(target), perAllocDir)
 	return nil
 }
@@ -213,7 +214,7 @@ func (m *Mounter) unstage(ctx context.Context, client plugin.NodeClient, rec *vo
 	if !csi.TeardownDone(err) {
 		return fmt.Errorf("NodeUnstageVolume: %w", err)
 	}
-	m.count(eventUnstaged, rec.PluginID)
+	m.count(metrics.MountsUnstaged, rec.PluginID)
 	m.removeEmpty(s.StagingPath, stagingDir)
 	return nil
 }
