@@ -3,7 +3,6 @@ package mounter
 import (
 	"context"
 
-	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/plugin"
 )
 
@@ -16,16 +15,6 @@ import (
 type NodeExpansion struct {
 	RequiredBytes int64
 	LimitBytes    int64 `json:",omitempty"`
-}
-
-// nodeExpansionFor returns the node step v's expansion still owes node,
-// nil when none.
-func nodeExpansionFor(v *csi.Volume, node string) *NodeExpansion {
-	e := v.Expansion
-	if !e.NeedsNode(node) {
-		return nil
-	}
-	return &NodeExpansion{RequiredBytes: e.RequiredBytes, LimitBytes: e.LimitBytes}
 }
 
 // expandAtStage runs the request's NodeExpansion once the mount staged

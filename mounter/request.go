@@ -65,7 +65,9 @@ func NewMountRequest(v *csi.Volume, c *csi.Claim) (*MountRequest, error) {
 	if c.AttachmentMode != csi.AttachmentModeBlockDevice {
 		r.MountOptions = v.MountOptions.Merge(c.MountOptions)
 	}
-	r.NodeExpansion = nodeExpansionFor(v, c.NodeID)
+	if e := v.Expansion; e.NeedsNode(c.NodeID) {
+		r.NodeExpansion = &NodeExpansion{RequiredBytes: e.RequiredBytes, LimitBytes: e.LimitBytes}
+	}
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
