@@ -9,8 +9,7 @@ import (
 )
 
 // ExpandRequest asks the mounter to grow a volume's file system on this
-// node with NodeExpandVolume, at the staging and target paths it
-// tracks for the volume.
+// node with NodeExpandVolume.
 type ExpandRequest struct {
 	Namespace string
 	VolumeID  string
@@ -53,12 +52,9 @@ func (r *ExpandRequest) Validate() error {
 }
 
 // ExpandVolume runs NodeExpandVolume for a volume this node has staged
-// or published, with the volume locked so that no mount or unmount of
-// it runs at the same time. The volume path is the first publication's
-// target (the staging path when the volume is only staged), and the
-// staging path goes with it when the plugin stages. Calls are
-// idempotent: the plugin answers a repeated one with the same size. A
-// plugin error is returned wrapped with its class; a volume the node
+// or published, with the volume locked, at the paths VolumePaths
+// reports. Calls are idempotent: the plugin answers a repeated one with
+// the same size. A plugin error is returned wrapped; a volume the node
 // does not track is no error (Mounted false). A symbolic link on the way
 // to a path fails it with ErrUnsafePath (Final) before the call.
 func (m *Mounter) ExpandVolume(ctx context.Context, req *ExpandRequest) (*ExpandResult, error) {
