@@ -73,11 +73,10 @@
 // Close. bbolt cannot skip the sync of one commit safely (after an OS
 // crash it may point at pages that never reached the disk), so unsynced
 // writes go to a database of their own, read only in the boot that
-// wrote it, whose page cache holds every write whole. Without a boot ID (/proc/sys/kernel/random/boot_id) every
-// write is saved. A note lost to an OS crash is safe: the record it
-// replaced is more pessimistic, so the next call repeats an idempotent
-// plugin call, and HasMount may report an allocation whose unmount had
-// succeeded until an UnmountVolume for it.
+// wrote it, whose page cache holds every write whole. Without a boot ID
+// (/proc/sys/kernel/random/boot_id) every write is saved. A note lost
+// to an OS crash is safe: the record it replaced is more pessimistic,
+// so the next call repeats an idempotent plugin call.
 //
 // New loads this boot's notes if mounter.db's last commit is its own (an
 // agent restarted); otherwise (a reboot, or an older version wrote
@@ -88,8 +87,8 @@
 // teardowns. A mounter.db that bbolt cannot open or check, or a record
 // not valid in version 3, fails New with ErrCorruptState: it never
 // starts empty while mounts may exist. Files of older versions are
-// imported once, then removed (import.go). To repair a volume's state by
-// hand, stop the agent, remove the notes, and edit its key in
+// imported once, then removed (import.go). To repair a volume's state
+// by hand, stop the agent, remove the notes, and edit its key in
 // mounter.db.
 //
 // # Usage

@@ -131,17 +131,15 @@ func (t *tree) check(p string) error {
 	if err != nil || noLinks(t.path(e)) {
 		return nil
 	}
-	parent, err := t.leaf(e)
-	var unsafe *UnsafePathError
-	switch {
-	case errors.As(err, &unsafe):
-		return err
-	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
-		return nil
-	case err != nil:
-		return err
+	parent, err := t.open(e[:len(e)-1], false)
+	if err == nil {
+		_, err = t.lstat(parent, e[len(e)-1], e)
+		parent.Close()
 	}
-	return parent.Close()
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil // not made yet
+	}
+	return err
 }
 
 // removeEmpty removes p (a file too, as os.Remove would) and then its
@@ -188,10 +186,7 @@ func (t *tree) removeWalk(e []string) (string, error) {
 	// chain[k-1], from the deepest element whose parent is open.
 	for k := min(len(e), len(chain)); k > 1; k-- {
 		parent, name := chain[k-1], e[k-1]
-		fi, err := parent.Lstat(name)
-		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			err = t.linkError(e[:k])
-		}
+		_, err := t.lstat(parent, name, e[:k])
 		if err == nil {
 			err = parent.Remove(name)
 		}
@@ -212,23 +207,16 @@ func closeAll(dirs []*os.Root) {
 	}
 }
 
-// leaf opens the parent of the last of elems and refuses that element
-// if it is a link or missing. The caller closes the parent.
-func (t *tree) leaf(elems []string) (*os.Root, error) {
-	last := len(elems) - 1
-	parent, err := t.open(elems[:last], false)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := parent.Lstat(elems[last])
-	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		err = t.linkError(elems)
-	}
-	if err != nil {
-		parent.Close()
+// lstat is dir.Lstat(name) (elems, for errors), refusing a link.
+func (t *tree) lstat(dir *os.Root, name string, elems []string) (fs.FileInfo, error) {
+	fi, err := dir.Lstat(name)
+	switch {
+	case err != nil:
 		return nil, t.pathError(elems, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return nil, t.linkError(elems)
 	}
-	return parent, nil
+	return fi, nil
 }
 
 // open opens directory elems beneath the root, following no link; with
@@ -245,9 +233,8 @@ func (t *tree) open(elems []string, create bool) (*os.Root, error) {
 		closeAll(chain)
 		return nil, err
 	}
-	last := chain[len(chain)-1]
 	closeAll(chain[:len(chain)-1])
-	return last, nil
+	return chain[len(chain)-1], nil
 }
 
 // walk opens the root and each directory of elems beneath it as open
@@ -283,14 +270,12 @@ func (t *tree) step(dir *os.Root, name string, elems []string, create bool) (*os
 			return nil, t.pathError(elems, err)
 		}
 	}
-	fi, err := dir.Lstat(name)
-	switch {
-	case err != nil:
-		return nil, t.pathError(elems, err)
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return nil, t.linkError(elems)
-	case !fi.IsDir():
-		return nil, &fs.PathError{Op: "open", Path: t.path(elems), Err: syscall.ENOTDIR}
+	fi, err := t.lstat(dir, name, elems)
+	if err == nil && !fi.IsDir() {
+		err = &fs.PathError{Op: "open", Path: t.path(elems), Err: syscall.ENOTDIR}
+	}
+	if err != nil {
+		return nil, err
 	}
 	return t.openSame(dir, name, elems, fi)
 }
