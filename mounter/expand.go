@@ -24,8 +24,7 @@ type ExpandRequest struct {
 // ExpandResult is the outcome of ExpandVolume.
 type ExpandResult struct {
 	// Mounted says the volume is staged or published here. When false
-	// no call was made: there is nothing to grow on this node, and a
-	// later stage is the place to do it.
+	// no call was made: a later stage is the place to grow it.
 	Mounted bool
 	// Capacity is the size NodeExpandVolume reported; 0 when unknown, no
 	// call was made, or the node plugin does not advertise EXPAND_VOLUME

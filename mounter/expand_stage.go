@@ -6,12 +6,11 @@ import (
 	"github.com/csikit/csikit/csi/plugin"
 )
 
-// NodeExpansion is an expansion of a volume that a node has not run yet:
-// the volume was expanded while it was not staged there, and its plugin
-// needs NodeExpandVolume on every node that uses it. NewMountRequest
-// sets it from the volume's csi.Expansion (NeedsNode for the claim's
-// node); a mount that stages the volume then runs NodeExpandVolume with
-// this range after NodeStageVolume and NodePublishVolume.
+// NodeExpansion is an expansion that a node owes a volume expanded while
+// it was not staged there, for a plugin that needs NodeExpandVolume on
+// every node. NewMountRequest sets it from the volume's csi.Expansion; a
+// mount that stages the volume then runs NodeExpandVolume with this
+// range after NodeStageVolume and NodePublishVolume.
 type NodeExpansion struct {
 	RequiredBytes int64
 	LimitBytes    int64 `json:",omitempty"`

@@ -73,17 +73,11 @@ type roots struct{ staging, target *tree }
 
 func newRoots(staging, target string) (roots, error) {
 	s, err := newTree(staging)
-	if err != nil {
-		return roots{}, err
+	t := s
+	if err == nil && filepath.Clean(target) != filepath.Clean(staging) {
+		t, err = newTree(target)
 	}
-	if filepath.Clean(target) == filepath.Clean(staging) {
-		return roots{staging: s, target: s}, nil
-	}
-	t, err := newTree(target)
-	if err != nil {
-		return roots{}, err
-	}
-	return roots{staging: s, target: t}, nil
+	return roots{staging: s, target: t}, err
 }
 
 // pick is the tree p belongs to: the target tree for a path beneath
