@@ -29,6 +29,9 @@ type tree struct {
 	alias string
 }
 
+// errLinkHere is removeNoLinks' answer for a name that is a link.
+var errLinkHere = errors.New("is a symbolic link")
+
 // newTree creates and resolves the root (its parents, the host's, may be
 // links) and creates the staging and per-alloc directories beneath it.
 func newTree(given string) (*tree, error) {

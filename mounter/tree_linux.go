@@ -2,14 +2,7 @@
 
 package mounter
 
-import (
-	"errors"
-
-	"golang.org/x/sys/unix"
-)
-
-// errLinkHere is removeNoLinks' answer for a name that is a link.
-var errLinkHere = errors.New("is a symbolic link")
+import "golang.org/x/sys/unix"
 
 // openNoLinks is the tree's fast path: one openat2(2) opens p only when
 // no element of it is a link, where the walk takes three calls per
