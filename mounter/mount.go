@@ -71,11 +71,6 @@ func (m *Mounter) mountVolume(ctx context.Context, req *MountRequest) (*MountInf
 		return nil, err
 	}
 	defer done()
-	return m.mount(ctx, v, op)
-}
-
-// mount runs with the volume locked.
-func (m *Mounter) mount(ctx context.Context, v *volume, op *mountOp) (*MountInfo, error) {
 	if mi, err := m.prepare(ctx, v, op); mi != nil || err != nil {
 		return mi, err
 	}
