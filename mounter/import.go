@@ -92,11 +92,7 @@ func removeEmptyTree(dir string) {
 func readOldFiles(dir string, logger hclog.Logger) (map[volKey]*volumeRecord, []string, error) {
 	found, gens := map[volKey]*volumeRecord{}, map[volKey]uint64{}
 	var done []string
-	err := eachFile(filepath.Join(dir, slotDir), ".state", logger, &done, func(p, _ string) error {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return &StateError{Path: p, Reason: "cannot read", Err: err}
-		}
+	err := eachFile(filepath.Join(dir, slotDir), ".state", logger, &done, func(p, _ string, data []byte) error {
 		gen, record, err := newestSlot(data)
 		if err != nil {
 			return &StateError{Path: p, Reason: err.Error()}
@@ -120,7 +116,7 @@ func readOldFiles(dir string, logger hclog.Logger) (map[volKey]*volumeRecord, []
 			logger.Warn("ignoring unexpected entry in the mounter state directory", "path", nsDir)
 			continue
 		}
-		err = cmp.Or(err, eachFile(nsDir, ".json", logger, &done, func(p, volumeID string) error {
+		err = cmp.Or(err, eachFile(nsDir, ".json", logger, &done, func(p, volumeID string, data []byte) error {
 			if err := csi.ValidateVolumeID(volumeID); err != nil {
 				return &StateError{Path: p, Reason: "the file name is not a valid volume ID", Err: err}
 			}
@@ -128,7 +124,7 @@ func readOldFiles(dir string, logger hclog.Logger) (map[volKey]*volumeRecord, []
 			if found[k] != nil {
 				return nil // slot files win
 			}
-			rec, err := readJSONRecord(p, k)
+			rec, err := readJSONRecord(p, k, data)
 			found[k] = rec
 			return err
 		}))
@@ -144,9 +140,9 @@ func listDir(dir string) ([]os.DirEntry, error) {
 	return entries, nil
 }
 
-// eachFile calls fn for each regular file in dir named <stem><suffix>
+// eachFile calls fn with each regular file in dir named <stem><suffix>
 // and adds it to done, as it does leftover temporary files, unread.
-func eachFile(dir, suffix string, logger hclog.Logger, done *[]string, fn func(p, stem string) error) error {
+func eachFile(dir, suffix string, logger hclog.Logger, done *[]string, fn func(p, stem string, data []byte) error) error {
 	entries, err := listDir(dir)
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
@@ -159,7 +155,11 @@ func eachFile(dir, suffix string, logger hclog.Logger, done *[]string, fn func(p
 		case !e.Type().IsRegular():
 			return &StateError{Path: p, Reason: "is not a regular file"}
 		default:
-			if err := fn(p, stem); err != nil {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return &StateError{Path: p, Reason: "cannot read", Err: err}
+			}
+			if err := fn(p, stem, data); err != nil {
 				return err
 			}
 			*done = append(*done, p)
@@ -193,11 +193,7 @@ func newestSlot(data []byte) (gen uint64, record []byte, err error) {
 }
 
 // readJSONRecord reads a version 1 or 2 file, named after volume k.
-func readJSONRecord(p string, k volKey) (*volumeRecord, error) {
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return nil, &StateError{Path: p, Reason: "cannot read", Err: err}
-	}
+func readJSONRecord(p string, k volKey, data []byte) (*volumeRecord, error) {
 	// The version alone first, so that a file of another format is
 	// reported as such rather than as a field this build does not know.
 	var head struct{ Version int }
@@ -212,7 +208,7 @@ func readJSONRecord(p string, k volKey) (*volumeRecord, error) {
 		volumeRecord
 		Usages map[Usage]*usageV1
 	}
-	err = decodeStrict(data, &r)
+	err := decodeStrict(data, &r)
 	if err == nil && (head.Version == 1 && r.Stages != nil || head.Version == 2 && r.Usages != nil) {
 		err = errors.New("holds fields of the other version")
 	}
