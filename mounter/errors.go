@@ -12,8 +12,8 @@ import (
 // refuses to start rather than forget what may be mounted.
 var ErrCorruptState = errors.New("corrupt mounter state")
 
-// StateError reports a state file (Path) that cannot be used: what is
-// wrong with it, and the underlying error (JSON syntax, I/O), if any.
+// StateError reports a state file that cannot be used, why, and the
+// underlying error, if any.
 type StateError struct {
 	Path, Reason string
 	Err          error
@@ -27,10 +27,8 @@ func (e *StateError) Error() string {
 	return msg + "; repair it or move it aside (then unmount that volume's staging and target paths by hand) and restart"
 }
 
-// Is reports whether target is ErrCorruptState.
 func (e *StateError) Is(target error) bool { return target == ErrCorruptState }
 
-// Unwrap returns the underlying error.
 func (e *StateError) Unwrap() error { return e.Err }
 
 // ErrorClass implements csi.Classed: a corrupt file stays corrupt.
@@ -62,9 +60,9 @@ func (e *persistError) ErrorClass() csi.Class { return csi.ClassRetryable }
 // and meaning across the wire.
 var ErrUnsafePath = errors.New("unsafe path beneath the mount root")
 
-// UnsafePathError reports the element of a path (Path, for example
-// <root>/per-alloc/<allocation>) that the mounter will not follow, why,
-// and what to do.
+// UnsafePathError reports the element of a path that the mounter will
+// not follow (for example <root>/per-alloc/<allocation>), why, and what
+// to do.
 type UnsafePathError struct{ Path, Reason string }
 
 func (e *UnsafePathError) Error() string {

@@ -9,8 +9,7 @@ import (
 )
 
 // ExpandRequest asks the mounter to grow a volume's file system on this
-// node with NodeExpandVolume, at the staging and target paths it
-// tracks for the volume.
+// node with NodeExpandVolume.
 type ExpandRequest struct {
 	Namespace string
 	VolumeID  string
@@ -25,8 +24,7 @@ type ExpandRequest struct {
 // ExpandResult is the outcome of ExpandVolume.
 type ExpandResult struct {
 	// Mounted says the volume is staged or published here. When false
-	// no call was made: there is nothing to grow on this node, and a
-	// later stage is the place to do it.
+	// no call was made: a later stage is the place to grow it.
 	Mounted bool
 	// Capacity is the size NodeExpandVolume reported; 0 when unknown, no
 	// call was made, or the node plugin does not advertise EXPAND_VOLUME
@@ -53,12 +51,9 @@ func (r *ExpandRequest) Validate() error {
 }
 
 // ExpandVolume runs NodeExpandVolume for a volume this node has staged
-// or published, with the volume locked so that no mount or unmount of
-// it runs at the same time. The volume path is the first publication's
-// target (the staging path when the volume is only staged), and the
-// staging path goes with it when the plugin stages. Calls are
-// idempotent: the plugin answers a repeated one with the same size. A
-// plugin error is returned wrapped with its class; a volume the node
+// or published, with the volume locked, at the paths VolumePaths
+// reports. Calls are idempotent: the plugin answers a repeated one with
+// the same size. A plugin error is returned wrapped; a volume the node
 // does not track is no error (Mounted false). A symbolic link on the way
 // to a path fails it with ErrUnsafePath (Final) before the call.
 func (m *Mounter) ExpandVolume(ctx context.Context, req *ExpandRequest) (*ExpandResult, error) {
@@ -70,25 +65,31 @@ func (m *Mounter) ExpandVolume(ctx context.Context, req *ExpandRequest) (*Expand
 		return nil, err
 	}
 	defer m.release(v)
-	r := &plugin.NodeExpandRequest{CapacityMin: req.RequiredBytes, CapacityMax: req.LimitBytes, Secrets: req.Secrets}
-	rec := v.rec
-	if rec == nil || !expandPaths(rec, r) {
-		return &ExpandResult{}, nil
-	}
-	client, info, err := m.nodePlugin(rec.PluginID)
+	res, err := m.expand(ctx, v, req)
 	if err != nil {
 		return nil, fmt.Errorf("expand volume %s/%s: %w", req.Namespace, req.VolumeID, err)
+	}
+	return res, nil
+}
+
+// expand runs with the volume locked.
+func (m *Mounter) expand(ctx context.Context, v *volume, req *ExpandRequest) (*ExpandResult, error) {
+	sk, paths, ok := v.rec.mounted()
+	if !ok {
+		return &ExpandResult{}, nil
+	}
+	client, info, err := m.nodePlugin(paths.PluginID)
+	if err != nil {
+		return nil, err
 	}
 	if info != nil && info.NodeInfo != nil && !info.NodeInfo.Capabilities.ExpandVolume {
 		return &ExpandResult{Mounted: true}, nil
 	}
-	// The plugin would grow what a link beneath the root points at.
-	for _, p := range []string{r.VolumePath, r.StagingPath} {
-		if p == "" {
-			continue // not staged
-		}
+	// The plugin would grow what a link beneath the root points at (an
+	// empty staging path, not beneath the root, passes).
+	for _, p := range []string{paths.VolumePath, paths.StagingPath} {
 		if err := m.refuseLinks(p, false); err != nil {
-			return nil, fmt.Errorf("expand volume %s/%s: NodeExpandVolume not sent: %w", req.Namespace, req.VolumeID, err)
+			return nil, fmt.Errorf("NodeExpandVolume not sent: %w", err)
 		}
 	}
 	done, err := m.slot(ctx)
@@ -96,42 +97,38 @@ func (m *Mounter) ExpandVolume(ctx context.Context, req *ExpandRequest) (*Expand
 		return nil, err
 	}
 	defer done()
-	r.ExternalID = rec.ExternalID
+	c := sk.Capability()
 	m.calls.Add(1)
-	size, err := client.NodeExpandVolume(ctx, r)
+	size, err := client.NodeExpandVolume(ctx, &plugin.NodeExpandRequest{ExternalID: paths.ExternalID, VolumePath: paths.VolumePath,
+		StagingPath: paths.StagingPath, CapacityMin: req.RequiredBytes, CapacityMax: req.LimitBytes, Capability: &c, Secrets: req.Secrets})
 	if err != nil {
-		return nil, fmt.Errorf("expand volume %s/%s: NodeExpandVolume: %w", req.Namespace, req.VolumeID, err)
+		return nil, fmt.Errorf("NodeExpandVolume: %w", err)
 	}
 	return &ExpandResult{Mounted: true, Capacity: size}, nil
 }
 
-// expandPaths fills r's paths and capability from the record: the first
-// stage usage (in a stable order) that is staged or has a publication.
-// It reports false when nothing is mounted.
-func expandPaths(rec *volumeRecord, r *plugin.NodeExpandRequest) bool {
-	for _, sk := range rec.sortedStages() {
-		s := rec.Stages[sk]
-		staged := s.Stage == stageStaged
-		var target string
+// mounted returns where r (nil: nothing tracked) is mounted: the first
+// stage usage, in a stable order, that is staged or has a publication,
+// and its paths. ok is false when nothing is mounted.
+func (r *volumeRecord) mounted() (sk StageUsage, paths VolumePaths, ok bool) {
+	if r == nil {
+		return StageUsage{}, VolumePaths{}, false
+	}
+	for _, sk := range r.sortedStages() {
+		s := r.Stages[sk]
+		paths = VolumePaths{PluginID: r.PluginID, ExternalID: r.ExternalID}
+		if s.Stage == stageStaged {
+			paths.StagingPath, paths.VolumePath = s.StagingPath, s.StagingPath
+		}
 		for _, p := range s.publications() {
 			if p.rec.State == publishPublished {
-				target = p.rec.TargetPath
+				paths.VolumePath = p.rec.TargetPath
 				break
 			}
 		}
-		if !staged && target == "" {
-			continue
+		if paths.VolumePath != "" {
+			return sk, paths, true
 		}
-		if staged {
-			r.StagingPath = s.StagingPath
-		}
-		r.VolumePath = target
-		if r.VolumePath == "" {
-			r.VolumePath = s.StagingPath
-		}
-		c := sk.Capability()
-		r.Capability = &c
-		return true
 	}
-	return false
+	return StageUsage{}, VolumePaths{}, false
 }

@@ -3,29 +3,17 @@ package mounter
 import (
 	"context"
 
-	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/plugin"
 )
 
-// NodeExpansion is an expansion of a volume that a node has not run yet:
-// the volume was expanded while it was not staged there, and its plugin
-// needs NodeExpandVolume on every node that uses it. NewMountRequest
-// sets it from the volume's csi.Expansion (NeedsNode for the claim's
-// node); a mount that stages the volume then runs NodeExpandVolume with
-// this range after NodeStageVolume and NodePublishVolume.
+// NodeExpansion is an expansion that a node owes a volume expanded while
+// it was not staged there, for a plugin that needs NodeExpandVolume on
+// every node. NewMountRequest sets it from the volume's csi.Expansion; a
+// mount that stages the volume then runs NodeExpandVolume with this
+// range after NodeStageVolume and NodePublishVolume.
 type NodeExpansion struct {
 	RequiredBytes int64
 	LimitBytes    int64 `json:",omitempty"`
-}
-
-// nodeExpansionFor returns the node step v's expansion still owes node,
-// nil when none.
-func nodeExpansionFor(v *csi.Volume, node string) *NodeExpansion {
-	e := v.Expansion
-	if !e.NeedsNode(node) {
-		return nil
-	}
-	return &NodeExpansion{RequiredBytes: e.RequiredBytes, LimitBytes: e.LimitBytes}
 }
 
 // expandAtStage runs the request's NodeExpansion once the mount staged
@@ -40,11 +28,8 @@ func (m *Mounter) expandAtStage(ctx context.Context, op *mountOp) int64 {
 	}
 	capab := req.Capability
 	r := &plugin.NodeExpandRequest{
-		ExternalID: req.ExternalID, VolumePath: op.target, CapacityMin: x.RequiredBytes, CapacityMax: x.LimitBytes,
-		Capability: &capab, MountOptions: req.MountOptions, Secrets: req.Secrets,
-	}
-	if op.stages {
-		r.StagingPath = op.staging
+		ExternalID: req.ExternalID, VolumePath: op.target, StagingPath: op.staging, CapacityMin: x.RequiredBytes,
+		CapacityMax: x.LimitBytes, Capability: &capab, MountOptions: req.MountOptions, Secrets: req.Secrets,
 	}
 	m.calls.Add(1)
 	size, err := op.client.NodeExpandVolume(ctx, r)

@@ -39,11 +39,11 @@ const (
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
-// importOld adds the records of older files to recs and vals and to the
-// database, in one synced transaction, then removes the files. A file
+// importOld adds the records of older files to recs, vals and the
+// database in one synced transaction, then removes the files. A file
 // that cannot be read fails New, and nothing is imported. A volume the
 // database already holds keeps its record: its file is the leftover of
-// an import whose removals were cut short.
+// an import cut short.
 func (s *store) importOld(dir string, recs map[volKey]*volumeRecord, vals map[string][]byte) error {
 	found, done, err := readOldFiles(dir, s.logger)
 	if err != nil || len(done) == 0 {
@@ -76,8 +76,7 @@ func (s *store) importOld(dir string, recs map[volKey]*volumeRecord, vals map[st
 	return nil
 }
 
-// removeEmptyTree removes dir and the directories below it that are
-// empty; anything an operator left there stays.
+// removeEmptyTree removes dir and the empty directories below it.
 func removeEmptyTree(dir string) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
@@ -88,16 +87,12 @@ func removeEmptyTree(dir string) {
 	_ = os.Remove(dir)
 }
 
-// readOldFiles reads the files of versions 1 to 3 in dir: the records
-// they hold, and every file read (leftover temporary files too).
+// readOldFiles returns the records of the version 1 to 3 files in dir,
+// and every file read (leftover temporary files too).
 func readOldFiles(dir string, logger hclog.Logger) (map[volKey]*volumeRecord, []string, error) {
 	found, gens := map[volKey]*volumeRecord{}, map[volKey]uint64{}
 	var done []string
-	err := eachFile(filepath.Join(dir, slotDir), ".state", logger, &done, func(p, _ string) error {
-		data, err := os.ReadFile(p)
-		if err != nil {
-			return &StateError{Path: p, Reason: "cannot read", Err: err}
-		}
+	err := eachFile(filepath.Join(dir, slotDir), ".state", logger, &done, func(p, _ string, data []byte) error {
 		gen, record, err := newestSlot(data)
 		if err != nil {
 			return &StateError{Path: p, Reason: err.Error()}
@@ -121,7 +116,7 @@ func readOldFiles(dir string, logger hclog.Logger) (map[volKey]*volumeRecord, []
 			logger.Warn("ignoring unexpected entry in the mounter state directory", "path", nsDir)
 			continue
 		}
-		err = cmp.Or(err, eachFile(nsDir, ".json", logger, &done, func(p, volumeID string) error {
+		err = cmp.Or(err, eachFile(nsDir, ".json", logger, &done, func(p, volumeID string, data []byte) error {
 			if err := csi.ValidateVolumeID(volumeID); err != nil {
 				return &StateError{Path: p, Reason: "the file name is not a valid volume ID", Err: err}
 			}
@@ -129,7 +124,7 @@ func readOldFiles(dir string, logger hclog.Logger) (map[volKey]*volumeRecord, []
 			if found[k] != nil {
 				return nil // slot files win
 			}
-			rec, err := readJSONRecord(p, k)
+			rec, err := readJSONRecord(p, k, data)
 			found[k] = rec
 			return err
 		}))
@@ -145,9 +140,9 @@ func listDir(dir string) ([]os.DirEntry, error) {
 	return entries, nil
 }
 
-// eachFile calls fn for each regular file in dir named <stem><suffix>
-// and adds it to done; leftover temporary files go to done unread.
-func eachFile(dir, suffix string, logger hclog.Logger, done *[]string, fn func(p, stem string) error) error {
+// eachFile calls fn with each regular file in dir named <stem><suffix>
+// and adds it to done, as it does leftover temporary files, unread.
+func eachFile(dir, suffix string, logger hclog.Logger, done *[]string, fn func(p, stem string, data []byte) error) error {
 	entries, err := listDir(dir)
 	for _, e := range entries {
 		p := filepath.Join(dir, e.Name())
@@ -160,7 +155,11 @@ func eachFile(dir, suffix string, logger hclog.Logger, done *[]string, fn func(p
 		case !e.Type().IsRegular():
 			return &StateError{Path: p, Reason: "is not a regular file"}
 		default:
-			if err := fn(p, stem); err != nil {
+			data, err := os.ReadFile(p)
+			if err != nil {
+				return &StateError{Path: p, Reason: "cannot read", Err: err}
+			}
+			if err := fn(p, stem, data); err != nil {
 				return err
 			}
 			*done = append(*done, p)
@@ -169,8 +168,7 @@ func eachFile(dir, suffix string, logger hclog.Logger, done *[]string, fn func(p
 	return err
 }
 
-// newestSlot returns the generation and record of the newest valid
-// slot of a version 3 file.
+// newestSlot returns the newest valid slot of a version 3 file.
 func newestSlot(data []byte) (gen uint64, record []byte, err error) {
 	if len(data) == 0 || len(data)%8192 != 0 {
 		return 0, nil, fmt.Errorf("is %d bytes long; a version 3 file is two equal slots of a multiple of 4096 bytes", len(data))
@@ -195,11 +193,7 @@ func newestSlot(data []byte) (gen uint64, record []byte, err error) {
 }
 
 // readJSONRecord reads a version 1 or 2 file, named after volume k.
-func readJSONRecord(p string, k volKey) (*volumeRecord, error) {
-	data, err := os.ReadFile(p)
-	if err != nil {
-		return nil, &StateError{Path: p, Reason: "cannot read", Err: err}
-	}
+func readJSONRecord(p string, k volKey, data []byte) (*volumeRecord, error) {
 	// The version alone first, so that a file of another format is
 	// reported as such rather than as a field this build does not know.
 	var head struct{ Version int }
@@ -209,13 +203,12 @@ func readJSONRecord(p string, k volKey) (*volumeRecord, error) {
 	if head.Version != 1 && head.Version != 2 {
 		return nil, &StateError{Path: p, Reason: fmt.Sprintf("has format version %d; this build imports versions 1 and 2 from volumes/<namespace>/<volume>.json files and keeps version %d records in %s (written by another csikit version, or not a mounter state file?)", head.Version, formatVersion, dbName)}
 	}
-	// Version 2 records are version 3 records; version 1 records have
-	// Usages instead of Stages.
+	// Version 1 records have Usages instead of Stages.
 	var r struct {
 		volumeRecord
 		Usages map[Usage]*usageV1
 	}
-	err = decodeStrict(data, &r)
+	err := decodeStrict(data, &r)
 	if err == nil && (head.Version == 1 && r.Stages != nil || head.Version == 2 && r.Usages != nil) {
 		err = errors.New("holds fields of the other version")
 	}
@@ -235,17 +228,15 @@ func readJSONRecord(p string, k volKey) (*volumeRecord, error) {
 	return rec, nil
 }
 
-// usageV1 is a usage of a version 1 record: one stage per full usage,
-// so the readers and the writers of a volume had separate staging paths.
+// usageV1 is a usage of a version 1 record: one stage per full usage.
 type usageV1 struct {
 	Stage       stageState              `json:",omitempty"`
 	StagingPath string                  `json:",omitempty"`
 	Allocations map[string]*allocRecord `json:",omitempty"`
 }
 
-// upgrade sets r's stages from the usages of a version 1 record, merging
-// the usages that share a stage usage. It fails when two of them may
-// both be staged, at two paths, which one stage cannot hold.
+// upgrade sets r's stages from a version 1 record's usages, merging
+// those that share a stage usage; it fails if two may both be staged.
 func (r *volumeRecord) upgrade(usages map[Usage]*usageV1) error {
 	r.Stages = map[StageUsage]*stageRecord{}
 	for _, usage := range slices.SortedFunc(maps.Keys(usages), func(a, b Usage) int { return strings.Compare(a.String(), b.String()) }) {

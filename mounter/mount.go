@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/metrics"
 	"github.com/csikit/csikit/csi/plugin"
 )
 
@@ -15,9 +16,8 @@ import (
 // plugin (csi.ErrPluginNotFound, Retryable), a symbolic link on the way
 // to the staging or target path (ErrUnsafePath, Final) and a second
 // stage usage in use (csi.ErrVolumeInUse, Retryable) fail it before any
-// write or plugin call. A failed plugin call returns its
-// *csi.RPCError, wrapped; only a Final one is taken to mean that the
-// call did nothing (see the package doc).
+// write or plugin call. A failed plugin call returns its *csi.RPCError,
+// wrapped.
 func (m *Mounter) MountVolume(ctx context.Context, req *MountRequest) (*MountInfo, error) {
 	if err := req.Validate(); err != nil {
 		return nil, fmt.Errorf("mount volume: %w", err)
@@ -38,10 +38,9 @@ type mountOp struct {
 	info   *csi.PluginInfo
 
 	rec       *volumeRecord // the volume's record, or a new one
-	staging   string        // the stage's own staging path, if it has one
-	target    string        // the allocation's own target path, if it has one
-	stages    bool          // the volume is published from a stage
-	needStage bool          // and NodeStageVolume must be called
+	staging   string        // the staging path; "" when the volume is not staged
+	target    string        // the allocation's target path
+	needStage bool          // NodeStageVolume must be called
 	prior     *allocRecord  // a copy of the allocation's publication before
 	// The stage before the intent, restored if the plugin refuses to
 	// stage.
@@ -72,11 +71,6 @@ func (m *Mounter) mountVolume(ctx context.Context, req *MountRequest) (*MountInf
 		return nil, err
 	}
 	defer done()
-	return m.mount(ctx, v, op)
-}
-
-// mount runs with the volume locked.
-func (m *Mounter) mount(ctx context.Context, v *volume, op *mountOp) (*MountInfo, error) {
 	if mi, err := m.prepare(ctx, v, op); mi != nil || err != nil {
 		return mi, err
 	}
@@ -125,17 +119,17 @@ func (m *Mounter) prepare(ctx context.Context, v *volume, op *mountOp) (*MountIn
 	s := op.rec.Stages[op.sk]
 	if s == nil {
 		var err error
-		op.stages, err = m.stages(ctx, req.PluginID, op.client, op.info)
-		op.needStage = op.stages
+		if op.needStage, err = m.stages(ctx, req.PluginID, op.client, op.info); !op.needStage {
+			op.staging = ""
+		}
 		return nil, err
 	}
 	// An existing stage keeps the staging decision and path it was made
-	// with, so that its allocations all publish from it.
-	op.stages, op.needStage = s.Stage != stageNone, s.Stage != stageNone && s.Stage != stageStaged
+	// with (none without a stage state), so that its allocations all
+	// publish from it.
+	op.needStage = s.Stage != stageNone && s.Stage != stageStaged
 	op.prevStage, op.prevStaging = s.Stage, s.StagingPath
-	if s.StagingPath != "" {
-		op.staging = s.StagingPath
-	}
+	op.staging = s.StagingPath
 	if p := s.pub(op.usage.ClaimMode, req.AllocationID); p != nil {
 		prior := *p
 		op.prior, op.target = &prior, p.TargetPath
@@ -151,32 +145,36 @@ func (m *Mounter) prepare(ctx context.Context, v *volume, op *mountOp) (*MountIn
 	return nil, nil
 }
 
-// makeDirs checks the target for links and makes the directories the
-// plugin calls need, before the intent is written: the staging
-// directory, checked as it is made, and the target's parent (once the
-// volume is staged, if it must be). The target, and the staging
-// directory, are refused as links only while no publish (stage) may
-// have made them the plugin's.
+// makeDirs checks the target for links and makes, before the intent is
+// written, the staging directory and (unless the volume must be staged
+// first) the target's parent. The target and the staging directory are
+// refused as links only while no publish (stage) may have made them the
+// plugin's.
 func (m *Mounter) makeDirs(op *mountOp) error {
 	if err := m.refuseLinks(op.target, op.prior == nil); err != nil {
 		return fmt.Errorf("check the target path: %w", err)
 	}
-	if op.stages {
+	if op.staging != "" {
 		if err := m.tree.mkdirAll(op.staging, op.prevStage != stageNone); err != nil {
 			return fmt.Errorf("create staging directory: %w", err)
 		}
 	}
-	if !op.needStage {
-		if err := m.tree.mkdirAll(filepath.Dir(op.target), false); err != nil {
-			return fmt.Errorf("create the target's parent directory: %w", err)
-		}
+	if op.needStage {
+		return nil
+	}
+	return m.makeTargetParent(op)
+}
+
+func (m *Mounter) makeTargetParent(op *mountOp) error {
+	if err := m.tree.mkdirAll(filepath.Dir(op.target), false); err != nil {
+		return fmt.Errorf("create the target's parent directory: %w", err)
 	}
 	return nil
 }
 
 // saveIntent saves the publication for the allocation, and the stage
-// when the volume is not known to be staged: one durable write, as the
-// publish follows the stage at once. If it fails, the record stays.
+// when the volume is not known to be staged, in one durable write. If
+// it fails, the record stays.
 func (m *Mounter) saveIntent(v *volume, op *mountOp) error {
 	next := op.rec.clone()
 	s := next.Stages[op.sk]
@@ -209,12 +207,12 @@ func (m *Mounter) stage(ctx context.Context, v *volume, op *mountOp) error {
 		return fmt.Errorf("NodeStageVolume: %w", err)
 	}
 	v.rec.Stages[op.sk].Stage = stageStaged
-	m.count(eventStaged, req.PluginID)
-	if err := m.tree.mkdirAll(filepath.Dir(op.target), false); err != nil {
+	m.count(metrics.MountsStaged, req.PluginID)
+	if err := m.makeTargetParent(op); err != nil {
 		// The publish cannot run. The stage stays, with no user, for the
 		// host's UnmountVolume to tear down.
 		m.withdraw(v, op, false)
-		return fmt.Errorf("create the target's parent directory: %w", err)
+		return err
 	}
 	m.settle(v, false)
 	return nil
@@ -225,12 +223,9 @@ func (m *Mounter) stage(ctx context.Context, v *volume, op *mountOp) error {
 // an earlier attempt of unknown outcome may have (op.prior stays).
 func (m *Mounter) publish(ctx context.Context, v *volume, op *mountOp) (*MountInfo, error) {
 	req := op.req
-	pub := &plugin.NodePublishRequest{ExternalID: req.ExternalID, TargetPath: op.target, Capability: req.Capability,
-		MountOptions: req.MountOptions, ReadOnly: op.usage.ReadOnly(), Secrets: req.Secrets,
+	pub := &plugin.NodePublishRequest{ExternalID: req.ExternalID, StagingPath: op.staging, TargetPath: op.target,
+		Capability: req.Capability, MountOptions: req.MountOptions, ReadOnly: op.usage.ReadOnly(), Secrets: req.Secrets,
 		PublishContext: req.PublishContext, VolumeContext: req.VolumeContext}
-	if op.stages {
-		pub.StagingPath = op.staging
-	}
 	m.calls.Add(1)
 	if err := op.client.NodePublishVolume(ctx, pub); err != nil {
 		if csi.Classify(err) == csi.ClassFinal {
@@ -239,10 +234,10 @@ func (m *Mounter) publish(ctx context.Context, v *volume, op *mountOp) (*MountIn
 		return nil, fmt.Errorf("NodePublishVolume: %w", err)
 	}
 	v.rec.Stages[op.sk].pub(op.usage.ClaimMode, req.AllocationID).State = publishPublished
-	m.count(eventPublished, req.PluginID)
+	m.count(metrics.MountsPublished, req.PluginID)
 	m.settle(v, false)
 	m.logger.Debug("volume mounted", "namespace", req.Namespace, "volume", req.VolumeID,
-		"allocation", req.AllocationID, "usage", op.usage.String(), "staged", op.stages, "target", op.target)
+		"allocation", req.AllocationID, "usage", op.usage.String(), "staged", op.staging != "", "target", op.target)
 	return mountInfo(op.target, op.usage), nil
 }
 

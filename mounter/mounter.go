@@ -34,11 +34,9 @@ type VolumeMounter interface {
 	// unstages it when no other allocation uses it.
 	UnmountVolume(ctx context.Context, req *UnmountRequest) error
 	// HasMount reports whether the allocation may have the volume
-	// published: true once a MountVolume has sent NodePublishVolume for
-	// it (whatever the outcome, unless the plugin refused it with a
-	// Final error) until an UnmountVolume for it has completed. After a
-	// crash of the agent it is also true for an allocation whose mount
-	// died during its NodeStageVolume; an UnmountVolume clears it.
+	// published: from a MountVolume that sent NodePublishVolume (unless
+	// the plugin refused it with a Final error), or died during its
+	// NodeStageVolume, until an UnmountVolume for it has completed.
 	HasMount(ctx context.Context, namespace, volumeID, allocID string) (bool, error)
 }
 
@@ -59,36 +57,30 @@ type Config struct {
 	// published, created if missing. Required unless both StagingRoot
 	// and TargetRoot are set.
 	Root string
-	// StagingRoot and TargetRoot, when set, are absolute directories
-	// that replace Root for staging paths (<StagingRoot>/staging/...)
-	// and for target paths (<TargetRoot>/per-alloc/...), created if
-	// missing: a node whose plugin sees the host through another mount
-	// namespace may need them on separate file systems. Each is made,
-	// checked and cleaned like Root, refusing links beneath it. They
-	// may be equal, but neither may lie inside the other.
+	// StagingRoot and TargetRoot, when set, replace Root for staging
+	// paths (<StagingRoot>/staging/...) and target paths
+	// (<TargetRoot>/per-alloc/...), and are treated like it: a plugin
+	// that sees the host through another mount namespace may need them
+	// on separate file systems. Neither may lie inside the other.
 	StagingRoot, TargetRoot string
 	// StateDir is the absolute directory where the usage tracker is
-	// persisted (mounter.db and the notes: see the package doc).
-	// Required; it must survive a restart of the node agent and must not
-	// be shared by two Mounters at once (New fails while another holds
-	// it).
+	// persisted (see the package doc). Required; it must survive a
+	// restart of the node agent, and New fails while another Mounter
+	// holds it.
 	StateDir string
 	// Plugins finds node plugins. Required.
 	Plugins Plugins
 	// Logger; nil means no logging. Secrets are never logged.
 	Logger hclog.Logger
-	// NoSync commits mounter.db without syncing it (bbolt's NoSync), and
-	// every write there (no notes): an OS crash may then lose recent
-	// commits, or leave a database that New refuses as corrupt. Set it
-	// only where losing mount state is acceptable (tests, throwaway
-	// nodes).
+	// NoSync writes everything to mounter.db, unsynced: an OS crash may
+	// then lose recent commits, or leave a database that New refuses as
+	// corrupt. Only for tests and throwaway nodes.
 	NoSync bool
 	// MaxParallel bounds volume operations running at once; 0 means
 	// DefaultMaxParallel.
 	MaxParallel int
-	// MetricSink counts the stages, publications and their teardowns
-	// the node plugin answered, by plugin (metrics.MountsStaged and
-	// its kin); nil emits nothing.
+	// MetricSink counts the stages, publications and teardowns the node
+	// plugin answered (metrics.MountsStaged and its kin); nil: none.
 	MetricSink metrics.Sink
 }
 
@@ -121,9 +113,8 @@ type volume struct {
 }
 
 // New validates cfg, opens the state in cfg.StateDir (locking it until
-// Close), loads the tracker and returns a Mounter. It starts no
-// goroutine and calls no plugin. A mounter.db or older state file that
-// cannot be read fails New with a *StateError (ErrCorruptState).
+// Close) and loads the tracker. It starts no goroutine and calls no
+// plugin. State that cannot be read is a *StateError (ErrCorruptState).
 func New(cfg Config) (*Mounter, error) {
 	if err := cfg.checkRoots(); err != nil {
 		return nil, err
@@ -143,8 +134,7 @@ func New(cfg Config) (*Mounter, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	// The root and the two directories below it exist from New on, and
-	// a teardown never removes them.
+	// A teardown never removes the roots and their two directories.
 	t, err := newRoots(cfg.stagingRoot(), cfg.targetRoot())
 	if err != nil {
 		return nil, fmt.Errorf("mounter: create mount root: %w", err)
@@ -154,8 +144,7 @@ func New(cfg Config) (*Mounter, error) {
 		return nil, fmt.Errorf("mounter: %w", err)
 	}
 	m := &Mounter{tree: t, plugins: cfg.Plugins, logger: cfg.Logger, store: st,
-		sem: make(chan struct{}, cfg.MaxParallel), vols: map[volKey]*volume{}}
-	m.metrics = cfg.MetricSink
+		sem: make(chan struct{}, cfg.MaxParallel), vols: map[volKey]*volume{}, metrics: cfg.MetricSink}
 	for k, rec := range recs {
 		m.vols[k] = &volume{key: k, lock: make(chan struct{}, 1), rec: rec}
 	}
@@ -171,9 +160,8 @@ type Stats struct {
 	// NodePublishVolume, NodeUnpublishVolume, NodeUnstageVolume and
 	// NodeGetCapabilities.
 	PluginCalls uint64
-	// Syncs counts synced commits of mounter.db (none with NoSync);
-	// writers that overlap share one (bbolt's Batch). bbolt makes two
-	// fdatasyncs per commit: the data pages, then the meta page.
+	// Syncs counts synced commits of mounter.db (none with NoSync),
+	// each two fdatasyncs; writers that overlap share one.
 	Syncs uint64
 }
 
@@ -183,16 +171,14 @@ func (m *Mounter) Stats() Stats {
 }
 
 // Close writes into mounter.db the notes it lacks, so that a reboot
-// finds them, and closes the state, which New holds locked: a second
-// Mounter on the same StateDir waits for it (New fails after a second).
-// Call it when the node agent stops, after every call has returned; the
-// Mounter must not be used afterwards.
+// finds them, and unlocks the state for the next Mounter. Call it when
+// the node agent stops, after every call has returned; the Mounter must
+// not be used afterwards.
 func (m *Mounter) Close() error { return m.store.close() }
 
 // HasMount implements VolumeMounter. It waits for an operation running
-// on the volume. After an OS crash it may also report true for an
-// allocation whose UnmountVolume had succeeded (the note of its
-// teardown was lost); a further UnmountVolume clears it.
+// on the volume. After an OS crash it may report true for an
+// allocation whose UnmountVolume had succeeded; another clears it.
 func (m *Mounter) HasMount(ctx context.Context, namespace, volumeID, allocID string) (bool, error) {
 	if err := validateTriple(namespace, volumeID, allocID); err != nil {
 		return false, err
@@ -232,7 +218,6 @@ func (m *Mounter) acquire(ctx context.Context, k volKey) (*volume, error) {
 	}
 }
 
-// release unlocks the volume.
 func (m *Mounter) release(v *volume) {
 	m.unref(v)
 	<-v.lock
@@ -249,8 +234,7 @@ func (m *Mounter) unref(v *volume) {
 	}
 }
 
-// slot takes one of the MaxParallel places; the returned func gives it
-// back.
+// slot takes one of the MaxParallel places until the returned func.
 func (m *Mounter) slot(ctx context.Context) (func(), error) {
 	select {
 	case m.sem <- struct{}{}:

@@ -1,6 +1,7 @@
 package mounter
 
 import (
+	"cmp"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -8,10 +9,10 @@ import (
 	"github.com/csikit/csikit/csi"
 )
 
-// Layout under Config.Root (see the package doc). Every element below
-// the root is a validated ID or the String form of a (Stage)Usage, so
-// no request can name a path outside the root. A version 1 record may
-// name an older staging path (.../<usage>), used until it is unstaged.
+// Layout under the roots (see the package doc). Every element below a
+// root is a validated ID or the String form of a (Stage)Usage. A
+// version 1 record may name an older staging path (.../<usage>), used
+// until it is unstaged.
 const (
 	stagingDir  = "staging"
 	perAllocDir = "per-alloc"
@@ -28,9 +29,8 @@ func (m *Mounter) targetPath(allocID, volumeID string, u Usage) (string, error) 
 	return underRoot(m.tree.target.root, perAllocDir, allocID, volumeID, u.String())
 }
 
-// underRoot joins elements under root and checks, as a second line of
-// defence behind ID validation, that the result is a clean path
-// strictly inside it.
+// underRoot joins elements under root, checking (behind ID validation)
+// that the result is a clean path strictly inside it.
 func underRoot(root string, elems ...string) (string, error) {
 	for _, e := range elems {
 		if e == "" || e == "." || e == ".." || strings.ContainsAny(e, "/\\\x00") {
@@ -45,16 +45,13 @@ func underRoot(root string, elems ...string) (string, error) {
 }
 
 // The CSI spec has the CO create the staging directory and the parent
-// of a target (the target is the plugin's to create and delete), so the
-// mounter makes those, all through m.tree, and after a teardown removes
-// only what it made, while empty (rmdir, never RemoveAll: a path may
-// still hold a mount). Links are refused as the package doc says.
+// of a target (the target is the plugin's), so the mounter makes those
+// through m.tree, and after a teardown removes them while empty (rmdir,
+// never RemoveAll: a path may still hold a mount).
 
-// refuseLinks refuses (*UnsafePathError) a staging or target path that
-// passes through a symbolic link beneath the root before it goes to the
-// plugin, which would follow it. leaf says that p itself is still the
-// mounter's and must not be a link either. What is not made yet passes;
-// its directories are checked as the mounter makes them.
+// refuseLinks refuses (*UnsafePathError) a path to the plugin through a
+// symbolic link beneath the root; with leaf, p itself is still the
+// mounter's and must not be one either. What is not made yet passes.
 func (m *Mounter) refuseLinks(p string, leaf bool) error {
 	if !leaf {
 		p = filepath.Dir(p)
@@ -62,10 +59,8 @@ func (m *Mounter) refuseLinks(p string, leaf bool) error {
 	return m.tree.check(p)
 }
 
-// removeEmpty removes p and then its parents while they are empty,
-// stopping below <root>/<stop>, never through a link. Errors are
-// logged, not returned: a leftover empty directory harms nothing, and a
-// non-empty one, or a link, must stay.
+// removeEmpty is tree.removeEmpty, logging errors: a leftover empty
+// directory harms nothing, and a non-empty one, or a link, must stay.
 func (m *Mounter) removeEmpty(p, stop string) {
 	if at, err := m.tree.removeEmpty(p, stop); err != nil {
 		m.logger.Warn("cannot remove directory under the mount root", "path", at, "error", err)
@@ -76,20 +71,13 @@ func (m *Mounter) removeEmpty(p, stop string) {
 // the same directory, so that it serializes its own shared parents.
 type roots struct{ staging, target *tree }
 
-// newRoots makes the tree of each root (one when they are equal).
 func newRoots(staging, target string) (roots, error) {
 	s, err := newTree(staging)
-	if err != nil {
-		return roots{}, err
+	t := s
+	if err == nil && filepath.Clean(target) != filepath.Clean(staging) {
+		t, err = newTree(target)
 	}
-	if filepath.Clean(target) == filepath.Clean(staging) {
-		return roots{staging: s, target: s}, nil
-	}
-	t, err := newTree(target)
-	if err != nil {
-		return roots{}, err
-	}
-	return roots{staging: s, target: t}, nil
+	return roots{staging: s, target: t}, err
 }
 
 // pick is the tree p belongs to: the target tree for a path beneath
@@ -108,21 +96,9 @@ func (r roots) check(p string) error { return r.pick(p).check(p) }
 
 func (r roots) removeEmpty(p, stop string) (string, error) { return r.pick(p).removeEmpty(p, stop) }
 
-// stagingRoot is StagingRoot, or Root when it is unset.
-func (c Config) stagingRoot() string {
-	if c.StagingRoot != "" {
-		return c.StagingRoot
-	}
-	return c.Root
-}
+func (c Config) stagingRoot() string { return cmp.Or(c.StagingRoot, c.Root) }
 
-// targetRoot is TargetRoot, or Root when it is unset.
-func (c Config) targetRoot() string {
-	if c.TargetRoot != "" {
-		return c.TargetRoot
-	}
-	return c.Root
-}
+func (c Config) targetRoot() string { return cmp.Or(c.TargetRoot, c.Root) }
 
 // checkRoots requires an absolute staging and target root, neither
 // strictly inside the other (a teardown of one would then walk the

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/csikit/csikit/csi"
-	"github.com/csikit/csikit/csi/plugin"
 )
 
 // VolumePaths is where a volume is mounted on this node, as the
@@ -33,9 +32,6 @@ func (m *Mounter) VolumePaths(ctx context.Context, namespace, volumeID string) (
 		return VolumePaths{}, false, err
 	}
 	defer m.release(v)
-	var r plugin.NodeExpandRequest
-	if v.rec == nil || !expandPaths(v.rec, &r) {
-		return VolumePaths{}, false, nil
-	}
-	return VolumePaths{PluginID: v.rec.PluginID, ExternalID: v.rec.ExternalID, VolumePath: r.VolumePath, StagingPath: r.StagingPath}, true, nil
+	_, paths, ok = v.rec.mounted()
+	return paths, ok, nil
 }

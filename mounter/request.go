@@ -9,11 +9,10 @@ import (
 )
 
 // MountRequest asks to make a volume available to one allocation on this
-// node. The mounter does not keep it: it copies what it needs.
+// node. The mounter copies what it needs.
 type MountRequest struct {
 	// Namespace and VolumeID are csikit's identity of the volume; with
-	// AllocationID (the allocation it is published for) they are the
-	// only caller values used in paths.
+	// AllocationID they are the only caller values used in paths.
 	Namespace, VolumeID, AllocationID string
 	// ExternalID is the plugin's CSI volume ID, PluginID the node plugin
 	// that serves it.
@@ -33,9 +32,8 @@ type MountRequest struct {
 	// PublishContext is what ControllerPublishVolume returned for this
 	// node, if it was called.
 	PublishContext map[string]string
-	// NodeExpansion, if set, is an expansion this node has not run for
-	// the volume yet: a mount that stages the volume runs
-	// NodeExpandVolume after it (see NodeExpansion).
+	// NodeExpansion, if set, is an expansion this node owes the volume
+	// (see NodeExpansion).
 	NodeExpansion *NodeExpansion
 }
 
@@ -65,7 +63,9 @@ func NewMountRequest(v *csi.Volume, c *csi.Claim) (*MountRequest, error) {
 	if c.AttachmentMode != csi.AttachmentModeBlockDevice {
 		r.MountOptions = v.MountOptions.Merge(c.MountOptions)
 	}
-	r.NodeExpansion = nodeExpansionFor(v, c.NodeID)
+	if e := v.Expansion; e.NeedsNode(c.NodeID) {
+		r.NodeExpansion = &NodeExpansion{RequiredBytes: e.RequiredBytes, LimitBytes: e.LimitBytes}
+	}
 	if err := r.Validate(); err != nil {
 		return nil, err
 	}
@@ -96,9 +96,8 @@ func (r *MountRequest) Validate() error {
 }
 
 // UnmountRequest asks to undo the mounts of a volume for one allocation.
-// Everything else an unmount needs (the plugin, the external ID, the
-// paths) comes from the mounter's persisted state, so an unmount works
-// after a restart of the node agent.
+// The plugin, external ID and paths come from the mounter's persisted
+// state, so an unmount works after a restart of the node agent.
 type UnmountRequest struct {
 	Namespace, VolumeID, AllocationID string
 	// Usage selects one usage of the volume. The zero Usage means every

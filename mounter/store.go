@@ -27,14 +27,10 @@ const (
 	bootIDFile  = "/proc/sys/kernel/random/boot_id"
 )
 
-var (
-	// volumesBucket holds one key per tracked volume, in both databases.
-	volumesBucket = []byte("volumes")
-	// ownBucket holds, in mounter.db, the ID of the last commit this
-	// version made: a commit of another writer (an older version, which
-	// knows nothing of the notes) leaves it behind.
-	ownBucket = []byte("own")
-)
+// The buckets (see the package doc). A commit of another writer to
+// mounter.db (an older version, which knows nothing of the notes)
+// leaves "own" behind.
+var volumesBucket, ownBucket = []byte("volumes"), []byte("own")
 
 // batchDelay is how long bbolt's Batch waits for more writers: about
 // one fdatasync, the time the writer ahead holds the lock anyway
@@ -60,10 +56,9 @@ type store struct {
 func (k volKey) bytes() []byte { return []byte(k.namespace + "/" + k.volumeID) }
 
 // openStore opens (creating) the state in dir, imports the files of
-// older versions, and returns the records. notes asks for notes (New
-// wants them when db is synced: they save syncs). mounter.db or an
-// older file that cannot be read is a *StateError; a state that another
-// Mounter holds fails after a second.
+// older versions, and returns the records; notes asks for notes.
+// mounter.db or an older file that cannot be read is a *StateError; a
+// state that another Mounter holds fails after a second.
 func openStore(dir string, sync, notes bool, logger hclog.Logger) (*store, map[volKey]*volumeRecord, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, nil, fmt.Errorf("create mounter state directory %s: %w", dir, err)
@@ -74,9 +69,7 @@ func openStore(dir string, sync, notes bool, logger hclog.Logger) (*store, map[v
 		return nil, nil, err
 	}
 	vals, recs, err := load(s.db)
-	if err == nil && vals == nil {
-		// Made only when missing: a start writes nothing to a database
-		// it refuses.
+	if err == nil && vals == nil { // never written to a database refused
 		vals, recs = map[string][]byte{}, map[volKey]*volumeRecord{}
 		if err = s.db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucket(volumesBucket); return err }); err != nil {
 			err = &StateError{Path: s.db.Path(), Reason: "cannot prepare the state database", Err: err}
@@ -96,13 +89,12 @@ func openStore(dir string, sync, notes bool, logger hclog.Logger) (*store, map[v
 	return s, recs, nil
 }
 
-// lastTx is the ID of db's last commit.
 func (s *store) lastTx() (id uint64) {
 	_ = s.db.View(func(tx *bolt.Tx) error { id = uint64(tx.ID()); return nil })
 	return id
 }
 
-// syncs counts db's commits since open, each synced unless NoSync.
+// syncs counts db's synced commits since open.
 func (s *store) syncs() uint64 {
 	if !s.sync {
 		return 0
@@ -111,9 +103,8 @@ func (s *store) syncs() uint64 {
 }
 
 func openDB(p string, noSync bool) (*bolt.DB, error) {
-	// NoFreelistSync: a commit does not write the free list, which Open
-	// rebuilds from a few pages. Timeout: a previous agent still
-	// stopping gets a second.
+	// A commit does not write the free list, which Open rebuilds; a
+	// previous agent still stopping gets a second.
 	db, err := bolt.Open(p, 0o600, &bolt.Options{Timeout: time.Second, NoSync: noSync, NoGrowSync: noSync, NoFreelistSync: true})
 	if errors.Is(err, bolt.ErrTimeout) {
 		return nil, fmt.Errorf("state database %s is locked by another process (a second node agent on the same state directory, or one still stopping?): %w", p, err)
@@ -126,8 +117,8 @@ func openDB(p string, noSync bool) (*bolt.DB, error) {
 }
 
 // load checks db and reads its records, by key and decoded; nil if it
-// has no bucket yet. One record that fails fails the whole load:
-// forgetting a record could leak a mount or unstage a volume in use.
+// has no bucket yet. One bad record fails the load: forgetting it could
+// leak a mount or unstage a volume in use.
 func load(db *bolt.DB) (vals map[string][]byte, recs map[volKey]*volumeRecord, err error) {
 	p := db.Path()
 	defer func() {
@@ -164,8 +155,8 @@ func load(db *bolt.DB) (vals map[string][]byte, recs map[volKey]*volumeRecord, e
 	return vals, recs, err
 }
 
-// decodeRecord reads and validates a record that names its volume
-// itself (in a database or a slot file).
+// decodeRecord reads and validates a record of a database or a slot
+// file.
 func decodeRecord(v []byte) (*volumeRecord, error) {
 	rec := new(volumeRecord)
 	if err := decodeStrict(v, rec); err != nil {
@@ -174,8 +165,8 @@ func decodeRecord(v []byte) (*volumeRecord, error) {
 	return rec, cmp.Or(csi.ValidateNamespace(rec.Namespace), csi.ValidateVolumeID(rec.VolumeID), rec.check(rec.Namespace, rec.VolumeID))
 }
 
-// decodeStrict decodes one JSON value into v, refusing unknown fields
-// and trailing data.
+// decodeStrict decodes one JSON value, refusing unknown fields and
+// trailing data.
 func decodeStrict(data []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
@@ -188,13 +179,11 @@ func decodeStrict(data []byte, v any) error {
 	return nil
 }
 
-// openNotes opens this boot's notes. If this boot wrote them (an agent
-// restarted) and db's last commit is ours, they hold every write since
-// and are what the Mounter loads; db catches up with its next commit.
-// Otherwise they may miss writes (lost to the crash that ended another
-// boot, or made by another writer to db), and go unread, as do notes
-// that cannot be read; new notes start as a copy of db. Without a boot
-// ID, or unless enabled, there are no notes, and old ones go.
+// openNotes opens this boot's notes. If db's last commit is ours, they
+// hold every write since and are what the Mounter loads (db catches up
+// with its next commit). Otherwise, or if they cannot be read, they go
+// unread, and new notes start as a copy of db. Without a boot ID, or
+// unless enabled, there are no notes, and old ones go.
 func (s *store) openNotes(dir string, recs map[volKey]*volumeRecord, vals map[string][]byte, enabled bool) (map[volKey]*volumeRecord, error) {
 	p := ""
 	if boot, err := os.ReadFile(bootIDFile); err == nil && enabled {
@@ -253,8 +242,7 @@ func (s *store) openNotes(dir string, recs map[volKey]*volumeRecord, vals map[st
 }
 
 // save writes the volume's record (nil: it tracks nothing) so that no
-// crash loses it once save returns nil: to db, with the notes db
-// lacks, then to the notes.
+// crash loses it: to db, with the notes db lacks, then to the notes.
 func (s *store) save(k volKey, rec *volumeRecord) error {
 	key, data, err := encode(k, rec)
 	if err == nil {
@@ -300,12 +288,11 @@ func (s *store) putNote(key, data []byte) error {
 	return s.notes.Update(func(tx *bolt.Tx) error { return put(tx.Bucket(volumesBucket), key, data) })
 }
 
-// update runs fn in a db write transaction, synced unless NoSync, and
-// marks the commit as this version's. A lone writer commits at once
-// (Update); with syncing on, one that finds another writing joins
-// bbolt's Batch, which commits every waiting writer's fn in one
-// transaction and one sync. fn may run more than once (Batch retries a
-// batch without the fn that failed).
+// update runs fn in a db write transaction and marks the commit as this
+// version's. A lone writer commits at once (Update); with syncing on,
+// one that finds another writing joins bbolt's Batch, which commits
+// every waiting writer's fn with one sync. fn may run more than once
+// (Batch retries a batch without the fn that failed).
 func (s *store) update(fn func(*bolt.Bucket) error) error {
 	count := func(tx *bolt.Tx) error {
 		own, err := tx.CreateBucketIfNotExists(ownBucket)
@@ -350,8 +337,7 @@ func put(b *bolt.Bucket, k, v []byte) error {
 	return b.Put(k, v)
 }
 
-// close writes the notes db lacks (a reboot drops the notes) and closes
-// both databases.
+// close writes the notes db lacks and closes both databases.
 func (s *store) close() error {
 	var err error
 	if len(s.pending) > 0 {

@@ -11,14 +11,11 @@ import (
 	"github.com/csikit/csikit/csi"
 )
 
-// formatVersion is the version of the volumeRecord this package writes.
-// Version 2 files hold the same record, version 1 files stages keyed by
-// the full usage; New imports both (import.go). A record of any other
-// version is refused (StateError), never guessed at.
+// formatVersion is the version of the volumeRecord this package writes;
+// New imports versions 1 and 2 (import.go) and refuses any other.
 const formatVersion = 3
 
-// stageState is where the staging of a volume under one stage usage
-// stands. The empty state means the plugin does not stage.
+// stageState is where a stage stands; empty: the plugin does not stage.
 type stageState string
 
 const (
@@ -28,10 +25,9 @@ const (
 	stageUnstaging stageState = "unstaging" // being called, or failed: may still be staged
 )
 
-// publishState is where the publication for one allocation stands.
-// Every state means "may be published": a publication is dropped only
-// once the plugin has confirmed that the volume is not published there,
-// or refused to publish it with a Final error.
+// publishState is where a publication stands. Every state means "may
+// be published": a publication is dropped only once the plugin has
+// confirmed that it is gone, or refused it with a Final error.
 type publishState string
 
 const (
@@ -41,10 +37,8 @@ const (
 )
 
 // volumeRecord is the tracker's record of one volume on this node, the
-// value of its key in the state database. The record written is always
-// at least as pessimistic as the truth (see the package doc): a change
-// that widens what may be staged or published is saved before the
-// plugin call; a change that narrows it is noted after.
+// value of its key in the state database, always at least as
+// pessimistic as the truth (see the package doc).
 type volumeRecord struct {
 	Version                                   int
 	Namespace, VolumeID, ExternalID, PluginID string
@@ -57,9 +51,8 @@ type volumeRecord struct {
 	Stages map[StageUsage]*stageRecord
 }
 
-// stageRecord tracks the stage of a volume under one stage usage and the
-// allocations published from it (by ID): writers read-write, readers
-// read-only.
+// stageRecord tracks a stage and the allocations published from it, by
+// ID: writers read-write, readers read-only.
 type stageRecord struct {
 	Stage            stageState              `json:",omitempty"`
 	StagingPath      string                  `json:",omitempty"`
@@ -80,7 +73,6 @@ type pubRef struct {
 
 func (r *volumeRecord) key() volKey { return volKey{r.Namespace, r.VolumeID} }
 
-// pubs returns the publications of a claim mode.
 func (s *stageRecord) pubs(mode csi.ClaimMode) *map[string]*allocRecord {
 	if mode == csi.ClaimRead {
 		return &s.Readers
@@ -88,7 +80,6 @@ func (s *stageRecord) pubs(mode csi.ClaimMode) *map[string]*allocRecord {
 	return &s.Writers
 }
 
-// pub returns the publication of an allocation, or nil.
 func (s *stageRecord) pub(mode csi.ClaimMode, allocID string) *allocRecord {
 	return (*s.pubs(mode))[allocID]
 }
@@ -106,11 +97,10 @@ func (s *stageRecord) setPub(mode csi.ClaimMode, allocID string, a *allocRecord)
 	}
 }
 
-// users counts the stage's publications, whatever their state.
 func (s *stageRecord) users() int { return len(s.Writers) + len(s.Readers) }
 
-// publications returns the stage's publications in a stable order:
-// writers, then readers, each by allocation ID.
+// publications returns the stage's publications: writers, then
+// readers, each by allocation ID.
 func (s *stageRecord) publications() []pubRef {
 	out := make([]pubRef, 0, s.users())
 	for _, mode := range []csi.ClaimMode{csi.ClaimWrite, csi.ClaimRead} {
@@ -122,8 +112,7 @@ func (s *stageRecord) publications() []pubRef {
 	return out
 }
 
-// liveUsers describes the publications that are not being torn down,
-// for an error message: "a1 (w-snw-fs)".
+// liveUsers lists the publications not being torn down: "a1 (w-snw-fs)".
 func (s *stageRecord) liveUsers(sk StageUsage) []string {
 	var out []string
 	for _, p := range s.publications() {
@@ -164,13 +153,11 @@ func cloneAllocs(m map[string]*allocRecord) map[string]*allocRecord {
 	return c
 }
 
-// sortedStages returns the record's stage usages in a stable order.
 func (r *volumeRecord) sortedStages() []StageUsage {
 	return slices.SortedFunc(maps.Keys(r.Stages), func(a, b StageUsage) int { return strings.Compare(a.String(), b.String()) })
 }
 
-// prune drops the stages with nothing left, and returns nil when no
-// stage is left.
+// prune drops the stages with nothing left; nil when none is left.
 func (r *volumeRecord) prune() *volumeRecord {
 	if r == nil {
 		return nil
@@ -187,8 +174,7 @@ func (r *volumeRecord) prune() *volumeRecord {
 }
 
 // check validates a record read from disk as the record of (namespace,
-// volumeID): a version 1 or 2 file is named after its volume, and the
-// record must agree with the name.
+// volumeID), which a version 1 or 2 file is named after.
 func (r *volumeRecord) check(namespace, volumeID string) error {
 	if r.Version != formatVersion {
 		return fmt.Errorf("format version %d is not the version %d this build writes", r.Version, formatVersion)

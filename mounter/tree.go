@@ -10,32 +10,30 @@ import (
 	"syscall"
 )
 
-// tree is the mount root as the mounter reaches it: every directory the
-// mounter makes, checks or removes beneath it is reached one element at
-// a time through os.Root, which keeps every call inside the root but
-// follows a link that stays inside it. So each element is Lstat-ed
-// first (a link is an *UnsafePathError naming it; anything else but a
-// directory is ENOTDIR, never opened), and what is opened must be what
-// Lstat saw. The root is resolved once, at New (links above it are the
-// host's), and reached the same way from its parent at each call; the
-// paths handed to the plugin are built on it. On Linux, a check and a
-// removal take a fast path first (tree_linux.go): one openat2(2) that
-// refuses a link anywhere on the path; whatever it does not open goes
-// to the walk.
+// tree is the mount root as the mounter reaches it: every directory it
+// makes, checks or removes beneath the root is reached one element at a
+// time through os.Root, which stays inside the root but follows a link
+// that does. So each element is Lstat-ed first (a link is an
+// *UnsafePathError naming it; anything but a directory is ENOTDIR,
+// never opened), and what is opened must be what Lstat saw. The root is
+// resolved once, at New (links above it are the host's). On Linux, a
+// check and a removal first try one openat2(2) that refuses a link
+// anywhere on the path (tree_linux.go); what it does not open goes to
+// the walk.
 type tree struct {
-	mu sync.Mutex // serializes making and removing shared parent directories
-	// root is the mount root with no link in it.
-	root string
-	// alias is Config.Root as given when it differs from root (a
-	// host's link above the root): paths recorded in the state by a
-	// version that did not resolve the root start with it, and name the
-	// same directories.
+	mu   sync.Mutex // serializes making and removing shared parent directories
+	root string     // the mount root, with no link in it
+	// alias is the root as given when a host's link above it differs:
+	// paths recorded by a version that did not resolve the root start
+	// with it.
 	alias string
 }
 
-// newTree creates the root if need be (its parents, the host's, may be
-// links), resolves it, and creates the staging and per-alloc
-// directories beneath it, which must not be links.
+// errLinkHere is removeNoLinks' answer for a name that is a link.
+var errLinkHere = errors.New("is a symbolic link")
+
+// newTree creates and resolves the root (its parents, the host's, may be
+// links) and creates the staging and per-alloc directories beneath it.
 func newTree(given string) (*tree, error) {
 	given = filepath.Clean(given)
 	if err := os.MkdirAll(given, 0o750); err != nil {
@@ -57,10 +55,9 @@ func newTree(given string) (*tree, error) {
 	return t, nil
 }
 
-// elems splits p, a path built on the root or recorded in the state,
-// into its elements beneath the root. A path not strictly beneath it
-// (a state file edited by hand, or written with another Config.Root)
-// is an *UnsafePathError: the mounter acts on nothing outside its root.
+// elems splits p into its elements beneath the root. A path not
+// strictly beneath it (recorded with another Config.Root, or edited by
+// hand) is an *UnsafePathError.
 func (t *tree) elems(p string) ([]string, error) {
 	p = filepath.Clean(p)
 	for _, r := range []string{t.root, t.alias} {
@@ -75,7 +72,6 @@ func (t *tree) elems(p string) ([]string, error) {
 		" (recorded under another Config.Root?): the mounter makes and removes directories only beneath its root; unmount the volume there, or restore Config.Root"}
 }
 
-// path is the full path of elems, for errors and logs.
 func (t *tree) path(elems []string) string {
 	return filepath.Join(append([]string{t.root}, elems...)...)
 }
@@ -91,7 +87,7 @@ func (t *tree) linkError(elems []string) error {
 }
 
 // pathError names the element at fault in err, an error of os.Root's
-// (whose paths are relative to the directory it was opened at).
+// (relative to the directory it was opened at).
 func (t *tree) pathError(elems []string, err error) error {
 	var pe *fs.PathError
 	if errors.As(err, &pe) {
@@ -100,10 +96,9 @@ func (t *tree) pathError(elems []string, err error) error {
 	return err
 }
 
-// mkdirAll creates directory p beneath the root and its missing parents
-// (mode 0750), as os.MkdirAll would, but refuses a link anywhere beneath
-// the root; with leafAnyKind, p itself is made if missing and otherwise
-// taken as it is, a link included (a mount point of the plugin's).
+// mkdirAll is os.MkdirAll beneath the root (mode 0750) refusing links;
+// with leafAnyKind, p itself is made if missing and otherwise taken as
+// it is, a link included (a mount point of the plugin's).
 func (t *tree) mkdirAll(p string, leafAnyKind bool) error {
 	e, err := t.elems(p)
 	if err != nil {
@@ -130,40 +125,33 @@ func (t *tree) mkdirAll(p string, leafAnyKind bool) error {
 	return dir.Close()
 }
 
-// check returns an *UnsafePathError if an element of p beneath the root
-// that exists, p included, is a symbolic link; it refuses links only. A
-// path not beneath the root, recorded in the state under an earlier
-// Config.Root, passes, so that its teardown still reaches the plugin
-// (mkdirAll refuses to make directories there, removeEmpty leaves it).
+// check returns an *UnsafePathError if an existing element of p
+// beneath the root, p included, is a symbolic link. A path not beneath
+// the root (recorded under an earlier Config.Root) passes, so that its
+// teardown still reaches the plugin.
 func (t *tree) check(p string) error {
 	e, err := t.elems(p)
 	if err != nil || noLinks(t.path(e)) {
 		return nil
 	}
-	parent, err := t.leaf(e)
-	var unsafe *UnsafePathError
-	switch {
-	case errors.As(err, &unsafe):
-		return err
-	case errors.Is(err, fs.ErrNotExist), errors.Is(err, syscall.ENOTDIR):
-		return nil
-	case err != nil:
-		return err
+	parent, err := t.open(e[:len(e)-1], false)
+	if err == nil {
+		_, err = t.lstat(parent, e[len(e)-1], e)
+		parent.Close()
 	}
-	return parent.Close()
+	if errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
+		return nil // not made yet
+	}
+	return err
 }
 
 // removeEmpty removes p (a file too, as os.Remove would) and then its
-// parents while they are empty, stopping below <root>/<stop>, never
-// outside the root. A link is neither removed nor looked through: an
-// *UnsafePathError stops it (one swapped in between an element's Lstat
-// and unlinkat(2) is removed itself, never what it points to). It
-// returns the first error and its path; a missing directory is no
-// error, and one not empty (ENOTEMPTY, or EEXIST) ends the work.
-//
-// Each element is removed through its parent as reached by the fast
-// path (removeNoLinks) while that path is plain; from the first that is
-// not, the walk (removeWalk) does the rest.
+// parents while they are empty, stopping below <root>/<stop>. A link is
+// neither removed nor looked through: an *UnsafePathError stops it (one
+// swapped in after an element's Lstat is removed itself, never what it
+// points to). It returns the first error and its path; a missing
+// directory is no error, and one not empty ends the work. Elements go
+// through the fast path while it reaches their parents, then the walk.
 func (t *tree) removeEmpty(p, stop string) (string, error) {
 	e, err := t.elems(p)
 	if err != nil || len(e) < 2 || e[0] != stop {
@@ -188,11 +176,9 @@ func (t *tree) removeEmpty(p, stop string) (string, error) {
 	return "", nil
 }
 
-// removeWalk is removeEmpty for elems, with the lock held, through the
-// walk: the parents are walked down once and held open while the
-// elements are removed bottom up, each through the directory it was
-// found in (a walk from the root per element would cost a walk per
-// level).
+// removeWalk is removeEmpty's walk, with the lock held: the parents are
+// walked down once and held open while the elements are removed bottom
+// up, each through the directory it was found in.
 func (t *tree) removeWalk(e []string) (string, error) {
 	chain, err := t.walk(e[:len(e)-1], false)
 	defer closeAll(chain)
@@ -203,10 +189,7 @@ func (t *tree) removeWalk(e []string) (string, error) {
 	// chain[k-1], from the deepest element whose parent is open.
 	for k := min(len(e), len(chain)); k > 1; k-- {
 		parent, name := chain[k-1], e[k-1]
-		fi, err := parent.Lstat(name)
-		if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-			err = t.linkError(e[:k])
-		}
+		_, err := t.lstat(parent, name, e[:k])
 		if err == nil {
 			err = parent.Remove(name)
 		}
@@ -227,28 +210,21 @@ func closeAll(dirs []*os.Root) {
 	}
 }
 
-// leaf opens the parent of the last of elems and refuses that element
-// if it is a link or missing. The caller closes the parent.
-func (t *tree) leaf(elems []string) (*os.Root, error) {
-	last := len(elems) - 1
-	parent, err := t.open(elems[:last], false)
-	if err != nil {
-		return nil, err
-	}
-	fi, err := parent.Lstat(elems[last])
-	if err == nil && fi.Mode()&fs.ModeSymlink != 0 {
-		err = t.linkError(elems)
-	}
-	if err != nil {
-		parent.Close()
+// lstat is dir.Lstat(name) (elems, for errors), refusing a link.
+func (t *tree) lstat(dir *os.Root, name string, elems []string) (fs.FileInfo, error) {
+	fi, err := dir.Lstat(name)
+	switch {
+	case err != nil:
 		return nil, t.pathError(elems, err)
+	case fi.Mode()&fs.ModeSymlink != 0:
+		return nil, t.linkError(elems)
 	}
-	return parent, nil
+	return fi, nil
 }
 
-// open opens directory elems beneath the root, following no link;
-// with create, it makes the missing directories (0750), the root
-// included, as New made it. The caller closes the Root.
+// open opens directory elems beneath the root, following no link; with
+// create, it makes the missing directories, the root included. The
+// caller closes the Root.
 func (t *tree) open(elems []string, create bool) (*os.Root, error) {
 	if create {
 		if err := os.MkdirAll(filepath.Dir(t.root), 0o750); err != nil {
@@ -260,15 +236,13 @@ func (t *tree) open(elems []string, create bool) (*os.Root, error) {
 		closeAll(chain)
 		return nil, err
 	}
-	last := chain[len(chain)-1]
 	closeAll(chain[:len(chain)-1])
-	return last, nil
+	return chain[len(chain)-1], nil
 }
 
-// walk opens the root and then each directory of elems beneath it,
-// following no link (making them first with create), and returns them,
-// root first: the directory of elems[:i] at i. It stops at the first
-// element it cannot open, and returns what it opened with the error.
+// walk opens the root and each directory of elems beneath it as open
+// does, and returns them: the directory of elems[:i] at i. It stops at
+// the first it cannot open, returning what it opened with the error.
 // The caller closes them all.
 func (t *tree) walk(elems []string, create bool) ([]*os.Root, error) {
 	dir, err := os.OpenRoot(filepath.Dir(t.root))
@@ -288,9 +262,9 @@ func (t *tree) walk(elems []string, create bool) ([]*os.Root, error) {
 	return chain, nil
 }
 
-// step opens directory name in dir (elems, beneath the root, for
-// errors), making it first with create. A link there is refused, and
-// anything else but a directory is ENOTDIR (a FIFO would block an open).
+// step opens directory name (elems, for errors) in dir, making it first
+// with create. A link is refused, and anything but a directory is
+// ENOTDIR (a FIFO would block an open).
 func (t *tree) step(dir *os.Root, name string, elems []string, create bool) (*os.Root, error) {
 	if create {
 		// EEXIST: made by another Mounter, or a link or a file, which
@@ -299,21 +273,18 @@ func (t *tree) step(dir *os.Root, name string, elems []string, create bool) (*os
 			return nil, t.pathError(elems, err)
 		}
 	}
-	fi, err := dir.Lstat(name)
-	switch {
-	case err != nil:
-		return nil, t.pathError(elems, err)
-	case fi.Mode()&fs.ModeSymlink != 0:
-		return nil, t.linkError(elems)
-	case !fi.IsDir():
-		return nil, &fs.PathError{Op: "open", Path: t.path(elems), Err: syscall.ENOTDIR}
+	fi, err := t.lstat(dir, name, elems)
+	if err == nil && !fi.IsDir() {
+		err = &fs.PathError{Op: "open", Path: t.path(elems), Err: syscall.ENOTDIR}
+	}
+	if err != nil {
+		return nil, err
 	}
 	return t.openSame(dir, name, elems, fi)
 }
 
 // openSame opens directory name in dir, which Lstat found to be fi, and
-// refuses what it opened unless it is that directory: os.Root would
-// follow a link swapped in since, if it pointed inside the root.
+// refuses anything else: os.Root follows a link swapped in since.
 func (t *tree) openSame(dir *os.Root, name string, elems []string, fi fs.FileInfo) (*os.Root, error) {
 	sub, err := dir.OpenRoot(name)
 	if err != nil {

@@ -2,23 +2,13 @@
 
 package mounter
 
-import (
-	"errors"
+import "golang.org/x/sys/unix"
 
-	"golang.org/x/sys/unix"
-)
-
-// errLinkHere is removeNoLinks' answer for a name that is a symbolic
-// link: the caller names it.
-var errLinkHere = errors.New("is a symbolic link")
-
-// The fast path of the tree (Linux): one openat2(2) with
-// RESOLVE_NO_SYMLINKS opens a path only when no element of it, the last
-// included, is a link, where the walk takes three calls per element. It
-// decides only the plain case; anything else (a link, a missing
-// element, a kernel without openat2) goes to the walk, which finds and
-// names the cause. The paths are absolute and clean (tree.path), so no
-// ".." can lead out of the root.
+// openNoLinks is the tree's fast path: one openat2(2) opens p only when
+// no element of it is a link, where the walk takes three calls per
+// element. Anything else (a link, a missing element, a kernel without
+// openat2) goes to the walk, which names the cause. p is absolute and
+// clean (tree.path), so no ".." can lead out of the root.
 func openNoLinks(p string, flags uint64) (int, bool) {
 	fd, err := unix.Openat2(unix.AT_FDCWD, p, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_CLOEXEC | flags,
@@ -36,11 +26,10 @@ func noLinks(p string) bool {
 	return ok
 }
 
-// removeNoLinks removes name (an empty directory, or anything else but a
-// link) from directory dir, reached with no link on its path. handled is
-// false when dir cannot be reached so: the walk takes over. A name that
-// is a link is errLinkHere, and stays; one swapped in between the
-// fstatat and the unlinkat is removed itself (unlinkat follows no link).
+// removeNoLinks removes name (an empty directory, or anything but a
+// link, which is errLinkHere) from dir, reached with no link on its
+// path; handled is false when it cannot be, for the walk. A link
+// swapped in after the fstatat is removed itself (unlinkat follows none).
 func removeNoLinks(dir, name string) (handled bool, err error) {
 	fd, ok := openNoLinks(dir, unix.O_DIRECTORY)
 	if !ok {

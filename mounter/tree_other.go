@@ -2,10 +2,6 @@
 
 package mounter
 
-import "errors"
-
-var errLinkHere = errors.New("is a symbolic link")
-
 // Without openat2 there is no fast path: the tree walks every path (see
 // tree_linux.go).
 

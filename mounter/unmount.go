@@ -6,16 +6,15 @@ import (
 	"path/filepath"
 
 	"github.com/csikit/csikit/csi"
+	"github.com/csikit/csikit/csi/metrics"
 	"github.com/csikit/csikit/csi/plugin"
 )
 
-// UnmountVolume implements VolumeMounter. It also finishes the
-// teardowns of the selected stages that a crash or an earlier failure
-// interrupted. The plugin, external ID and paths come from the tracker,
-// so it works after a restart; nothing tracked means nothing to do. A
-// missing plugin (csi.ErrPluginNotFound, Retryable) or a symbolic link
-// on a path (ErrUnsafePath, Final) fails it before the plugin call that
-// needs it; any failure leaves the teardown recorded for a retry.
+// UnmountVolume implements VolumeMounter. It also finishes interrupted
+// teardowns of the selected stages. A missing plugin
+// (csi.ErrPluginNotFound, Retryable) or a symbolic link on a path
+// (ErrUnsafePath, Final) fails it before the plugin call that needs it;
+// any failure leaves the teardown recorded for a retry.
 func (m *Mounter) UnmountVolume(ctx context.Context, req *UnmountRequest) error {
 	if err := req.Validate(); err != nil {
 		return fmt.Errorf("unmount volume: %w", err)
@@ -31,7 +30,6 @@ func (m *Mounter) UnmountVolume(ctx context.Context, req *UnmountRequest) error 
 	return nil
 }
 
-// teardown is the work planned for one stage.
 type teardown struct {
 	stage     StageUsage
 	unpublish []pubRef
@@ -103,9 +101,7 @@ func planTeardown(rec *volumeRecord, req *UnmountRequest) []teardown {
 }
 
 // saveTeardown saves the intents of the plan's calls in one durable
-// write, which also keeps a crash from bringing the allocation back as
-// a live user once the unmount has returned. If it fails, the record
-// stays as it was.
+// write. If it fails, the record stays as it was.
 func (m *Mounter) saveTeardown(v *volume, plan []teardown) error {
 	next := v.rec.clone()
 	for _, t := range plan {
@@ -145,9 +141,8 @@ func (m *Mounter) carryOut(ctx context.Context, client plugin.NodeClient, rec *v
 	return nil
 }
 
-// finishStages tears down the volume's stages other than keep that no
-// allocation uses any more: the interrupted unpublishes, then the
-// unstage, as an unmount does.
+// finishStages tears down, as an unmount does, the volume's stages
+// other than keep that no allocation uses any more.
 func (m *Mounter) finishStages(ctx context.Context, client plugin.NodeClient, v *volume, keep StageUsage) error {
 	for _, sk := range v.rec.sortedStages() {
 		s := v.rec.Stages[sk]
@@ -169,8 +164,7 @@ func (m *Mounter) finishStages(ctx context.Context, client plugin.NodeClient, v 
 }
 
 // completeUnpublishes finishes the interrupted unpublishes of other
-// allocations of the stage. A failure is logged, and the next call
-// tries again.
+// allocations of the stage; a failure is logged for the next call.
 func (m *Mounter) completeUnpublishes(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, s *stageRecord, mode csi.ClaimMode, except string) {
 	for _, p := range s.publications() {
 		if p.mode == mode && p.alloc == except || p.rec.State != publishUnpublishing {
@@ -196,14 +190,13 @@ func (m *Mounter) unpublish(ctx context.Context, client plugin.NodeClient, rec *
 	if !csi.TeardownDone(err) {
 		return fmt.Errorf("NodeUnpublishVolume for allocation %s: %w", allocID, err)
 	}
-	m.count(eventUnpublished, rec.PluginID)
+	m.count(metrics.MountsUnpublished, rec.PluginID)
 	m.removeEmpty(filepath.Dir(target), perAllocDir)
 	return nil
 }
 
 // unstage calls NodeUnstageVolume (NotFound is done) and removes the
-// staging directory and its empty parents. A path below a link is not
-// sent.
+// staging directory and its empty parents, as unpublish does.
 func (m *Mounter) unstage(ctx context.Context, client plugin.NodeClient, rec *volumeRecord, s *stageRecord) error {
 	if err := m.refuseLinks(s.StagingPath, false); err != nil {
 		return fmt.Errorf("NodeUnstageVolume not sent: %w", err)
@@ -213,7 +206,7 @@ func (m *Mounter) unstage(ctx context.Context, client plugin.NodeClient, rec *vo
 	if !csi.TeardownDone(err) {
 		return fmt.Errorf("NodeUnstageVolume: %w", err)
 	}
-	m.count(eventUnstaged, rec.PluginID)
+	m.count(metrics.MountsUnstaged, rec.PluginID)
 	m.removeEmpty(s.StagingPath, stagingDir)
 	return nil
 }

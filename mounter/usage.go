@@ -9,9 +9,8 @@ import (
 // Usage is how an allocation uses a volume on this node: the claim mode
 // and the (access, attachment) pair. The volume is published once per
 // allocation under its usage, and staged once per node under its
-// StageUsage. Its String form is short and safe as a single path
-// element: the claim mode, a dash, and the StageUsage's form, for
-// example "w-snw-fs" (write claim, single-node-writer, file system).
+// StageUsage. Its String form is a safe path element, for example
+// "w-snw-fs" (write claim, single-node-writer, file system).
 type Usage struct {
 	ClaimMode      csi.ClaimMode
 	AccessMode     csi.AccessMode
@@ -19,9 +18,8 @@ type Usage struct {
 }
 
 // StageUsage is how a volume is staged on this node: the (access,
-// attachment) pair of its usages, without the claim mode, as
-// NodeStageVolume has no read-only flag (see "One stage per volume" in
-// the package doc). Its String form is short and safe as a single path
+// attachment) pair of its usages, without the claim mode (see "One
+// stage per volume" in the package doc). Its String form is a safe path
 // element, for example "snw-fs" or "mnro-blk".
 type StageUsage struct {
 	AccessMode     csi.AccessMode
@@ -31,13 +29,12 @@ type StageUsage struct {
 // accessAbbrev is indexed by csi.AccessMode; entry 0 (unknown) is unused.
 var accessAbbrev = [...]string{"", "snw", "snro", "mnro", "mnsw", "mnmw", "snsw", "snmw"}
 
-// UsageOf returns the usage of a claim with the given mode and capability.
+// UsageOf returns the usage of a claim.
 func UsageOf(mode csi.ClaimMode, c csi.Capability) Usage {
 	return Usage{ClaimMode: mode, AccessMode: c.AccessMode, AttachmentMode: c.AttachmentMode}
 }
 
-// StageUsage returns the stage the usage publishes from: u without its
-// claim mode.
+// StageUsage returns u without its claim mode.
 func (u Usage) StageUsage() StageUsage {
 	return StageUsage{AccessMode: u.AccessMode, AttachmentMode: u.AttachmentMode}
 }
@@ -45,12 +42,10 @@ func (u Usage) StageUsage() StageUsage {
 // Capability returns the usage's (access, attachment) pair.
 func (u Usage) Capability() csi.Capability { return u.StageUsage().Capability() }
 
-// ReadOnly reports whether the volume is published read-only: every read
-// claim is.
+// ReadOnly reports whether the volume is published read-only.
 func (u Usage) ReadOnly() bool { return u.ClaimMode == csi.ClaimRead }
 
-// IsZero reports whether u is the zero Usage, which an UnmountRequest
-// uses to mean "whatever usage the allocation has".
+// IsZero reports whether u is the zero Usage.
 func (u Usage) IsZero() bool { return u == Usage{} }
 
 // Validate checks that u names a defined claim mode and capability, and
@@ -92,9 +87,8 @@ func ParseUsage(s string) (Usage, error) {
 	return Usage{}, fmt.Errorf("%w: %q is not a usage: expected <r|w>-<access>-<fs|blk>, for example \"w-snw-fs\"", csi.ErrInvalidRequest, s)
 }
 
-// MarshalText implements encoding.TextMarshaler. The zero Usage, which
-// an UnmountRequest reads as "whatever usage the allocation has",
-// encodes as the empty string.
+// MarshalText implements encoding.TextMarshaler. The zero Usage encodes
+// as the empty string.
 func (u Usage) MarshalText() ([]byte, error) {
 	if u.IsZero() {
 		return []byte{}, nil
@@ -104,10 +98,11 @@ func (u Usage) MarshalText() ([]byte, error) {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (u *Usage) UnmarshalText(b []byte) error {
-	v, err := Usage{}, error(nil)
-	if len(b) > 0 {
-		v, err = ParseUsage(string(b))
+	if len(b) == 0 {
+		*u = Usage{}
+		return nil
 	}
+	v, err := ParseUsage(string(b))
 	if err == nil {
 		*u = v
 	}
@@ -119,7 +114,7 @@ func (s StageUsage) Capability() csi.Capability {
 	return csi.Capability{AccessMode: s.AccessMode, AttachmentMode: s.AttachmentMode}
 }
 
-// Usage returns the usage of a claim with the given mode under s.
+// Usage returns the usage of a claim of the given mode under s.
 func (s StageUsage) Usage(mode csi.ClaimMode) Usage {
 	return Usage{ClaimMode: mode, AccessMode: s.AccessMode, AttachmentMode: s.AttachmentMode}
 }
@@ -163,8 +158,7 @@ func stageUsages() []StageUsage {
 	return out
 }
 
-// MarshalText implements encoding.TextMarshaler (records key stages by
-// their String form).
+// MarshalText implements encoding.TextMarshaler.
 func (s StageUsage) MarshalText() ([]byte, error) { return []byte(s.String()), s.Validate() }
 
 // UnmarshalText implements encoding.TextUnmarshaler.
