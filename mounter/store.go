@@ -242,18 +242,24 @@ func (s *store) openNotes(dir string, recs map[volKey]*volumeRecord, vals map[st
 }
 
 // save writes the volume's record (nil: it tracks nothing) so that no
-// crash loses it: to db, with the notes db lacks, then to the notes.
+// crash loses it: to db, with the notes db lacks, then to the notes. A
+// write that fails gives the notes back for the next.
 func (s *store) save(k volKey, rec *volumeRecord) error {
 	key, data, err := encode(k, rec)
 	if err == nil {
+		var pend map[string][]byte
 		err = s.update(func(b *bolt.Bucket) error {
-			s.mu.Lock()
-			pend := s.pending
-			s.pending = map[string][]byte{}
-			s.mu.Unlock()
-			pend[string(key)] = data // newer than a note of k
-			return putAll(b, pend)
+			if pend == nil { // fn may run again (see update): the same notes
+				pend = s.takePending()
+			}
+			if err := putAll(b, pend); err != nil {
+				return err
+			}
+			return put(b, key, data) // newer than a note of k
 		})
+		if err != nil {
+			s.givePending(pend)
+		}
 	}
 	if err == nil && s.notes != nil {
 		err = s.putNote(key, data)
@@ -282,6 +288,28 @@ func (s *store) note(k volKey, rec *volumeRecord) error {
 	s.pending[string(key)] = data
 	s.mu.Unlock()
 	return nil
+}
+
+// takePending returns the notes db lacks, which are then the caller's
+// to write.
+func (s *store) takePending() map[string][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pend := s.pending
+	s.pending = map[string][]byte{}
+	return pend
+}
+
+// givePending gives back notes taken for a write that failed, under
+// the newer notes of their volumes.
+func (s *store) givePending(pend map[string][]byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, v := range pend {
+		if _, newer := s.pending[k]; !newer {
+			s.pending[k] = v
+		}
+	}
 }
 
 func (s *store) putNote(key, data []byte) error {

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
+	bolt "go.etcd.io/bbolt"
 
 	"github.com/csikit/csikit/csi"
 )
@@ -201,5 +202,58 @@ func TestVolumeRecord_Clone(t *testing.T) {
 	}
 	if (*volumeRecord)(nil).clone() != nil {
 		t.Error("the clone of nil is not nil")
+	}
+}
+
+// TestStore_FailedSaveKeepsNotes: a save whose write fails after it took
+// the notes that mounter.db lacks gives them back, so that the next save
+// writes them: otherwise mounter.db, all that an OS crash leaves, would
+// keep a record that a note had already narrowed (here, removed). With
+// another writer in flight the save goes through bbolt's Batch, which
+// runs a failing fn a second time, alone: the second run must write the
+// notes the first took, not the (now empty) pending set.
+func TestStore_FailedSaveKeepsNotes(t *testing.T) {
+	for _, batched := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batched=%v", batched), func(t *testing.T) {
+			s, _, err := openStore(t.TempDir(), true, true, hclog.NewNullLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.close()
+			if s.notes == nil {
+				t.Skip("no boot ID on this machine, so no notes")
+			}
+			a, b := volKey{"default", "a"}, volKey{"default", "b"}
+			if err := s.save(a, testRecord("a", 1)); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.note(a, nil); err != nil { // a torn down: in the notes only
+				t.Fatal(err)
+			}
+			// bbolt refuses the key, so the write fails after fn took the notes.
+			huge := volKey{"default", strings.Repeat("x", bolt.MaxKeySize)}
+			if batched {
+				s.writers.Add(1) // another writer in flight
+			}
+			err = s.save(huge, testRecord("x", 1))
+			if batched {
+				s.writers.Add(-1)
+			}
+			if err == nil {
+				t.Fatal("a save under a key bbolt refuses succeeded")
+			}
+			if err := s.save(b, testRecord("b", 1)); err != nil {
+				t.Fatal(err)
+			}
+			err = s.db.View(func(tx *bolt.Tx) error {
+				if v := tx.Bucket(volumesBucket).Get(a.bytes()); v != nil {
+					t.Errorf("mounter.db still holds volume a after its removal was noted and a later save committed: %s", v)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
 	}
 }
