@@ -24,13 +24,13 @@ import (
 // from the release command to the last claim freed, divided by it.
 //
 // 20 ms is a fast real plugin (an unmount, or a detach through a storage
-// API, takes longer), and about the least at which a 2-core machine can
-// keep 64 calls in flight: the floor is then the plugins' latency
-// (rpcfloor-vs-bound near 1). At 2 ms the bound would ask for over ten
-// thousand releases a second, more CPU than two cores have for the fake
-// plugins' gRPC alone; both sides are then CPU-bound, and the wall ratio
-// is a ratio of CPU times, which release-cpu-vs-rpcfloor reports in any
-// case.
+// API, takes longer), and about the least at which, on two cores, the
+// plugins' latency and not the CPU bounds both the floor
+// (rpcfloor-vs-bound near 1) and the release. At 2 ms the bound asks
+// for over ten thousand releases a second, more CPU than two cores have
+// for the fake plugins' gRPC alone; both sides are then CPU-bound, and
+// the wall ratio is a ratio of CPU times, which release-cpu-vs-rpcfloor
+// reports in any case.
 //
 // Every node has its own csitest node plugin on its own socket; one
 // csitest controller serves the controller calls; every RPC crosses a
