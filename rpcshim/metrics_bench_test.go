@@ -104,7 +104,7 @@ func BenchmarkServer_MetricsOverhead(b *testing.B) {
 	e := newSrvEnv(b, csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true})
 	prom, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Registerer: prometheus.NewRegistry(), Expiration: time.Hour, Name: "csikit"})
 	must(b, err)
-	sink := &switchSink{to: prom}
+	sink := newSwitchSink(prom)
 	e.meter(b, sink)
 	ctx := context.Background()
 	var tOn, tOff, tOff2 []time.Duration
@@ -134,48 +134,33 @@ func BenchmarkServer_MetricsOverhead(b *testing.B) {
 // switchSink passes every emit to its sink while on, and drops it
 // otherwise.
 type switchSink struct {
-	on atomic.Bool
-	to metrics.Sink
+	on      atomic.Bool
+	to, off metrics.Sink
 }
 
-func (s *switchSink) SetGauge(key []string, val float32) {
+func newSwitchSink(to metrics.Sink) *switchSink { return &switchSink{to: to, off: metrics.Or(nil)} }
+
+// now is the sink an emit goes to.
+func (s *switchSink) now() metrics.Sink {
 	if s.on.Load() {
-		s.to.SetGauge(key, val)
+		return s.to
 	}
+	return s.off
 }
+
+func (s *switchSink) SetGauge(key []string, val float32)    { s.now().SetGauge(key, val) }
+func (s *switchSink) EmitKey(key []string, val float32)     { s.now().EmitKey(key, val) }
+func (s *switchSink) IncrCounter(key []string, val float32) { s.now().IncrCounter(key, val) }
+func (s *switchSink) AddSample(key []string, val float32)   { s.now().AddSample(key, val) }
 
 func (s *switchSink) SetGaugeWithLabels(key []string, val float32, labels []metrics.Label) {
-	if s.on.Load() {
-		s.to.SetGaugeWithLabels(key, val, labels)
-	}
-}
-
-func (s *switchSink) EmitKey(key []string, val float32) {
-	if s.on.Load() {
-		s.to.EmitKey(key, val)
-	}
-}
-
-func (s *switchSink) IncrCounter(key []string, val float32) {
-	if s.on.Load() {
-		s.to.IncrCounter(key, val)
-	}
+	s.now().SetGaugeWithLabels(key, val, labels)
 }
 
 func (s *switchSink) IncrCounterWithLabels(key []string, val float32, labels []metrics.Label) {
-	if s.on.Load() {
-		s.to.IncrCounterWithLabels(key, val, labels)
-	}
-}
-
-func (s *switchSink) AddSample(key []string, val float32) {
-	if s.on.Load() {
-		s.to.AddSample(key, val)
-	}
+	s.now().IncrCounterWithLabels(key, val, labels)
 }
 
 func (s *switchSink) AddSampleWithLabels(key []string, val float32, labels []metrics.Label) {
-	if s.on.Load() {
-		s.to.AddSampleWithLabels(key, val, labels)
-	}
+	s.now().AddSampleWithLabels(key, val, labels)
 }
