@@ -540,3 +540,27 @@ func TestCLI_ServerMode_AddressInUse(t *testing.T) {
 		t.Errorf("exit %d, stderr %q", code, errOut)
 	}
 }
+
+// TestCLI_Completion_OffersEveryCommand: the completion script offers
+// every top-level command the help lists.
+func TestCLI_Completion_OffersEveryCommand(t *testing.T) {
+	help, _, code := runCLI(t, "-h")
+	if code != cli.ExitOK {
+		t.Fatalf("refserver -h: exit %d", code)
+	}
+	script, _, code := runCLI(t, "completion", "bash")
+	if code != cli.ExitOK {
+		t.Fatalf("refserver completion bash: exit %d", code)
+	}
+	commands, _, _ := strings.Cut(help, "\nExample:")
+	listed := regexp.MustCompile(`(?m)^  ([a-z]+) `).FindAllStringSubmatch(commands, -1)
+	offered := regexp.MustCompile(`compgen -W "([^"]*)"`).FindStringSubmatch(script)
+	if len(listed) == 0 || offered == nil {
+		t.Fatalf("no commands in the help (%d) or the script (%q)", len(listed), offered)
+	}
+	for _, m := range listed {
+		if !slices.Contains(strings.Fields(offered[1]), m[1]) {
+			t.Errorf("the help lists %q; completion offers only %q", m[1], offered[1])
+		}
+	}
+}

@@ -53,8 +53,9 @@ compdef _refserver refserver
 `,
 }
 
-// commands are the top-level commands, for completion.
-var commands = []string{"demo", "server", "agent", "volume", "plugin", "node", "cluster", "claim", "release", "version", "completion", "tls", "keyring", "help"}
+// modes are the top-level commands that are not groups of subcommands;
+// completion offers them and every group of env.groups.
+var modes = []string{"demo", "server", "agent", "claim", "release", "version", "completion", "help"}
 
 func (e *env) completion(args []string) int {
 	fs := e.modeFlags("completion", "Prints a completion script for bash or zsh. Subcommands come from the command table and flags from each command's -h.",
@@ -76,7 +77,8 @@ func (e *env) completion(args []string) int {
 		}
 		fmt.Fprintf(&subs, "        %s) subs=%q ;;\n", g, strings.Join(names, " "))
 	}
-	s := strings.ReplaceAll(completionScripts[args[0]], "CMDS", strings.Join(commands, " "))
+	cmds := append(slices.Clone(modes), slicesSorted(groups)...)
+	s := strings.ReplaceAll(completionScripts[args[0]], "CMDS", strings.Join(cmds, " "))
 	s = strings.Replace(s, "SUBS\n", subs.String(), 1)
 	fmt.Fprint(e.stdout, s)
 	return ExitOK
