@@ -291,8 +291,6 @@ func (s *Server) printStart(rs *raftstate.Server) {
 	}
 }
 
-// build makes the raft transport, the raftstate server over a new
-// store, and the reference server writing through it.
 // raftTransporter is the raft transport of a server, closed by raft.
 type raftTransporter interface {
 	raft.Transport
@@ -322,6 +320,8 @@ func (s *Server) transport() (raftTransporter, error) {
 	return tcp, nil
 }
 
+// build makes the raftstate server over a new store, with the raft
+// transport, and the reference server writing through it.
 func (s *Server) build(lis net.Listener) (*raftstate.Server, *server.Server, error) {
 	acl, err := s.loadACL()
 	if err != nil {
