@@ -1,15 +1,16 @@
 package cluster_test
 
 import (
+	"encoding/json"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/examples/refserver/api"
 	"github.com/csikit/csikit/examples/refserver/cluster"
-	"github.com/csikit/csikit/state"
 )
 
 // TestCluster_ACL_Replicated bootstraps ACLs on the three servers of a
@@ -40,6 +41,7 @@ func TestCluster_ACL_Replicated(t *testing.T) {
 		Namespaces: []string{"team-a"}, Permissions: []csi.Permission{csi.PermVolumeRead}})
 	must(t, err)
 	c.waitApplied(team.Index)
+	c.expectNoStoreHolds(boot.Token, team.Token)
 	for _, id := range c.ids {
 		cl := c.members[id].client.WithToken(team.Token)
 		if _, _, err := cl.Volumes(ctx, "team-a", "", nil); err != nil {
@@ -111,20 +113,28 @@ func (c *testCluster) raceBootstraps() (*api.ACLToken, string) {
 	return won[0].tok, won[0].id
 }
 
-// waitApplied waits until every server's store has applied the write
-// at index.
+// waitApplied waits until every server has applied the write at index.
 func (c *testCluster) waitApplied(index uint64) {
 	c.t.Helper()
 	for _, id := range c.ids {
-		store := c.members[id].srv.Store()
-		for {
-			got, err := store.Index(state.TableNodes)
-			must(c.t, err)
-			if got >= index {
-				break
-			}
-			if _, err := store.Wait(waitCtx(c.t), state.TableNodes, got); err != nil {
-				c.t.Fatalf("server %s: waiting for index %d: %v", id, index, err)
+		if err := c.members[id].srv.Raft().FSM().WaitApplied(waitCtx(c.t), index); err != nil {
+			c.t.Fatalf("server %s: waiting for index %d: %v", id, index, err)
+		}
+	}
+}
+
+// expectNoStoreHolds checks that no replica's token rows hold any of
+// secrets: the state keeps each token by its hash alone.
+func (c *testCluster) expectNoStoreHolds(secrets ...string) {
+	c.t.Helper()
+	for _, id := range c.ids {
+		toks, err := c.members[id].srv.Store().ACLTokens()
+		must(c.t, err)
+		rows, err := json.Marshal(toks)
+		must(c.t, err)
+		for _, secret := range secrets {
+			if len(toks) == 0 || strings.Contains(string(rows), secret) {
+				c.t.Errorf("server %s: %d token rows, a secret among them: %t", id, len(toks), strings.Contains(string(rows), secret))
 			}
 		}
 	}
