@@ -132,11 +132,3 @@ func (a *ACL) withPrincipal(h http.Handler) http.Handler {
 		h.ServeHTTP(w, r)
 	})
 }
-
-// authorize asks the ACL, if the server has one.
-func (s *Server) authorize(ctx context.Context, namespace string, perm csi.Permission) error {
-	if s.cfg.ACL == nil {
-		return nil
-	}
-	return s.cfg.ACL.Authorize(ctx, namespace, perm)
-}
