@@ -30,7 +30,6 @@ type Policy struct {
 // server of the cluster. It is safe for concurrent use.
 type ACL struct {
 	byHash map[string]*Policy
-	byName map[string]*Policy
 	// tokens, if set, is where tokens are found instead: the state's
 	// ACL table (state.UpsertACLToken).
 	tokens state.ACLReader
@@ -77,17 +76,17 @@ func (a *ACL) byTokenHash(h string) *Policy {
 // NewACL builds an ACL from token secrets to policies. A secret shorter
 // than 16 bytes or two policies with one name are refused.
 func NewACL(tokens map[string]Policy) (*ACL, error) {
-	a := &ACL{byHash: map[string]*Policy{}, byName: map[string]*Policy{}}
+	a := &ACL{byHash: map[string]*Policy{}}
+	names := map[string]bool{}
 	for secret, p := range tokens {
 		if len(secret) < 16 {
 			return nil, fmt.Errorf("%w: ACL token of policy %q is shorter than 16 bytes; generate a random one", csi.ErrInvalidRequest, p.Name)
 		}
-		if p.Name == "" || a.byName[p.Name] != nil {
+		if p.Name == "" || names[p.Name] {
 			return nil, fmt.Errorf("%w: ACL policy name %q is empty or used twice", csi.ErrInvalidRequest, p.Name)
 		}
 		pp := p
-		a.byHash[state.HashNodeSecret(secret)] = &pp
-		a.byName[p.Name] = &pp
+		a.byHash[state.HashNodeSecret(secret)], names[p.Name] = &pp, true
 	}
 	return a, nil
 }
@@ -102,11 +101,9 @@ func (a *ACL) Authorize(ctx context.Context, namespace string, perm csi.Permissi
 	if who.Kind == principalServer {
 		return nil
 	}
+	// withPrincipal put the token's policy beside its principal.
 	p, _ := ctx.Value(policyKey{}).(*Policy)
 	if p == nil || p.Name != who.ID {
-		p = a.byName[who.ID]
-	}
-	if p == nil {
 		return fmt.Errorf("%w: unknown ACL token", csi.ErrPermissionDenied)
 	}
 	if slices.Contains(p.Permissions, csi.PermOperator) {

@@ -60,10 +60,11 @@ func LoadACL(path string) (*ACL, error) {
 	if err := json.Unmarshal(b, &in); err != nil {
 		return nil, fmt.Errorf("%w: ACL file %s: %v", csi.ErrInvalidRequest, path, err)
 	}
-	a := &ACL{byHash: map[string]*Policy{}, byName: map[string]*Policy{}}
+	a := &ACL{byHash: map[string]*Policy{}}
+	names := map[string]bool{}
 	for _, e := range in.Tokens {
 		p := e.Policy
-		if p.Name == "" || a.byName[p.Name] != nil || len(e.Hash) != 64 {
+		if p.Name == "" || names[p.Name] || len(e.Hash) != 64 {
 			return nil, fmt.Errorf("%w: ACL file %s: policy %q has no name, a name used twice, or no token hash", csi.ErrInvalidRequest, path, p.Name)
 		}
 		for _, perm := range p.Permissions {
@@ -71,7 +72,7 @@ func LoadACL(path string) (*ACL, error) {
 				return nil, fmt.Errorf("ACL file %s: policy %q: %w", path, p.Name, err)
 			}
 		}
-		a.byHash[e.Hash], a.byName[p.Name] = &p, &p
+		a.byHash[e.Hash], names[p.Name] = &p, true
 	}
 	return a, nil
 }
