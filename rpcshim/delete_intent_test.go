@@ -63,3 +63,35 @@ func TestServer_DeleteVolume_Intent(t *testing.T) {
 		})
 	}
 }
+
+// TestServer_DeleteVolume_EarlierIntentStays: a delete that finds the
+// intent of an earlier call whose outcome is unknown keeps it when its
+// own call fails Retryable (the plugin unreachable now, as on a new
+// leader whose controllers have not reported yet): the earlier call
+// may have deleted the volume, so it must not become claimable again.
+// The next attempt completes the delete.
+func TestServer_DeleteVolume_EarlierIntentStays(t *testing.T) {
+	e := newSnapEnv(t, snapCaps, csitest.Config{})
+	e.register("db", "ext-db", snwFS)
+	ctx := context.Background()
+	req := &rpcshim.VolumeDeleteRequest{Namespace: "default", VolumeID: "db"}
+	e.ctl.FailNext(csitest.MethodDeleteVolume, codes.DeadlineExceeded, 1)
+	if _, err := e.srv.DeleteVolume(ctx, req); csi.Classify(err) != csi.ClassUncertain {
+		t.Fatalf("first delete = %v, want an Uncertain error", err)
+	}
+	e.ctl.FailNext(csitest.MethodDeleteVolume, codes.Unavailable, 1)
+	if _, err := e.srv.DeleteVolume(ctx, req); csi.Classify(err) != csi.ClassRetryable {
+		t.Fatalf("second delete = %v, want a Retryable error", err)
+	}
+	v, err := e.store.Volume("default", "db")
+	must(t, err)
+	if !v.Deleting {
+		t.Fatal("a Retryable failure withdrew the delete intent an Uncertain call had left")
+	}
+	if _, err := e.srv.DeleteVolume(ctx, req); err != nil {
+		t.Fatalf("third delete: %v", err)
+	}
+	if _, err := e.store.Volume("default", "db"); !errors.Is(err, csi.ErrVolumeNotFound) {
+		t.Fatalf("after the third delete: %v, want the volume gone", err)
+	}
+}

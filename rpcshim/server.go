@@ -379,8 +379,10 @@ func (s *Server) capacityChanged(pluginID string) {
 // plugin call on no claim is taken on the volume, on this server or
 // another; a delete interrupted after the plugin call is completed by
 // repeating it or by a leader's ResumeVolumeChanges. When the plugin
-// answers that it did not delete the volume (a Final or Retryable
-// error), the intent is withdrawn and the volume can be claimed again.
+// answers that it did not delete the volume (a Final error, or a
+// Retryable one to the call that wrote the intent), the intent is
+// withdrawn and the volume can be claimed again. An intent an earlier
+// call left stays on a Retryable error: that call may have deleted it.
 func (s *Server) DeleteVolume(ctx context.Context, req *VolumeDeleteRequest) (*WriteResponse, error) {
 	if req == nil {
 		return nil, fmt.Errorf("%w: delete volume: nil request", csi.ErrInvalidRequest)
@@ -410,6 +412,7 @@ func (s *Server) deleteVolume(ctx context.Context, op, ns, id string) (*WriteRes
 		return nil, fmt.Errorf("%w: %s: allocations %s still claim it; delete it once their claims are released",
 			csi.ErrVolumeInUse, op, claimHolders(v))
 	}
+	earlier := v.Deleting // left by a call that may have reached the plugin
 	if err := s.markDeleting(ctx, v, true); err != nil {
 		return nil, fmt.Errorf("%s: write the delete intent: %w", op, err)
 	}
@@ -418,7 +421,7 @@ func (s *Server) deleteVolume(ctx context.Context, op, ns, id string) (*WriteRes
 		DeleteVolumeRequest: plugin.DeleteVolumeRequest{ExternalID: v.ExternalID, Secrets: v.Secrets},
 	})
 	if !csi.TeardownDone(err) {
-		if csi.Classify(err) != csi.ClassUncertain {
+		if class := csi.Classify(err); class == csi.ClassFinal || class == csi.ClassRetryable && !earlier {
 			// The plugin did not delete it: the volume may be used again.
 			// Should this write fail, the intent stays and a retry of
 			// the delete decides.
