@@ -376,7 +376,9 @@ func (r *Router) callAny(ctx context.Context, op, pluginID string, call func(con
 		if errors.Is(err, csi.ErrPluginNotFound) {
 			why = "plugin not found on node"
 		}
-		if tookCall(err) {
+		// An Uncertain answer is kept over a later "not now": the call it
+		// reports may yet take effect, which the caller must know.
+		if tookCall(err) && (answered == nil || csi.Classify(err) == csi.ClassUncertain) {
 			answered = &answer{node: node, err: err}
 		}
 		r.logger.Debug("controller node failed, trying the next", "plugin_id", pluginID, "method", op, "node_id", node,

@@ -87,3 +87,18 @@ func TestRouter_ControllerCall_AnswerAmongAbsent(t *testing.T) {
 	expectContains(t, err.Error(), "ControllerPublishVolume by the controller of plugin p1 on node n1 did not complete (no other controller served it; node n2: ControllerPublishVolume: Unavailable: backend busy; node n3: ")
 	expectContains(t, err.Error(), "attach timed out")
 }
+
+// TestRouter_ControllerCall_UncertainAnswerWins: when one controller
+// timed out and another then answered "not now", the caller gets the
+// timeout, Uncertain: the first attach may yet happen.
+func TestRouter_ControllerCall_UncertainAnswerWins(t *testing.T) {
+	c := newRTCluster(t)
+	c.controller("n1", true, "").failNext(rtDeadline)
+	c.controller("n2", true, "").failNext(&csi.RPCError{Method: "ControllerPublishVolume", Code: csi.CodeAborted, Message: "busy with another call"})
+	_, err := c.publish(context.Background(), "")
+	mustErr(t, err)
+	expectEqual(t, c.called(), []string{"n1 " + rpcshim.MethodControllerPublish, "n2 " + rpcshim.MethodControllerPublish})
+	expectClass(t, err, csi.ClassUncertain)
+	expectEqual(t, csi.CodeOf(err), csi.CodeDeadlineExceeded)
+	expectContains(t, err.Error(), "on node n1 did not complete")
+}
