@@ -65,7 +65,7 @@ func (m *Monitor) nodeStats(ctx context.Context, p *csi.Plugin, vols []*csi.Volu
 	for _, v := range vols {
 		k := state.VolumeKey{Namespace: v.Namespace, ID: v.ID}
 		old := ps.healths[k]
-		if old == nil || len(old.Nodes) == 0 {
+		if old == nil {
 			continue
 		}
 		for _, node := range slices.Sorted(maps.Keys(old.Nodes)) {

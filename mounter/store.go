@@ -247,10 +247,13 @@ func (s *store) openNotes(dir string, recs map[volKey]*volumeRecord, vals map[st
 func (s *store) save(k volKey, rec *volumeRecord) error {
 	key, data, err := encode(k, rec)
 	if err == nil {
-		var pend map[string][]byte
+		var (
+			pend  map[string][]byte
+			taken bool
+		)
 		err = s.update(func(b *bolt.Bucket) error {
-			if pend == nil { // fn may run again (see update): the same notes
-				pend = s.takePending()
+			if !taken { // fn may run again (see update): the same notes
+				pend, taken = s.takePending(), true
 			}
 			if err := putAll(b, pend); err != nil {
 				return err

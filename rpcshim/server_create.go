@@ -56,7 +56,7 @@ func (s *Server) CreateVolume(ctx context.Context, req *VolumeCreateRequest) (*V
 	if req.MutableParameters != nil {
 		v.MutableParameters = maps.Clone(req.MutableParameters)
 	}
-	if err := s.writeCreateIntent(ctx, op, createName(v), v, req.Nodes); err != nil {
+	if err := s.writeCreateIntent(ctx, op, v, req.Nodes); err != nil {
 		return nil, err
 	}
 	return s.completeCreate(ctx, op, v)
@@ -123,7 +123,7 @@ func (s *Server) resumeCreate(ctx context.Context, ns, id string) error {
 // with the accessibility requirements built from the candidate nodes,
 // or finds the intent an earlier call left (whose requirements it asks
 // again). A volume registered under the ID is csi.ErrVolumeExists.
-func (s *Server) writeCreateIntent(ctx context.Context, op, name string, v *csi.Volume, nodes []string) error {
+func (s *Server) writeCreateIntent(ctx context.Context, op string, v *csi.Volume, nodes []string) error {
 	switch old, err := s.store.Volume(v.Namespace, v.ID); {
 	case err == nil && !old.Creating:
 		return fmt.Errorf("%w: %s: a volume with this ID is registered; delete or deregister it first, or update it with RegisterVolume",
@@ -144,7 +144,7 @@ func (s *Server) writeCreateIntent(ctx context.Context, op, name string, v *csi.
 		if err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
-		v.RequestedTopologies = accessibilityRequirements(p, nodes, name)
+		v.RequestedTopologies = accessibilityRequirements(p, nodes, createName(v))
 	}
 	v.Creating = true
 	if _, err := s.applier.Apply(ctx, state.RegisterVolume{Volume: *v}); err != nil {
