@@ -172,10 +172,10 @@ func (r *run) nodeGone(d decision) {
 	w.waitDone(n.done, "the fingerprint manager of node "+d.node)
 	ctx, cancel := r.ctx()
 	defer cancel()
-	var err error
-	for try := 0; try == 0 || (err != nil && csi.Classify(err) != csi.ClassFinal && try < 10); try++ {
-		_, err = w.apply(ctx, state.DeleteNode{NodeID: d.node})
-	}
+	err := r.retryWrite(nil, func(leader *replica, _ bool) error {
+		_, err := leader.srv.Apply(ctx, state.DeleteNode{NodeID: d.node})
+		return err
+	})
 	if err != nil {
 		r.flag("delete node %s: %v", d.node, err)
 	}

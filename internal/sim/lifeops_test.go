@@ -72,9 +72,13 @@ func (r *run) deleteRace(d decision) {
 	delErr := <-deleted
 	// The host retries a delete that did not finish (a write lost to a
 	// leader change, say) as it retries any write, until it is refused.
-	for try := 0; delErr != nil && csi.Classify(delErr) != csi.ClassFinal && !errors.Is(delErr, csi.ErrVolumeInUse) && try < 10; try++ {
+	inUse := func(err error) bool { return errors.Is(err, csi.ErrVolumeInUse) }
+	if delErr != nil && csi.Classify(delErr) != csi.ClassFinal && !inUse(delErr) {
 		r.w.t.Logf("seed %d: %s: the delete did not finish, retried: %v", r.p.seed, lifeString(d), delErr)
-		_, delErr = r.w.leader().server.DeleteVolume(ctx, &rpcshim.VolumeDeleteRequest{Namespace: namespace, VolumeID: sv.id})
+		delErr = r.retryWrite(inUse, func(leader *replica, _ bool) error {
+			_, err := leader.server.DeleteVolume(ctx, &rpcshim.VolumeDeleteRequest{Namespace: namespace, VolumeID: sv.id})
+			return err
+		})
 	}
 	r.noteErr("delete", delErr)
 	if delErr != nil {

@@ -273,20 +273,36 @@ func (r *run) registerVolume(v simVolume) error {
 	ctx, cancel := r.ctx()
 	defer cancel()
 	r.w.ctl.AddVolume("ext-"+v.id, 1<<30, nil)
-	var err error
-	// A leader change while the world settles refuses a write as
-	// Retryable: the host retries it.
-	for try := 0; try == 0 || (err != nil && csi.Classify(err) != csi.ClassFinal && try < 10); try++ {
-		var leader *replica
-		if leader, err = r.w.tryLeader(); err != nil {
-			return err
-		}
-		_, err = leader.server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
+	return r.retryWrite(nil, func(leader *replica, retry bool) error {
+		_, err := leader.server.RegisterVolume(ctx, &rpcshim.VolumeRegisterRequest{Volume: csi.Volume{
 			ID: v.id, Namespace: namespace, PluginID: simPlugin, ExternalID: "ext-" + v.id,
 			Capabilities: []csi.Capability{{AccessMode: v.mode, AttachmentMode: csi.AttachmentModeFileSystem}},
 		}})
-		if try > 0 && errors.Is(err, csi.ErrVolumeExists) {
-			err = nil // an earlier, uncertain, attempt landed
+		if retry && errors.Is(err, csi.ErrVolumeExists) {
+			return nil // an earlier, uncertain, attempt landed
+		}
+		return err
+	})
+}
+
+// maxWriteTries bounds retryWrite.
+const maxWriteTries = 10
+
+// retryWrite makes a write as a host does: write, on the leader, until
+// it succeeds, fails Final or as done says (nil: never), at most
+// maxWriteTries times. Each try first waits for a leader: a leader
+// change refuses a write as Retryable, and a retry before the next
+// leader would only be refused again. retry is false on the first try.
+func (r *run) retryWrite(done func(error) bool, write func(leader *replica, retry bool) error) error {
+	var err error
+	for try := range maxWriteTries {
+		leader, lerr := r.w.tryLeader()
+		if lerr != nil {
+			return lerr
+		}
+		err = write(leader, try > 0)
+		if err == nil || csi.Classify(err) == csi.ClassFinal || done != nil && done(err) {
+			return err
 		}
 	}
 	return err
