@@ -56,10 +56,10 @@ type stack struct {
 	registry bool // the Manager runs
 	stopped  bool
 
-	mu       sync.Mutex
-	reported []*csi.PluginInfo // the Manager's last report
-	applyErr error             // and what the store said to it
-	done     bool              // the run is over: nobody reads the store
+	reports reportLog // the node Manager's
+
+	mu   sync.Mutex
+	done bool // the run is over: nobody reads the store
 }
 
 func newStack(cfg Config, mountRoot, stateDir string, calls *callLog, made *madePaths) (*stack, error) {
@@ -98,7 +98,7 @@ func newStack(cfg Config, mountRoot, stateDir string, calls *callLog, made *made
 	}
 	if s.mgr, err = fingerprint.New(fingerprint.Config{
 		NodeID:  hostNode,
-		Report:  s.report,
+		Report:  s.reporter(hostNode, &s.reports),
 		Logger:  log.Named("fingerprint"),
 		Timeout: cfg.Timeout,
 		Client:  plugin.Config{CallTimeout: cfg.Timeout, Logger: log.Named("plugin")},
@@ -145,16 +145,17 @@ func (s *stack) restartNode() error {
 	return s.startNode()
 }
 
-// report is the Manager's Report: the node's fingerprints go to the
-// store, as a host would forward them to its server.
-func (s *stack) report(ctx context.Context, infos []*csi.PluginInfo) error {
-	written, err := s.forward(ctx, hostNode, infos)
-	if written {
-		s.mu.Lock()
-		s.reported, s.applyErr = infos, err
-		s.mu.Unlock()
+// reporter is a node Manager's Report: node's fingerprints go to the
+// store, as a host would forward them to its server, and the last one
+// written, with the store's answer, to log.
+func (s *stack) reporter(node string, log *reportLog) func(context.Context, []*csi.PluginInfo) error {
+	return func(ctx context.Context, infos []*csi.PluginInfo) error {
+		written, err := s.forward(ctx, node, infos)
+		if written {
+			log.record(infos, err)
+		}
+		return err
 	}
-	return err
 }
 
 // forward writes node's fingerprints to the store, as a host forwards
@@ -264,23 +265,35 @@ func (s *stack) waitHealthy(ctx context.Context, node string, controller, nodeRo
 func healthy(p *csi.PluginInfo) bool { return p != nil && p.Healthy }
 
 // lastReport describes the Manager's last report, for an error.
-func (s *stack) lastReport() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return describeReport("the node", s.applyErr, s.reported)
+func (s *stack) lastReport() string { return s.reports.describe("the node") }
+
+// reportLog is a node Manager's last report written to the store, and
+// the store's answer to it.
+type reportLog struct {
+	mu       sync.Mutex
+	reported []*csi.PluginInfo
+	applyErr error
 }
 
-// describeReport describes a node's last report: what it reported, or
-// the store's refusal.
-func describeReport(node string, applyErr error, reported []*csi.PluginInfo) string {
-	if applyErr != nil {
-		return "the store refused " + node + "'s last report: " + applyErr.Error()
+func (r *reportLog) record(infos []*csi.PluginInfo, err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reported, r.applyErr = infos, err
+}
+
+// describe describes node's last report: what it reported, or the
+// store's refusal.
+func (r *reportLog) describe(node string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.applyErr != nil {
+		return "the store refused " + node + "'s last report: " + r.applyErr.Error()
 	}
-	if len(reported) == 0 {
+	if len(r.reported) == 0 {
 		return node + "'s registry has reported nothing yet"
 	}
 	msg := node + "'s registry last reported"
-	for _, in := range reported {
+	for _, in := range r.reported {
 		h := "healthy"
 		if !in.Healthy {
 			h = "unhealthy: " + in.HealthDescription

@@ -2,7 +2,6 @@ package plugintest
 
 import (
 	"context"
-	"sync"
 
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/plugin"
@@ -24,11 +23,8 @@ const secondNode = "plugintest-node-2"
 type agent struct {
 	mgr     *fingerprint.Manager
 	mnt     *mounter.Mounter
-	running bool // the Manager runs
-
-	mu       sync.Mutex
-	reported []*csi.PluginInfo
-	applyErr error
+	running bool      // the Manager runs
+	reports reportLog // the Manager's
 }
 
 // agentDirs are where an agent stages and publishes (root, and staging
@@ -45,7 +41,7 @@ func (s *stack) startSecond(cfg Config, dirs agentDirs, socket string, calls *ca
 	var err error
 	if a.mgr, err = fingerprint.New(fingerprint.Config{
 		NodeID:  secondNode,
-		Report:  a.reporter(s),
+		Report:  s.reporter(secondNode, &a.reports),
 		Logger:  log.Named("fingerprint"),
 		Timeout: cfg.Timeout,
 		Client:  plugin.Config{CallTimeout: cfg.Timeout, Logger: log.Named("plugin")},
@@ -85,26 +81,8 @@ func (s *stack) runSecond(parent context.Context) {
 	s.wg.Go(func() { _ = a.mgr.Run(ctx) })
 }
 
-// reporter is the agent's Report: its fingerprints go to the store
-// under secondNode, until the run is over.
-func (a *agent) reporter(s *stack) func(context.Context, []*csi.PluginInfo) error {
-	return func(ctx context.Context, infos []*csi.PluginInfo) error {
-		written, err := s.forward(ctx, secondNode, infos)
-		if written {
-			a.mu.Lock()
-			a.reported, a.applyErr = infos, err
-			a.mu.Unlock()
-		}
-		return err
-	}
-}
-
 // lastReport describes the agent's last report, for an error.
-func (a *agent) lastReport() string {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return describeReport("the second node", a.applyErr, a.reported)
-}
+func (a *agent) lastReport() string { return a.reports.describe("the second node") }
 
 // close closes the agent's plugin clients (through a stopped Manager
 // when it never ran; a running one closed them as it stopped) and its
