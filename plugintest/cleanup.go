@@ -77,6 +77,21 @@ func (l *run) undoMount(a *alloc) func(context.Context) {
 	}
 }
 
+// unpublishDirect detaches the volume from the node with CSI node ID
+// csiNode straight through the controller, when the plugin publishes:
+// a cleanup's last resort once the worker could not release a claim.
+func (l *run) unpublishDirect(ctx context.Context, step, csiNode string) {
+	if !l.publishes() || l.externalID == "" || csiNode == "" {
+		return
+	}
+	err := l.ctrl.ControllerUnpublishVolume(ctx, &plugin.ControllerUnpublishRequest{
+		ExternalID: l.externalID, ExternalNodeID: csiNode, Secrets: l.cfg.Secrets,
+	})
+	if !csi.TeardownDone(err) {
+		l.rep.Fail(l.failure(ctx, step, err, "the spec requires OK from ControllerUnpublishVolume"))
+	}
+}
+
 // undoClaims releases the run's claims through the claim release
 // worker; when that cannot finish, it detaches the volume directly and
 // drops the claims from the store.
@@ -101,14 +116,7 @@ func (l *run) undoClaims(ctx context.Context) {
 	}
 	// The worker could not release the claims: detach the volume
 	// ourselves, then forget the claims.
-	if l.publishes() && l.externalID != "" {
-		err := l.ctrl.ControllerUnpublishVolume(ctx, &plugin.ControllerUnpublishRequest{
-			ExternalID: l.externalID, ExternalNodeID: l.csiNode, Secrets: l.cfg.Secrets,
-		})
-		if !csi.TeardownDone(err) {
-			l.rep.Fail(l.failure(ctx, step, err, "the spec requires OK from ControllerUnpublishVolume"))
-		}
-	}
+	l.unpublishDirect(ctx, step, l.csiNode)
 	if _, err := l.st.applier.Apply(ctx, state.DeregisterVolume{Namespace: namespace, VolumeID: l.volID, Force: true}); err != nil &&
 		!errors.Is(err, csi.ErrVolumeNotFound) {
 		l.rep.Fail(Failure{Step: step, Expect: "the store to drop the volume's claims", Detail: err.Error()})

@@ -260,13 +260,6 @@ func (l *run) undoSecond(ag *agent, a *alloc) func(context.Context) {
 			return
 		}
 		l.rep.Fail(l.releaseFailure(ctx, step, from, err))
-		if l.publishes() && l.secondCSINode != "" {
-			err := l.ctrl.ControllerUnpublishVolume(ctx, &plugin.ControllerUnpublishRequest{
-				ExternalID: l.externalID, ExternalNodeID: l.secondCSINode, Secrets: l.cfg.Secrets,
-			})
-			if !csi.TeardownDone(err) {
-				l.rep.Fail(l.failure(ctx, step, err, "the spec requires OK from ControllerUnpublishVolume"))
-			}
-		}
+		l.unpublishDirect(ctx, step, l.secondCSINode)
 	}
 }
