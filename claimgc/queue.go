@@ -73,6 +73,9 @@ type queue struct {
 	running int
 	waiting int
 	timers  dueHeap
+	// reported is the depth last passed to obs.QueueChanged; none at
+	// first, so that a new epoch reports its depth at once.
+	reported [3]int
 
 	// idle holds one channel per worker waiting in pop, oldest first; a
 	// volume that becomes ready closes one, so that a change wakes one
@@ -107,14 +110,19 @@ func newQueue(c clock.Clock, obs Observer, scanInterval time.Duration, slots int
 		nextScan:  c.Now().Add(scanInterval),
 		gate:      make(chan struct{}),
 		timerWake: make(chan struct{}, 1),
+		reported:  [3]int{-1, -1, -1},
 	}
 }
 
-// notifyLocked wakes every waiter and reports the queue depth.
+// notifyLocked wakes every waiter and reports the queue depth if it
+// changed.
 func (q *queue) notifyLocked() {
 	close(q.changed)
 	q.changed = make(chan struct{})
-	q.obs.QueueChanged(q.ready.len(), q.running, q.waiting)
+	if depth := [3]int{q.ready.len(), q.running, q.waiting}; depth != q.reported {
+		q.reported = depth
+		q.obs.QueueChanged(depth[0], depth[1], depth[2])
+	}
 }
 
 // openGateLocked wakes the scanner if it waits for a chance to scan.

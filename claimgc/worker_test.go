@@ -82,6 +82,7 @@ func TestWorker_Release_NodeThenControllerThenFree(t *testing.T) {
 	if obs.maxLatency() != 3*time.Second || st.FreeLatencyMax != 3*time.Second {
 		t.Errorf("free latency = %v (stats %v), want 3s on the fake clock", obs.maxLatency(), st.FreeLatencyMax)
 	}
+	obs.requireDepthChanges(t)
 }
 
 func TestWorker_Release_NodePluginMissingRetriesWithBackoff(t *testing.T) {
@@ -759,6 +760,7 @@ type recorder struct {
 	mu     sync.Mutex
 	freed  []time.Duration
 	failed []observedFailure
+	depths [][3]int
 }
 
 type observedFailure struct {
@@ -781,8 +783,28 @@ func (r *recorder) StepFailed(_, _, alloc string, step claimgc.Step, _ error, fi
 	r.failed = append(r.failed, observedFailure{alloc, step, final})
 }
 
-// QueueChanged is not recorded: the tests read the depth from Stats.
-func (r *recorder) QueueChanged(int, int, int) {}
+func (r *recorder) QueueChanged(ready, running, waiting int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.depths = append(r.depths, [3]int{ready, running, waiting})
+}
+
+// requireDepthChanges fails t unless the queue depth was reported, each
+// report differing from the one before, as Observer.QueueChanged says:
+// an emit per wake-up would cost a gauge write per worker step.
+func (r *recorder) requireDepthChanges(t *testing.T) {
+	t.Helper()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.depths) < 2 {
+		t.Errorf("depths %v: want the release's volumes in the queue reported", r.depths)
+	}
+	for i := 1; i < len(r.depths); i++ {
+		if r.depths[i] == r.depths[i-1] {
+			t.Errorf("depth %v reported twice in a row: %v", r.depths[i], r.depths)
+		}
+	}
+}
 
 func (r *recorder) freedCount() int {
 	r.mu.Lock()
