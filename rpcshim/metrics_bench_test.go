@@ -6,13 +6,13 @@ import (
 	"testing"
 	"time"
 
-	gmprom "github.com/hashicorp/go-metrics/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/csikit/csikit/claimgc"
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/metrics"
 	"github.com/csikit/csikit/csi/metrics/metricstest"
+	"github.com/csikit/csikit/csi/metrics/promsink"
 	"github.com/csikit/csikit/csi/plugin"
 	"github.com/csikit/csikit/rpcshim"
 )
@@ -82,8 +82,8 @@ func TestServer_Lifecycle_Metrics(t *testing.T) {
 }
 
 // BenchmarkServer_MetricsOverhead is metrics-overhead: the lifecycle of
-// BenchmarkServer_Lifecycle with every metric emitted into go-metrics'
-// Prometheus sink (the one the reference server serves /v1/metrics
+// BenchmarkServer_Lifecycle with every metric emitted into a
+// promsink.Sink (the one the reference server serves /v1/metrics
 // from), against the same lifecycle with the metrics dropped, on one
 // stack whose sink is switched on or off before each lifecycle
 // (switchSink): the same store, plugin connection, Server and release
@@ -102,8 +102,9 @@ func TestServer_Lifecycle_Metrics(t *testing.T) {
 //	go test ./rpcshim -run '^$' -bench MetricsOverhead -benchtime 600x -count 5
 func BenchmarkServer_MetricsOverhead(b *testing.B) {
 	e := newSrvEnv(b, csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true})
-	prom, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Registerer: prometheus.NewRegistry(), Expiration: time.Hour, Name: "csikit"})
+	prom, err := promsink.New(promsink.Options{})
 	must(b, err)
+	must(b, prometheus.NewRegistry().Register(prom))
 	sink := newSwitchSink(prom)
 	e.meter(b, sink)
 	ctx := context.Background()

@@ -1,7 +1,7 @@
 // Package metrics names the metrics csikit's parts emit through
 // hashicorp/go-metrics, and holds the small helpers they share. Every
 // Config that emits takes a MetricSink (a go-metrics MetricSink: an
-// InmemSink, the Prometheus sink, a *metrics.Metrics, a FanoutSink);
+// InmemSink, a promsink.Sink, a *metrics.Metrics, a FanoutSink);
 // nil turns the metrics off at the cost of one nil check per emit.
 //
 // Labels stay bounded: plugin IDs, CSI method names, gRPC code names,

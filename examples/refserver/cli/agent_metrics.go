@@ -6,7 +6,7 @@ import (
 
 	"github.com/csikit/csikit/examples/refserver/agent"
 	"github.com/csikit/csikit/examples/refserver/events"
-	"github.com/csikit/csikit/examples/refserver/internal/promsink"
+	"github.com/csikit/csikit/examples/refserver/internal/metricsrv"
 )
 
 // agentMetrics is the endpoint of an agent's -metrics-addr. An agent
@@ -15,7 +15,7 @@ import (
 // metrics itself, for a scraper to collect beside the server's.
 type agentMetrics struct {
 	addr string
-	m    *promsink.Metrics
+	m    *metricsrv.Metrics
 }
 
 // newAgentMetrics points cfg's metrics at a sink of the agent's own
@@ -25,7 +25,7 @@ func newAgentMetrics(addr string, cfg *agent.Config) (*agentMetrics, error) {
 	if addr == "" {
 		return nil, nil
 	}
-	m, err := promsink.New()
+	m, err := metricsrv.New()
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func (am *agentMetrics) run(ctx context.Context, nodeID string, ev *events.Log, 
 	if err != nil {
 		return err
 	}
-	ev.Printf(nodeID, "metrics on http://%s%s", lis.Addr(), promsink.Path)
+	ev.Printf(nodeID, "metrics on http://%s%s", lis.Addr(), metricsrv.Path)
 	mctx, stop := context.WithCancel(ctx)
 	done := make(chan error, 1)
 	go func() { done <- am.m.Serve(mctx, lis) }()

@@ -12,18 +12,17 @@ import (
 	"github.com/csikit/csikit/csi"
 	"github.com/csikit/csikit/csi/metrics"
 	"github.com/csikit/csikit/examples/refserver/api"
-	"github.com/csikit/csikit/examples/refserver/internal/promsink"
+	"github.com/csikit/csikit/examples/refserver/internal/metricsrv"
 )
 
 // Metrics is where the server's parts (and, in the demo, the agents in
-// the same process) emit: a go-metrics Prometheus sink on a registry of
-// its own, served at /v1/metrics in the Prometheus text format.
-type Metrics struct{ p *promsink.Metrics }
+// the same process) emit: a promsink.Sink on a registry of its own,
+// served at /v1/metrics in the Prometheus text format.
+type Metrics struct{ p *metricsrv.Metrics }
 
-// NewMetrics returns an empty Metrics. Series not updated for an hour
-// are dropped, so an old label value does not stay forever.
+// NewMetrics returns an empty Metrics.
 func NewMetrics() (*Metrics, error) {
-	p, err := promsink.New()
+	p, err := metricsrv.New()
 	if err != nil {
 		return nil, err
 	}
@@ -64,7 +63,7 @@ func (o observers) QueueChanged(ready, running, waiting int) {
 }
 
 // pluginRPC sums the plugin's call counts (the counts of the latency
-// summaries) by method.
+// histograms) by method.
 func (m *Metrics) pluginRPC(pluginID string) ([]api.RPCStat, error) {
 	fams, err := m.p.Gather()
 	if err != nil {
@@ -96,7 +95,7 @@ func (m *Metrics) pluginRPC(pluginID string) ([]api.RPCStat, error) {
 				st = &api.RPCStat{Method: method}
 				byMethod[method] = st
 			}
-			n := int64(s.GetSummary().GetSampleCount())
+			n := int64(s.GetHistogram().GetSampleCount())
 			st.Calls += n
 			if code != "OK" {
 				st.Errors += n

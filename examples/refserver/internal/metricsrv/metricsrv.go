@@ -1,8 +1,8 @@
-// Package promsink collects what csikit's parts emit into a go-metrics
-// Prometheus sink on a registry of its own, and serves it at
-// /v1/metrics in the Prometheus text format: the reference server's
-// metrics, and those of a node agent that runs in a process of its own.
-package promsink
+// Package metricsrv collects what csikit's parts emit into a
+// promsink.Sink on a registry of its own, and serves it at /v1/metrics
+// in the Prometheus text format: the reference server's metrics, and
+// those of a node agent that runs in a process of its own.
+package metricsrv
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 	"net/http"
 	"time"
 
-	gmprom "github.com/hashicorp/go-metrics/prometheus"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/csikit/csikit/csi/metrics"
+	"github.com/csikit/csikit/csi/metrics/promsink"
 )
 
 // Path is where Serve answers, as the reference server does.
@@ -26,16 +26,19 @@ const Path = "/v1/metrics"
 // Metrics is a sink and the registry it fills. Its methods are safe
 // for concurrent use.
 type Metrics struct {
-	sink *gmprom.PrometheusSink
+	sink *promsink.Sink
 	reg  *prometheus.Registry
 }
 
-// New returns an empty Metrics. Series not updated for an hour are
-// dropped, so an old label value does not stay forever.
+// New returns an empty Metrics, its samples kept in histograms with
+// promsink.DefaultBuckets.
 func New() (*Metrics, error) {
-	reg := prometheus.NewRegistry()
-	sink, err := gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Registerer: reg, Expiration: time.Hour, Name: "csikit"})
+	sink, err := promsink.New(promsink.Options{})
 	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(sink); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	return &Metrics{sink: sink, reg: reg}, nil

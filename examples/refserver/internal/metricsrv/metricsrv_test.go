@@ -1,4 +1,4 @@
-package promsink_test
+package metricsrv_test
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/csikit/csikit/csi/metrics"
-	"github.com/csikit/csikit/examples/refserver/internal/promsink"
+	"github.com/csikit/csikit/examples/refserver/internal/metricsrv"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -20,7 +20,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 // TestMetrics_Serve_Scrape scrapes what was emitted over HTTP, and
 // checks that Serve returns nil once its ctx ends.
 func TestMetrics_Serve_Scrape(t *testing.T) {
-	m, err := promsink.New()
+	m, err := metricsrv.New()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +35,7 @@ func TestMetrics_Serve_Scrape(t *testing.T) {
 
 	hc := &http.Client{Timeout: 10 * time.Second}
 	defer hc.CloseIdleConnections()
-	resp, err := hc.Get("http://" + lis.Addr().String() + promsink.Path)
+	resp, err := hc.Get("http://" + lis.Addr().String() + metricsrv.Path)
 	if err != nil {
 		cancel()
 		t.Fatal(err)
@@ -43,7 +43,7 @@ func TestMetrics_Serve_Scrape(t *testing.T) {
 	body, err := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	if err != nil || resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `csikit_mounts_staged{plugin="p1"} 2`) {
-		t.Errorf("GET %s: %v %d\n%s", promsink.Path, err, resp.StatusCode, body)
+		t.Errorf("GET %s: %v %d\n%s", metricsrv.Path, err, resp.StatusCode, body)
 	}
 	cancel()
 	select {
@@ -59,7 +59,7 @@ func TestMetrics_Serve_Scrape(t *testing.T) {
 // TestMetrics_Serve_ListenerFails: a listener that fails ends Serve
 // with an error naming it, while ctx goes on, and leaves no goroutine.
 func TestMetrics_Serve_ListenerFails(t *testing.T) {
-	m, err := promsink.New()
+	m, err := metricsrv.New()
 	if err != nil {
 		t.Fatal(err)
 	}
