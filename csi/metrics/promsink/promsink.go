@@ -6,13 +6,16 @@
 // and serve that registry with promhttp.
 //
 // A metric's name is its key joined with "_", each character that
-// Prometheus does not allow in a name made "_". Its kind and label
-// names are fixed by its first emit. An emit that cannot be kept as
-// it came is dropped and counted in promsink_dropped_total, label
-// reason, so that a scrape never fails on it:
+// Prometheus does not allow in a name made "_". Its kind is fixed by
+// its first emit; emits with other label names make series of their
+// own under the same name, as they would in go-metrics' own Prometheus
+// sink. An emit that cannot be kept as it came is dropped and counted
+// in promsink_dropped_total, label reason, so that a scrape never fails
+// on it:
 //
 //   - "kind": the name is already a metric of another kind;
-//   - "labels": its label names differ from those of the first emit;
+//   - "labels": its label names are those of earlier emits in another
+//     order, which would make the same series twice;
 //   - "name": an empty name, a label name Prometheus does not allow or
 //     reserves ("le" on a sample, a leading "__"), a label named twice,
 //     or the name of the dropped counter itself;
@@ -28,6 +31,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	gometrics "github.com/hashicorp/go-metrics"
 	"github.com/prometheus/client_golang/prometheus"
@@ -88,9 +92,16 @@ const (
 	histogram
 )
 
-// family is the metric of one name: its kind, label names and series.
+// family is the metric of one name: its kind, and a series set for
+// each list of label names emitted under it (most metrics have one).
 type family struct {
-	kind   kind
+	kind kind
+	mu   sync.Mutex                   // held to add a set
+	sets atomic.Pointer[[]*seriesSet] // replaced, never changed, under mu
+}
+
+// seriesSet is the series of a family that share label names.
+type seriesSet struct {
 	labels []string
 	vec    prometheus.Collector
 	// add adds v to (counter), sets (gauge) or observes v in
@@ -98,12 +109,51 @@ type family struct {
 	add func(values []string, v float64) error
 }
 
-func (s *Sink) newFamily(name string, k kind, labels []string) *family {
+// set returns the family's set with the names of labels, or nil.
+func (f *family) set(labels []gometrics.Label) *seriesSet {
+	sets := f.sets.Load()
+	if sets == nil {
+		return nil
+	}
+	for _, ss := range *sets {
+		if len(ss.labels) == len(labels) && slices.EqualFunc(ss.labels, labels, func(n string, l gometrics.Label) bool { return n == l.Name }) {
+			return ss
+		}
+	}
+	return nil
+}
+
+// addSet returns the family's set with names, made if it has none. It
+// returns an error if a set has the same names in another order: the
+// two would yield the same series.
+func (f *family) addSet(names []string, newSet func() *seriesSet) (*seriesSet, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var sets []*seriesSet
+	if p := f.sets.Load(); p != nil {
+		sets = *p
+	}
+	sorted := slices.Sorted(slices.Values(names))
+	for _, ss := range sets {
+		if slices.Equal(ss.labels, names) {
+			return ss, nil
+		}
+		if slices.Equal(slices.Sorted(slices.Values(ss.labels)), sorted) {
+			return nil, fmt.Errorf("label names %v emitted before as %v", names, ss.labels)
+		}
+	}
+	ss := newSet()
+	sets = append(slices.Clip(sets), ss)
+	f.sets.Store(&sets)
+	return ss, nil
+}
+
+func (s *Sink) newSet(name string, k kind, labels []string) *seriesSet {
 	opts := prometheus.Opts{Name: name, Help: name}
 	switch k {
 	case counter:
 		v := prometheus.NewCounterVec(prometheus.CounterOpts(opts), labels)
-		return &family{k, labels, v, func(values []string, x float64) error {
+		return &seriesSet{labels, v, func(values []string, x float64) error {
 			c, err := v.GetMetricWithLabelValues(values...)
 			if err == nil {
 				c.Add(x)
@@ -112,7 +162,7 @@ func (s *Sink) newFamily(name string, k kind, labels []string) *family {
 		}}
 	case gauge:
 		v := prometheus.NewGaugeVec(prometheus.GaugeOpts(opts), labels)
-		return &family{k, labels, v, func(values []string, x float64) error {
+		return &seriesSet{labels, v, func(values []string, x float64) error {
 			g, err := v.GetMetricWithLabelValues(values...)
 			if err == nil {
 				g.Set(x)
@@ -121,7 +171,7 @@ func (s *Sink) newFamily(name string, k kind, labels []string) *family {
 		}}
 	default:
 		v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: name, Buckets: s.buckets}, labels)
-		return &family{k, labels, v, func(values []string, x float64) error {
+		return &seriesSet{labels, v, func(values []string, x float64) error {
 			o, err := v.GetMetricWithLabelValues(values...)
 			if err == nil {
 				o.Observe(x)
@@ -140,31 +190,35 @@ func (s *Sink) emit(k kind, key []string, v float64, labels []gometrics.Label) {
 	name := metricName(key)
 	f, ok := s.families.Load(name)
 	if !ok {
-		names, valid := labelNames(k, labels)
-		if name == "" || name == droppedName || !valid {
+		if name == "" || name == droppedName {
 			s.drop("name")
 			return
 		}
-		f, _ = s.families.LoadOrStore(name, s.newFamily(name, k, names))
+		f, _ = s.families.LoadOrStore(name, &family{kind: k})
 	}
 	fam := f.(*family)
 	if fam.kind != k {
 		s.drop("kind")
 		return
 	}
-	values := make([]string, len(labels))
-	for i, l := range labels {
-		if i >= len(fam.labels) || l.Name != fam.labels[i] {
+	ss := fam.set(labels)
+	if ss == nil {
+		names, valid := labelNames(k, labels)
+		if !valid {
+			s.drop("name")
+			return
+		}
+		var err error
+		if ss, err = fam.addSet(names, func() *seriesSet { return s.newSet(name, k, names) }); err != nil {
 			s.drop("labels")
 			return
 		}
+	}
+	values := make([]string, len(labels))
+	for i, l := range labels {
 		values[i] = l.Value
 	}
-	if len(labels) != len(fam.labels) {
-		s.drop("labels")
-		return
-	}
-	if err := fam.add(values, v); err != nil {
+	if err := ss.add(values, v); err != nil {
 		s.drop("value")
 	}
 }
@@ -219,7 +273,11 @@ func (s *Sink) Describe(chan<- *prometheus.Desc) {}
 func (s *Sink) Collect(ch chan<- prometheus.Metric) {
 	s.dropped.Collect(ch)
 	s.families.Range(func(_, f any) bool {
-		f.(*family).vec.Collect(ch)
+		if sets := f.(*family).sets.Load(); sets != nil {
+			for _, ss := range *sets {
+				ss.vec.Collect(ch)
+			}
+		}
 		return true
 	})
 }

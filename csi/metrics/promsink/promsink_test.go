@@ -127,11 +127,10 @@ func TestSink_Drops(t *testing.T) {
 		{"negative counter", func(s *promsink.Sink) { s.IncrCounterWithLabels(key, -1, one) }, "negative"},
 		{"another kind", func(s *promsink.Sink) { s.SetGaugeWithLabels(key, 5, one) }, "kind"},
 		{"sample on a counter", func(s *promsink.Sink) { s.AddSampleWithLabels(key, 5, one) }, "kind"},
-		{"another label name", func(s *promsink.Sink) { s.IncrCounterWithLabels(key, 1, []metrics.Label{{Name: "b", Value: "1"}}) }, "labels"},
-		{"a label more", func(s *promsink.Sink) {
+		{"label names in another order", func(s *promsink.Sink) {
+			s.IncrCounterWithLabels(key, 1, []metrics.Label{{Name: "b", Value: "2"}, {Name: "a", Value: "1"}})
 			s.IncrCounterWithLabels(key, 1, []metrics.Label{{Name: "a", Value: "1"}, {Name: "b", Value: "2"}})
 		}, "labels"},
-		{"no labels", func(s *promsink.Sink) { s.IncrCounter(key, 1) }, "labels"},
 		{"value not UTF-8", func(s *promsink.Sink) { s.IncrCounterWithLabels(key, 1, []metrics.Label{{Name: "a", Value: "\xff"}}) }, "value"},
 		{"empty key", func(s *promsink.Sink) { s.IncrCounter(nil, 1) }, "name"},
 		{"the dropped counter's name", func(s *promsink.Sink) { s.IncrCounter([]string{"promsink", "dropped", "total"}, 1) }, "name"},
@@ -167,6 +166,23 @@ func TestSink_Drops(t *testing.T) {
 				t.Error("a dropped emit made a metric")
 			}
 		})
+	}
+}
+
+// TestSink_LabelSets: emits of one name with other label names make
+// series of their own, scraped together.
+func TestSink_LabelSets(t *testing.T) {
+	s := newSink(t)
+	key := []string{"rpc"}
+	s.AddSampleWithLabels(key, 1, []metrics.Label{{Name: "method", Value: "A"}})
+	s.AddSampleWithLabels(key, 2, []metrics.Label{{Name: "method", Value: "A"}, {Name: "plugin", Value: "p"}})
+	s.AddSample(key, 3)
+	s.AddSampleWithLabels(key, 4, []metrics.Label{{Name: "method", Value: "A"}})
+	fams := scrape(t, s)
+	for labels, sum := range map[string]float64{"method=A": 5, "method=A,plugin=p": 2, "": 3} {
+		if got := series(fams, "rpc", labels).GetHistogram().GetSampleSum(); got != sum {
+			t.Errorf("rpc{%s} sum = %v, want %v", labels, got, sum)
+		}
 	}
 }
 
