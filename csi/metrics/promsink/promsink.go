@@ -152,33 +152,36 @@ func (s *Sink) newSet(name string, k kind, labels []string) *seriesSet {
 	opts := prometheus.Opts{Name: name, Help: name}
 	switch k {
 	case counter:
-		v := prometheus.NewCounterVec(prometheus.CounterOpts(opts), labels)
-		return &seriesSet{labels, v, func(values []string, x float64) error {
-			c, err := v.GetMetricWithLabelValues(values...)
-			if err == nil {
-				c.Add(x)
-			}
-			return err
-		}}
+		return vecSet(labels, prometheus.NewCounterVec(prometheus.CounterOpts(opts), labels), prometheus.Counter.Add)
 	case gauge:
-		v := prometheus.NewGaugeVec(prometheus.GaugeOpts(opts), labels)
-		return &seriesSet{labels, v, func(values []string, x float64) error {
-			g, err := v.GetMetricWithLabelValues(values...)
-			if err == nil {
-				g.Set(x)
-			}
-			return err
-		}}
+		return vecSet(labels, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts), labels), prometheus.Gauge.Set)
 	default:
-		v := prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: name, Buckets: s.buckets}, labels)
-		return &seriesSet{labels, v, func(values []string, x float64) error {
-			o, err := v.GetMetricWithLabelValues(values...)
-			if err == nil {
-				o.Observe(x)
-			}
-			return err
-		}}
+		hopts := prometheus.HistogramOpts{Name: name, Help: name, Buckets: s.buckets}
+		return vecSet(labels, prometheus.NewHistogramVec(hopts, labels), prometheus.Observer.Observe)
 	}
+}
+
+// vecSet returns the set of vec, whose series take a value through put.
+func vecSet[M any, V interface {
+	prometheus.Collector
+	GetMetricWithLabelValues(...string) (M, error)
+}](labels []string, vec V, put func(M, float64)) *seriesSet {
+	if len(labels) == 0 {
+		// One series: found once, so that an emit skips the lookup.
+		if m, err := vec.GetMetricWithLabelValues(); err == nil {
+			return &seriesSet{labels, vec, func(_ []string, x float64) error {
+				put(m, x)
+				return nil
+			}}
+		}
+	}
+	return &seriesSet{labels, vec, func(values []string, x float64) error {
+		m, err := vec.GetMetricWithLabelValues(values...)
+		if err == nil {
+			put(m, x)
+		}
+		return err
+	}}
 }
 
 // emit keeps v under key and labels, or counts why it cannot.
