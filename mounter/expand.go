@@ -1,6 +1,7 @@
 package mounter
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 
@@ -32,15 +33,22 @@ type ExpandResult struct {
 	Capacity int64
 }
 
+// NodeExpansion is an expansion that a node owes a volume expanded while
+// it was not staged there, for a plugin that needs NodeExpandVolume on
+// every node. NewMountRequest sets it from the volume's csi.Expansion; a
+// mount that stages the volume then runs NodeExpandVolume with this
+// range after NodeStageVolume and NodePublishVolume.
+type NodeExpansion struct {
+	RequiredBytes int64
+	LimitBytes    int64 `json:",omitempty"`
+}
+
 // Validate checks the request's IDs and range.
 func (r *ExpandRequest) Validate() error {
 	if r == nil {
 		return fmt.Errorf("%w: nil expand request", csi.ErrInvalidRequest)
 	}
-	if err := csi.ValidateNamespace(r.Namespace); err != nil {
-		return err
-	}
-	if err := csi.ValidateVolumeID(r.VolumeID); err != nil {
+	if err := cmp.Or(csi.ValidateNamespace(r.Namespace), csi.ValidateVolumeID(r.VolumeID)); err != nil {
 		return err
 	}
 	if r.RequiredBytes <= 0 || r.LimitBytes < 0 || r.LimitBytes > 0 && r.LimitBytes < r.RequiredBytes {
@@ -105,6 +113,61 @@ func (m *Mounter) expand(ctx context.Context, v *volume, req *ExpandRequest) (*E
 		return nil, fmt.Errorf("NodeExpandVolume: %w", err)
 	}
 	return &ExpandResult{Mounted: true, Capacity: size}, nil
+}
+
+// expandAtStage runs the request's NodeExpansion once the mount staged
+// and published the volume, when the node plugin advertises
+// EXPAND_VOLUME, and returns the capacity it reported. A failure is
+// logged and not the mount's: the volume is mounted, and the host's
+// CompleteNodeExpansions runs the step again.
+func (m *Mounter) expandAtStage(ctx context.Context, op *mountOp) int64 {
+	req, x := op.req, op.req.NodeExpansion
+	if x == nil || op.info == nil || op.info.NodeInfo == nil || !op.info.NodeInfo.Capabilities.ExpandVolume {
+		return 0
+	}
+	capab := req.Capability
+	r := &plugin.NodeExpandRequest{
+		ExternalID: req.ExternalID, VolumePath: op.target, StagingPath: op.staging, CapacityMin: x.RequiredBytes,
+		CapacityMax: x.LimitBytes, Capability: &capab, MountOptions: req.MountOptions, Secrets: req.Secrets,
+	}
+	m.calls.Add(1)
+	size, err := op.client.NodeExpandVolume(ctx, r)
+	if err != nil {
+		m.logger.Warn("node expansion at stage time failed; it stays pending", "namespace", req.Namespace, "volume", req.VolumeID, "error", err)
+		return 0
+	}
+	if size == 0 {
+		size = x.RequiredBytes
+	}
+	return size
+}
+
+// VolumePaths is where a volume is mounted on this node, as the
+// mounter tracks it: the paths a NodeGetVolumeStats call names.
+type VolumePaths struct {
+	PluginID, ExternalID string
+	// VolumePath is the first publication's target (in a stable order),
+	// the staging path when the volume is only staged.
+	VolumePath string
+	// StagingPath is empty when the volume is not staged.
+	StagingPath string
+}
+
+// VolumePaths reports where a volume is staged or published on this
+// node; ok is false when it is neither. It reads the tracker's record
+// with the volume locked (waiting at most until ctx ends for an
+// operation on it) and changes nothing.
+func (m *Mounter) VolumePaths(ctx context.Context, namespace, volumeID string) (paths VolumePaths, ok bool, err error) {
+	if err := cmp.Or(csi.ValidateNamespace(namespace), csi.ValidateVolumeID(volumeID)); err != nil {
+		return VolumePaths{}, false, fmt.Errorf("volume paths: %w", err)
+	}
+	v, err := m.acquire(ctx, volKey{namespace, volumeID})
+	if err != nil {
+		return VolumePaths{}, false, err
+	}
+	defer m.release(v)
+	_, paths, ok = v.rec.mounted()
+	return paths, ok, nil
 }
 
 // mounted returns where r (nil: nothing tracked) is mounted: the first

@@ -1,6 +1,7 @@
 package mounter
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"path/filepath"
@@ -128,23 +129,18 @@ func New(cfg Config) (*Mounter, error) {
 	if cfg.MaxParallel < 0 {
 		return nil, fmt.Errorf("%w: mounter: MaxParallel is %d; use 0 for the default (%d)", csi.ErrInvalidRequest, cfg.MaxParallel, DefaultMaxParallel)
 	}
-	if cfg.MaxParallel == 0 {
-		cfg.MaxParallel = DefaultMaxParallel
-	}
-	if cfg.Logger == nil {
-		cfg.Logger = hclog.NewNullLogger()
-	}
+	logger := cmp.Or(cfg.Logger, hclog.NewNullLogger())
 	// A teardown never removes the roots and their two directories.
 	t, err := newRoots(cfg.stagingRoot(), cfg.targetRoot())
 	if err != nil {
 		return nil, fmt.Errorf("mounter: create mount root: %w", err)
 	}
-	st, recs, err := openStore(filepath.Clean(cfg.StateDir), !cfg.NoSync, !cfg.NoSync, cfg.Logger)
+	st, recs, err := openStore(filepath.Clean(cfg.StateDir), !cfg.NoSync, !cfg.NoSync, logger)
 	if err != nil {
 		return nil, fmt.Errorf("mounter: %w", err)
 	}
-	m := &Mounter{tree: t, plugins: cfg.Plugins, logger: cfg.Logger, store: st,
-		sem: make(chan struct{}, cfg.MaxParallel), vols: map[volKey]*volume{}, metrics: cfg.MetricSink}
+	m := &Mounter{tree: t, plugins: cfg.Plugins, logger: logger, store: st,
+		sem: make(chan struct{}, cmp.Or(cfg.MaxParallel, DefaultMaxParallel)), vols: map[volKey]*volume{}, metrics: cfg.MetricSink}
 	for k, rec := range recs {
 		m.vols[k] = &volume{key: k, lock: make(chan struct{}, 1), rec: rec}
 	}

@@ -247,13 +247,10 @@ func (s *store) openNotes(dir string, recs map[volKey]*volumeRecord, vals map[st
 func (s *store) save(k volKey, rec *volumeRecord) error {
 	key, data, err := encode(k, rec)
 	if err == nil {
-		var (
-			pend  map[string][]byte
-			taken bool
-		)
+		var pend map[string][]byte // never nil once taken
 		err = s.update(func(b *bolt.Bucket) error {
-			if !taken { // fn may run again (see update): the same notes
-				pend, taken = s.takePending(), true
+			if pend == nil { // fn may run again (see update): the same notes
+				pend = s.takePending()
 			}
 			if err := putAll(b, pend); err != nil {
 				return err

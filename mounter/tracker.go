@@ -222,9 +222,7 @@ func (s *stageRecord) check(sk StageUsage) error {
 		if p.rec == nil {
 			return fmt.Errorf("usage %s: allocation %s has no record", usage, p.alloc)
 		}
-		switch p.rec.State {
-		case publishPublishing, publishPublished, publishUnpublishing:
-		default:
+		if st := p.rec.State; st != publishPublishing && st != publishPublished && st != publishUnpublishing {
 			return fmt.Errorf("usage %s: allocation %s has unknown publish state %q", usage, p.alloc, p.rec.State)
 		}
 		if err := checkPath(p.rec.TargetPath); err != nil {
