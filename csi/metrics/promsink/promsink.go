@@ -35,6 +35,7 @@ import (
 
 	gometrics "github.com/hashicorp/go-metrics"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/model"
 )
 
 // DefaultBuckets are the upper bounds, in milliseconds, of a sample's
@@ -167,13 +168,13 @@ func vecSet[M any, V interface {
 	GetMetricWithLabelValues(...string) (M, error)
 }](labels []string, vec V, put func(M, float64)) *seriesSet {
 	if len(labels) == 0 {
-		// One series: found once, so that an emit skips the lookup.
-		if m, err := vec.GetMetricWithLabelValues(); err == nil {
-			return &seriesSet{labels, vec, func(_ []string, x float64) error {
-				put(m, x)
-				return nil
-			}}
-		}
+		// One series, found once so that an emit skips the lookup: with
+		// no labels to check the lookup cannot fail.
+		m, _ := vec.GetMetricWithLabelValues()
+		return &seriesSet{labels, vec, func(_ []string, x float64) error {
+			put(m, x)
+			return nil
+		}}
 	}
 	return &seriesSet{labels, vec, func(values []string, x float64) error {
 		m, err := vec.GetMetricWithLabelValues(values...)
@@ -193,7 +194,8 @@ func (s *Sink) emit(k kind, key []string, v float64, labels []gometrics.Label) {
 	name := metricName(key)
 	f, ok := s.families.Load(name)
 	if !ok {
-		if name == "" || name == droppedName {
+		// A dropped first emit makes no family, so fixes no kind.
+		if _, valid := labelNames(k, labels); name == "" || name == droppedName || !valid {
 			s.drop("name")
 			return
 		}
@@ -247,7 +249,7 @@ func metricName(key []string) string {
 func labelNames(k kind, labels []gometrics.Label) ([]string, bool) {
 	names := make([]string, len(labels))
 	for i, l := range labels {
-		if !validLabelName(l.Name) || k == histogram && l.Name == "le" || strings.HasPrefix(l.Name, "__") {
+		if !model.LegacyValidation.IsValidLabelName(l.Name) || k == histogram && l.Name == "le" || strings.HasPrefix(l.Name, "__") {
 			return nil, false
 		}
 		if slices.Contains(names[:i], l.Name) {
@@ -256,15 +258,6 @@ func labelNames(k kind, labels []gometrics.Label) ([]string, bool) {
 		names[i] = l.Name
 	}
 	return names, true
-}
-
-func validLabelName(n string) bool {
-	for i, r := range n {
-		if !(r == '_' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || i > 0 && '0' <= r && r <= '9') {
-			return false
-		}
-	}
-	return n != ""
 }
 
 // Describe sends nothing: a Sink's metrics are known only once emitted,

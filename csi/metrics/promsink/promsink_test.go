@@ -186,6 +186,21 @@ func TestSink_LabelSets(t *testing.T) {
 	}
 }
 
+// TestSink_DroppedFirstEmitFixesNoKind: a name whose first emit was
+// dropped takes a later emit of another kind.
+func TestSink_DroppedFirstEmitFixesNoKind(t *testing.T) {
+	s := newSink(t)
+	s.AddSampleWithLabels([]string{"new"}, 1, []metrics.Label{{Name: "le", Value: "1"}})
+	s.IncrCounter([]string{"new"}, 1)
+	fams := scrape(t, s)
+	if m := series(fams, "new", ""); m.GetCounter().GetValue() != 1 {
+		t.Errorf("new = %v, want the counter kept", m)
+	}
+	if m := series(fams, "promsink_dropped_total", "reason=kind"); m != nil {
+		t.Errorf("dropped{reason=kind} = %v, want none", m)
+	}
+}
+
 // TestSink_LeOnCounter: "le" is reserved for histograms only.
 func TestSink_LeOnCounter(t *testing.T) {
 	s := newSink(t)
