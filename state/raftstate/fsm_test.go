@@ -69,6 +69,24 @@ func TestFSM_Apply_Entries(t *testing.T) {
 		if f.Err() != nil {
 			t.Fatalf("the FSM diverged before: %v", f.Err())
 		}
+		// Waits blocked when the FSM diverges end with its error, not
+		// with their ctx: the store will not change again.
+		vols, err := store.Index(state.TableVolumes)
+		must(t, err)
+		past, err := f.Reader().PastClaimsIndex()
+		must(t, err)
+		waits, started := make(chan error, 2), make(chan struct{}, 2)
+		for _, wait := range []func() error{
+			func() error { _, err := f.Reader().Wait(context.Background(), state.TableVolumes, vols); return err },
+			func() error { _, err := f.Reader().WaitPastClaims(context.Background(), past); return err },
+		} {
+			go func() {
+				started <- struct{}{}
+				waits <- wait()
+			}()
+		}
+		<-started
+		<-started
 		r := f.Apply(&raft.Log{Index: 6, Type: raft.LogCommand, Data: []byte(`{"kind":"from-the-future","body":{}}`)}).(*raftstate.Response)
 		expectIs(t, r.Err, raftstate.ErrStateDiverged)
 		expectIs(t, r.Err, csi.ErrInvalidRequest)
@@ -97,6 +115,22 @@ func TestFSM_Apply_Entries(t *testing.T) {
 		}
 		if err := f.WaitApplied(context.Background(), 7); !errors.Is(err, raftstate.ErrStateDiverged) {
 			t.Errorf("WaitApplied after the FSM diverged: %v, want ErrStateDiverged", err)
+		}
+		for range 2 {
+			select {
+			case err := <-waits:
+				if !errors.Is(err, raftstate.ErrStateDiverged) {
+					t.Errorf("a Wait blocked when the FSM diverged: %v, want ErrStateDiverged", err)
+				}
+			case <-waitCtx(t).Done():
+				t.Fatal("a Wait blocked when the FSM diverged still waits")
+			}
+		}
+		if _, err := f.Reader().PastClaimsIndex(); !errors.Is(err, raftstate.ErrStateDiverged) {
+			t.Errorf("PastClaimsIndex after the FSM diverged: %v, want ErrStateDiverged", err)
+		}
+		if _, err := f.Reader().Wait(context.Background(), state.TableVolumes, 0); !errors.Is(err, raftstate.ErrStateDiverged) {
+			t.Errorf("a Wait after the FSM diverged: %v, want ErrStateDiverged", err)
 		}
 	})
 }

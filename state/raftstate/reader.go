@@ -138,17 +138,10 @@ func (r *Reader) SnapshotsByVolume(namespace, volumeID string) ([]*csi.Snapshot,
 }
 
 // Wait implements state.Watcher. A Wait that is blocked when the FSM
-// diverges returns when ctx ends or the store changes; its answer is
-// then the FSM's error.
+// diverges returns the FSM's error then: the store will not change
+// again.
 func (r *Reader) Wait(ctx context.Context, table state.Table, minIndex uint64) (uint64, error) {
-	if err := r.fsm.Err(); err != nil {
-		return 0, err
-	}
-	idx, err := r.store.Wait(ctx, table, minIndex)
-	if ferr := r.fsm.Err(); ferr != nil {
-		return 0, ferr
-	}
-	return idx, err
+	return r.wait(ctx, func(ctx context.Context) (uint64, error) { return r.store.Wait(ctx, table, minIndex) })
 }
 
 // PastClaimsIndex implements state.PastClaimWatcher; a store without it
@@ -166,16 +159,30 @@ func (r *Reader) PastClaimsIndex() (uint64, error) {
 // WaitPastClaims implements state.PastClaimWatcher, as Wait does; a
 // store without it is waited on through its volume table.
 func (r *Reader) WaitPastClaims(ctx context.Context, minIndex uint64) (uint64, error) {
+	return r.wait(ctx, func(ctx context.Context) (uint64, error) {
+		if pw, ok := r.store.(state.PastClaimWatcher); ok {
+			return pw.WaitPastClaims(ctx, minIndex)
+		}
+		return r.store.Wait(ctx, state.TableVolumes, minIndex)
+	})
+}
+
+// wait runs w with a ctx that also ends when the FSM diverges, and
+// answers with the FSM's error once it has.
+func (r *Reader) wait(ctx context.Context, w func(context.Context) (uint64, error)) (uint64, error) {
 	if err := r.fsm.Err(); err != nil {
 		return 0, err
 	}
-	var idx uint64
-	var err error
-	if pw, ok := r.store.(state.PastClaimWatcher); ok {
-		idx, err = pw.WaitPastClaims(ctx, minIndex)
-	} else {
-		idx, err = r.store.Wait(ctx, state.TableVolumes, minIndex)
-	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-r.fsm.Failed():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	idx, err := w(ctx)
 	if ferr := r.fsm.Err(); ferr != nil {
 		return 0, ferr
 	}
