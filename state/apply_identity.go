@@ -114,15 +114,6 @@ func (c RegisterNode) apply(w *writer) error {
 	return w.insert(tNodes, row)
 }
 
-// checkNodeSecret refuses a report for a node with a secret that does
-// not carry its hash. A node that never registered has none to check.
-func checkNodeSecret(old *Node, hash string) error {
-	if old == nil {
-		return nil
-	}
-	return old.CheckSecretHash(hash)
-}
-
 // CheckSecretHash returns a *NodeIdentityError unless n has no secret
 // (it never registered) or hash is the hash of its secret
 // (HashNodeSecret). The hashes are compared in constant time. A host

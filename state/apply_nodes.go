@@ -132,8 +132,10 @@ func (c UpsertNodePlugins) apply(w *writer) error {
 	if err != nil {
 		return err
 	}
-	if err := checkNodeSecret(old, c.SecretHash); err != nil {
-		return err
+	if old != nil { // a node that never registered has no secret to check
+		if err := old.CheckSecretHash(c.SecretHash); err != nil {
+			return err
+		}
 	}
 	return w.setNodePlugins(c.NodeID, list, false)
 }

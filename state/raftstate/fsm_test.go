@@ -126,6 +126,9 @@ func TestFSM_Apply_Entries(t *testing.T) {
 				t.Fatal("a Wait blocked when the FSM diverged still waits")
 			}
 		}
+		if err := f.Restore(io.NopCloser(strings.NewReader("not a snapshot"))); !errors.Is(err, raftstate.ErrStateDiverged) {
+			t.Errorf("a restore after the FSM diverged: %v, want ErrStateDiverged before the snapshot is read", err)
+		}
 		if _, err := f.Reader().PastClaimsIndex(); !errors.Is(err, raftstate.ErrStateDiverged) {
 			t.Errorf("PastClaimsIndex after the FSM diverged: %v, want ErrStateDiverged", err)
 		}
