@@ -19,8 +19,9 @@ import (
 
 // meter makes e emit through sink: a plugin client with the interceptor,
 // a Server with the sink, and a release Worker observed by
-// claimgc.MetricsObserver, which it runs until the test ends.
-func (e *srvEnv) meter(t testing.TB, sink metrics.Sink) {
+// claimgc.MetricsObserver, which it runs until the test ends and
+// returns.
+func (e *srvEnv) meter(t testing.TB, sink metrics.Sink) *claimgc.Worker {
 	t.Helper()
 	_, info, err := e.plugins.ControllerPlugin(rtPlugin)
 	must(t, err)
@@ -49,13 +50,19 @@ func (e *srvEnv) meter(t testing.TB, sink metrics.Sink) {
 		<-done
 	})
 	w.SetEnabled(true)
+	return w
 }
 
 func TestServer_Lifecycle_Metrics(t *testing.T) {
 	e := newSrvEnv(t, csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true})
 	rec := metricstest.New()
-	e.meter(t, rec)
+	w := e.meter(t, rec)
 	lifecycleOnce(t, context.Background(), e, 1)
+	// The lifecycle goes on once the store shows the claims freed; the
+	// Worker tells its Observer just after.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	must(t, w.Settle(ctx))
 	_, err := e.claim("nope", "a1-1", "n2", csi.ClaimWrite, snwFS)
 	if err == nil {
 		t.Fatal("a claim on an unknown volume succeeded")
