@@ -104,9 +104,9 @@ func TestServer_Lifecycle_Metrics(t *testing.T) {
 // metrics-overhead is the ratio of the medians of on and of the first
 // off (goal ≤ 1.03), and off-vs-off the same ratio for the two offs: the
 // figure's noise, which on a shared 2-core machine is a few percent in
-// a run, so read the figure over several (-count 5).
+// a run, so read the figure as the mean of ten runs.
 //
-//	go test ./rpcshim -run '^$' -bench MetricsOverhead -benchtime 600x -count 5
+//	go test ./rpcshim -run '^$' -bench MetricsOverhead -benchtime 2000x -count 10
 func BenchmarkServer_MetricsOverhead(b *testing.B) {
 	e := newSrvEnv(b, csi.ControllerCapabilities{CreateDeleteVolume: true, PublishUnpublishVolume: true})
 	prom, err := promsink.New(promsink.Options{})
