@@ -49,7 +49,7 @@ const droppedName = "promsink_dropped_total"
 // Options configures a Sink.
 type Options struct {
 	// Buckets are the upper bounds of each sample's histogram, in
-	// increasing order; nil is DefaultBuckets.
+	// increasing order; none is DefaultBuckets.
 	Buckets []float64
 }
 
@@ -70,7 +70,7 @@ var (
 // increase.
 func New(opts Options) (*Sink, error) {
 	buckets := opts.Buckets
-	if buckets == nil {
+	if len(buckets) == 0 {
 		buckets = DefaultBuckets
 	}
 	for i := 1; i < len(buckets); i++ {
@@ -124,10 +124,10 @@ func (f *family) set(labels []gometrics.Label) *seriesSet {
 	return nil
 }
 
-// addSet returns the family's set with names, made if it has none. It
-// returns an error if a set has the same names in another order: the
-// two would yield the same series.
-func (f *family) addSet(names []string, newSet func() *seriesSet) (*seriesSet, error) {
+// addSet returns the family's set with names, made if it has none, or
+// nil if a set has the same names in another order: the two would
+// yield the same series.
+func (f *family) addSet(names []string, newSet func() *seriesSet) *seriesSet {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var sets []*seriesSet
@@ -137,16 +137,16 @@ func (f *family) addSet(names []string, newSet func() *seriesSet) (*seriesSet, e
 	sorted := slices.Sorted(slices.Values(names))
 	for _, ss := range sets {
 		if slices.Equal(ss.labels, names) {
-			return ss, nil
+			return ss
 		}
 		if slices.Equal(slices.Sorted(slices.Values(ss.labels)), sorted) {
-			return nil, fmt.Errorf("label names %v emitted before as %v", names, ss.labels)
+			return nil
 		}
 	}
 	ss := newSet()
 	sets = append(slices.Clip(sets), ss)
 	f.sets.Store(&sets)
-	return ss, nil
+	return ss
 }
 
 func (s *Sink) newSet(name string, k kind, labels []string) *seriesSet {
@@ -191,33 +191,10 @@ func (s *Sink) emit(k kind, key []string, v float64, labels []gometrics.Label) {
 		s.drop("negative")
 		return
 	}
-	name := metricName(key)
-	f, ok := s.families.Load(name)
-	if !ok {
-		// A dropped first emit makes no family, so fixes no kind.
-		if _, valid := labelNames(k, labels); name == "" || name == droppedName || !valid {
-			s.drop("name")
-			return
-		}
-		f, _ = s.families.LoadOrStore(name, &family{kind: k})
-	}
-	fam := f.(*family)
-	if fam.kind != k {
-		s.drop("kind")
-		return
-	}
-	ss := fam.set(labels)
+	ss, reason := s.series(metricName(key), k, labels)
 	if ss == nil {
-		names, valid := labelNames(k, labels)
-		if !valid {
-			s.drop("name")
-			return
-		}
-		var err error
-		if ss, err = fam.addSet(names, func() *seriesSet { return s.newSet(name, k, names) }); err != nil {
-			s.drop("labels")
-			return
-		}
+		s.drop(reason)
+		return
 	}
 	values := make([]string, len(labels))
 	for i, l := range labels {
@@ -226,6 +203,35 @@ func (s *Sink) emit(k kind, key []string, v float64, labels []gometrics.Label) {
 	if err := ss.add(values, v); err != nil {
 		s.drop("value")
 	}
+}
+
+// series returns the set that emits of name, kind k and labels go to,
+// made if new, or nil and the reason to drop them. A dropped first emit
+// makes no family, so fixes no kind.
+func (s *Sink) series(name string, k kind, labels []gometrics.Label) (*seriesSet, string) {
+	f, ok := s.families.Load(name)
+	if ok {
+		fam := f.(*family)
+		if fam.kind != k {
+			return nil, "kind"
+		}
+		if ss := fam.set(labels); ss != nil {
+			return ss, ""
+		}
+	}
+	names, valid := labelNames(k, labels)
+	if name == "" || name == droppedName || !valid {
+		return nil, "name"
+	}
+	f, _ = s.families.LoadOrStore(name, &family{kind: k})
+	fam := f.(*family)
+	if fam.kind != k { // another kind's first emit came in between
+		return nil, "kind"
+	}
+	if ss := fam.addSet(names, func() *seriesSet { return s.newSet(name, k, names) }); ss != nil {
+		return ss, ""
+	}
+	return nil, "labels"
 }
 
 func (s *Sink) drop(reason string) { s.dropped.WithLabelValues(reason).Inc() }

@@ -234,11 +234,44 @@ func TestSink_ConcurrentFirstEmits(t *testing.T) {
 	}
 }
 
+// TestSink_ConcurrentFirstEmitsOfTwoKinds: when a counter's and a
+// gauge's first emits of one name race, one kind is kept and the other
+// dropped, and the scrape never fails.
+func TestSink_ConcurrentFirstEmitsOfTwoKinds(t *testing.T) {
+	for round := range 2000 {
+		s := newSink(t)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Go(func() {
+			<-start
+			s.IncrCounter([]string{"x"}, 1)
+		})
+		wg.Go(func() {
+			<-start
+			s.SetGauge([]string{"x"}, 1)
+		})
+		close(start)
+		wg.Wait()
+		fams := scrape(t, s)
+		if len(fams["x"].GetMetric()) != 1 || series(fams, "promsink_dropped_total", "reason=kind").GetCounter().GetValue() != 1 {
+			t.Fatalf("round %d: x = %v, dropped %v; want one kind kept and one emit dropped", round, fams["x"], fams["promsink_dropped_total"])
+		}
+	}
+}
+
 func TestNew_Buckets(t *testing.T) {
 	for _, b := range [][]float64{{1, 1}, {2, 1}, {1, math.NaN()}} {
 		if _, err := promsink.New(promsink.Options{Buckets: b}); err == nil {
 			t.Errorf("buckets %v: no error", b)
 		}
+	}
+	empty, err := promsink.New(promsink.Options{Buckets: []float64{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty.AddSample([]string{"lat"}, 50)
+	if bs := series(scrape(t, empty), "lat", "").GetHistogram().GetBucket(); len(bs) != len(promsink.DefaultBuckets) {
+		t.Errorf("no buckets given: %d buckets, want DefaultBuckets' %d", len(bs), len(promsink.DefaultBuckets))
 	}
 	s, err := promsink.New(promsink.Options{Buckets: []float64{10, 100}})
 	if err != nil {
